@@ -1,0 +1,1 @@
+//! abcd-journal: see journal-format/ for the byte-level format.

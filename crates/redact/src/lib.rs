@@ -1,0 +1,1 @@
+//! abcd-redact: the redaction engine.

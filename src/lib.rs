@@ -1,0 +1,3 @@
+//! abcd: a local, secret-redacted, append-only corpus of AI coding sessions.
+//!
+//! See ARCHITECTURE.md for the code map.
