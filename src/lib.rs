@@ -1,3 +1,8 @@
 //! abcd: a local, secret-redacted, append-only corpus of AI coding sessions.
 //!
 //! See ARCHITECTURE.md for the code map.
+
+pub mod clock;
+pub mod fsutil;
+pub mod lineage;
+pub mod store;
