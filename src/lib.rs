@@ -5,4 +5,5 @@
 pub mod clock;
 pub mod fsutil;
 pub mod lineage;
+pub mod repo;
 pub mod store;
