@@ -5,5 +5,6 @@
 pub mod clock;
 pub mod fsutil;
 pub mod lineage;
+pub mod record;
 pub mod repo;
 pub mod store;
