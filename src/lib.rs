@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod fsutil;
+pub mod hook;
 pub mod lineage;
 pub mod record;
 pub mod repo;

@@ -1,0 +1,3 @@
+//! Hook-side helpers shared by the `abcd hook …` verbs.
+
+pub mod payload;
