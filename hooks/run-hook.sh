@@ -1,0 +1,67 @@
+#!/bin/sh
+# abcd hook wrapper: finds the abcd binary and hands it this hook's stdin.
+#
+# Usage: run-hook.sh <verb>   (session-start | user-prompt-submit | stop |
+#                              subagent-stop | session-end)
+#
+# Resolution order, first hit wins:
+#   1. $CLAUDE_PLUGIN_ROOT/bin/abcd            (a binary shipped with the plugin)
+#   2. $CLAUDE_PLUGIN_ROOT/target/release/abcd (a plugin checkout built in place)
+#   3. abcd on PATH, only if the path is absolute and neither the binary nor
+#      its directory is world-writable (anyone could swap a world-writable one).
+#
+# Exit codes: whatever abcd exits (abcd's hooks always exit 0). When no binary
+# resolves this exits 1 with one stderr line: never 0, because silence would
+# hide that capture is off, and never 2, because exit 2 BLOCKS SubagentStop,
+# Stop and UserPromptSubmit in the harness.
+
+verb="${1:-}"
+case "$verb" in
+  session-start|user-prompt-submit|stop|subagent-stop|session-end) ;;
+  *)
+    echo "abcd: hooks/run-hook.sh was given an unknown hook verb '$verb'; capture is OFF for this event — reinstall the abcd plugin" >&2
+    exit 1
+    ;;
+esac
+
+# True (0) when $1 is world-writable, or when that cannot be determined:
+# an unverifiable binary is treated as unsafe.
+world_writable() {
+  found=$(find "$1" -prune -perm -0002 -print 2>/dev/null) || return 0
+  [ -n "$found" ]
+}
+
+bin=""
+if [ -n "${CLAUDE_PLUGIN_ROOT:-}" ]; then
+  for candidate in "$CLAUDE_PLUGIN_ROOT/bin/abcd" "$CLAUDE_PLUGIN_ROOT/target/release/abcd"; do
+    if [ -f "$candidate" ] && [ -x "$candidate" ]; then
+      bin="$candidate"
+      break
+    fi
+  done
+fi
+
+why="no abcd binary in \$CLAUDE_PLUGIN_ROOT/bin, \$CLAUDE_PLUGIN_ROOT/target/release or on PATH"
+if [ -z "$bin" ]; then
+  candidate=$(command -v abcd 2>/dev/null) || candidate=""
+  case "$candidate" in
+    /*)
+      if [ ! -f "$candidate" ] || [ ! -x "$candidate" ]; then
+        why="$candidate is not an executable file"
+      elif world_writable "$candidate" || world_writable "${candidate%/*}/"; then
+        why="$candidate (or its directory) is world-writable, so abcd refuses to run it"
+      else
+        bin="$candidate"
+      fi
+      ;;
+    "") ;;
+    *) why="PATH resolves abcd to '$candidate', which is not an absolute path" ;;
+  esac
+fi
+
+if [ -z "$bin" ]; then
+  echo "abcd: capture is OFF for this $verb hook — $why; install abcd on PATH (cargo install --path <abcd checkout>) or run 'cargo build --release' in the plugin directory" >&2
+  exit 1
+fi
+
+exec "$bin" hook "$verb"

@@ -1,0 +1,258 @@
+//! The plugin's hook wiring: `hooks/hooks.json` names only live hook verbs
+//! through `hooks/run-hook.sh`, and the wrapper fails loudly (exit 1, never
+//! 0 or 2) when no abcd binary resolves, and otherwise runs the binary with
+//! the verb and this hook's stdin.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Every `abcd hook` verb the harness may be wired to, by event. Keep in
+/// step with the CLI's `hook` sub-commands.
+const WIRED: [(&str, &str); 5] = [
+    ("SessionStart", "session-start"),
+    ("UserPromptSubmit", "user-prompt-submit"),
+    ("Stop", "stop"),
+    ("SubagentStop", "subagent-stop"),
+    ("SessionEnd", "session-end"),
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn wrapper() -> PathBuf {
+    root().join("hooks/run-hook.sh")
+}
+
+fn json(rel: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(root().join(rel)).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{rel} is not JSON: {e}"))
+}
+
+#[test]
+fn plugin_manifest_names_the_plugin() {
+    let m = json(".claude-plugin/plugin.json");
+    assert_eq!(m["name"], "abcd");
+    // hooks/hooks.json is the default location; naming it again in the
+    // manifest makes the harness load it twice.
+    assert!(m.get("hooks").is_none());
+}
+
+#[test]
+fn hooks_manifest_names_live_subverbs() {
+    let m = json("hooks/hooks.json");
+    let hooks = m["hooks"].as_object().expect("a hooks object");
+    let mut events: Vec<_> = hooks.keys().map(String::as_str).collect();
+    events.sort_unstable();
+    let mut want: Vec<_> = WIRED.iter().map(|(e, _)| *e).collect();
+    want.sort_unstable();
+    assert_eq!(events, want);
+    for (event, verb) in WIRED {
+        let groups = hooks[event].as_array().unwrap();
+        assert_eq!(groups.len(), 1, "{event}");
+        let handlers = groups[0]["hooks"].as_array().unwrap();
+        assert_eq!(handlers.len(), 1, "{event}");
+        let h = &handlers[0];
+        assert_eq!(h["type"], "command", "{event}");
+        let cmd = h["command"].as_str().unwrap();
+        assert_eq!(
+            cmd,
+            format!("sh \"${{CLAUDE_PLUGIN_ROOT}}/hooks/run-hook.sh\" {verb}"),
+            "{event}"
+        );
+        let timeout = h["timeout"].as_u64().unwrap();
+        assert!((1..=60).contains(&timeout), "{event} timeout {timeout}");
+        // The command, run as the harness would, reaches `abcd hook <verb>`.
+        let t = tempfile::tempdir().unwrap();
+        let seen = t.path().join("seen");
+        write_exe(&t.path().join("bin/abcd"), &fake_abcd(&seen), 0o755);
+        // An installed plugin: the wrapper sits under the plugin root.
+        std::fs::create_dir_all(t.path().join("hooks")).unwrap();
+        std::fs::copy(wrapper(), t.path().join("hooks/run-hook.sh")).unwrap();
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(cmd)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("CLAUDE_PLUGIN_ROOT", t.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{event}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&seen).unwrap(),
+            format!("args:hook {verb}\n"),
+            "{event}"
+        );
+    }
+}
+
+/// Runs the wrapper with a scrubbed environment: only what is passed here.
+fn run(verb: &str, env: &[(&str, &Path)], stdin: &[u8]) -> Output {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg(wrapper())
+        .arg(verb)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn write_exe(path: &Path, body: &str, mode: u32) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A fake abcd that records its arguments and stdin using shell builtins
+/// only (the test's PATH may hold nothing), then exits 0.
+fn fake_abcd(out: &Path) -> String {
+    format!(
+        "#!/bin/sh\n{{ printf 'args:%s\\n' \"$*\"; while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done; }} > '{}'\nexit 0\n",
+        out.display()
+    )
+}
+
+#[test]
+fn wrapper_without_a_binary_exits_one_with_a_reason() {
+    let t = tempfile::tempdir().unwrap();
+    let empty_path = t.path().join("empty-path");
+    let plugin = t.path().join("plugin");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    std::fs::create_dir_all(&plugin).unwrap();
+    for (_, verb) in WIRED {
+        for env in [
+            vec![("PATH", empty_path.as_path())],
+            vec![
+                ("PATH", empty_path.as_path()),
+                ("CLAUDE_PLUGIN_ROOT", plugin.as_path()),
+            ],
+        ] {
+            let out = run(verb, &env, b"{}");
+            assert_eq!(out.status.code(), Some(1), "{verb}: never 0, never 2");
+            assert!(out.stdout.is_empty(), "{verb}: nothing on stdout");
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert!(err.contains("capture is OFF"), "{verb}: {err}");
+            assert!(err.contains(verb), "{verb}: {err}");
+            assert!(!err.contains("unknown hook verb"), "{verb}: {err}");
+            assert_eq!(err.lines().count(), 1, "{verb}: one line: {err}");
+        }
+    }
+    let out = run("bogus", &[("PATH", empty_path.as_path())], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("unknown hook verb"));
+}
+
+#[test]
+fn wrapper_runs_the_plugin_binary_with_verb_and_stdin() {
+    let t = tempfile::tempdir().unwrap();
+    let empty_path = t.path().join("empty-path");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let out_file = t.path().join("seen");
+    for rel in ["bin/abcd", "target/release/abcd"] {
+        let plugin = t.path().join(format!("plugin-{}", rel.replace('/', "-")));
+        write_exe(&plugin.join(rel), &fake_abcd(&out_file), 0o755);
+        let payload = b"{\"session_id\":\"s1\",\"agent_id\":\"a1\"}\n";
+        let out = run(
+            "subagent-stop",
+            &[
+                ("PATH", empty_path.as_path()),
+                ("CLAUDE_PLUGIN_ROOT", plugin.as_path()),
+            ],
+            payload,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{rel}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen = std::fs::read_to_string(&out_file).unwrap();
+        assert_eq!(
+            seen, "args:hook subagent-stop\n{\"session_id\":\"s1\",\"agent_id\":\"a1\"}\n",
+            "{rel}"
+        );
+        std::fs::remove_file(&out_file).unwrap();
+    }
+}
+
+#[test]
+fn wrapper_prefers_the_plugin_bin_over_target_release() {
+    let t = tempfile::tempdir().unwrap();
+    let plugin = t.path().join("plugin");
+    let seen_bin = t.path().join("seen-bin");
+    let seen_target = t.path().join("seen-target");
+    write_exe(&plugin.join("bin/abcd"), &fake_abcd(&seen_bin), 0o755);
+    write_exe(
+        &plugin.join("target/release/abcd"),
+        &fake_abcd(&seen_target),
+        0o755,
+    );
+    let out = run(
+        "stop",
+        &[("CLAUDE_PLUGIN_ROOT", plugin.as_path()), ("PATH", t.path())],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(seen_bin.exists());
+    assert!(!seen_target.exists());
+}
+
+#[test]
+fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("safe-bin");
+    let seen = t.path().join("seen");
+    write_exe(&dir.join("abcd"), &fake_abcd(&seen), 0o755);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The PATH check needs `find`; keep the system dirs after ours.
+    let path = std::ffi::OsString::from(format!("{}:/usr/bin:/bin", dir.display()));
+    let path = Path::new(&path);
+    let out = run("session-end", &[("PATH", path)], b"{}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "args:hook session-end\n{}\n"
+    );
+    std::fs::remove_file(&seen).unwrap();
+
+    std::fs::set_permissions(dir.join("abcd"), std::fs::Permissions::from_mode(0o757)).unwrap();
+    let out = run("session-end", &[("PATH", path)], b"{}");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("world-writable") && err.contains("capture is OFF"),
+        "{err}"
+    );
+    assert!(!seen.exists(), "the unsafe binary never ran");
+
+    std::fs::set_permissions(dir.join("abcd"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run("session-end", &[("PATH", path)], b"{}");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        !seen.exists(),
+        "a binary in a world-writable directory never ran"
+    );
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
