@@ -146,7 +146,9 @@ pub(crate) fn verify_paths(p: &Paths, opts: &VerifyOptions<'_>) -> Result<Verify
         }
         Tail::Corrupt { offset, reason } => (VerifyStatus::Corrupt, offset, reason),
     };
-    let after = collect_standalone(&mut sc, offset + 8, tag)?;
+    // Count from the first invalid byte (inside an incomplete batch, its
+    // valid leading frames are part of the torn tail, not "after" it).
+    let after = collect_standalone(&mut sc, w.last.offset.max(offset) + 8, tag)?;
     let region_end = after.first().map(|f| f.0).unwrap_or(size);
     report.status = status;
     report.damage = Some(Damage {
