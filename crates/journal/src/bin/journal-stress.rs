@@ -2,11 +2,13 @@
 //! latency tests and for tools/journal-bench.
 //!
 //! Usage:
-//!   journal-stress append <dir> <seed> <count> [batch] [inside|outside]
+//!   journal-stress append <dir> <seed> <count> [batch] [inside|outside] [big]
 //!       Append <count> events whose ids and payloads derive from <seed>
 //!       (so another process with the same seed re-sends the same ids), in
 //!       atomic batches of [batch] (default 1). After every acknowledged
 //!       append prints `ack <id-hex> <seq> <new|dup>` and flushes stdout.
+//!       With `big`, each payload is its normal bytes repeated 1500 times
+//!       (~0.6 MiB average) so a SIGKILL can land inside a multi-page write().
 //!   journal-stress append-one <dir>
 //!       Append one random 256-byte event durably and exit (latency bench).
 
@@ -24,6 +26,9 @@ fn event_id(seed: u64, i: u64) -> EventId {
     id[8..].copy_from_slice(&i.to_le_bytes());
     EventId(id)
 }
+
+/// Repetitions of the payload in `big` mode (must match the tests).
+const BIG_REPEAT: usize = 1500;
 
 /// Payload of an event: deterministic from its id, 24..=1047 bytes.
 fn payload_for(id: &EventId) -> Vec<u8> {
@@ -56,6 +61,7 @@ fn run() -> Result<(), String> {
                 sync,
                 ..Options::default()
             };
+            let big = args.get(7).map(String::as_str) == Some("big");
             let j = Journal::open_with(Path::new(dir), opts).map_err(|e| e.to_string())?;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
@@ -63,7 +69,10 @@ fn run() -> Result<(), String> {
             while i < count {
                 let n = batch.min(count - i);
                 let ids: Vec<EventId> = (i..i + n).map(|k| event_id(seed, k)).collect();
-                let payloads: Vec<Vec<u8>> = ids.iter().map(payload_for).collect();
+                let payloads: Vec<Vec<u8>> = ids
+                    .iter()
+                    .map(|id| if big { payload_for(id).repeat(BIG_REPEAT) } else { payload_for(id) })
+                    .collect();
                 let evs: Vec<(EventId, &[u8])> = ids.iter().zip(&payloads).map(|(id, p)| (*id, p.as_slice())).collect();
                 let acks = j.append_batch(&evs).map_err(|e| e.to_string())?;
                 for (id, a) in ids.iter().zip(acks) {
