@@ -71,6 +71,8 @@ pub enum FsError {
     LockTimeout { path: PathBuf, waited: Duration },
     #[error("payload is over the {cap}-byte cap; it was discarded unparsed")]
     PayloadOverCap { cap: usize },
+    #[error(transparent)]
+    Read(#[from] GuardedReadError),
 }
 
 impl FsError {

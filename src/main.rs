@@ -1,3 +1,21 @@
+//! The `abcd` binary: parse arguments and hand over to `abcd::cli`.
+
+use clap::Parser;
+
 fn main() {
-    std::process::exit(0);
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match abcd::cli::Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Hooks fail open: a usage error on `abcd hook …` must never
+            // block the harness (SubagentStop's exit 2 would block the agent).
+            let is_hook = args.get(1).is_some_and(|a| a == "hook");
+            if is_hook {
+                eprintln!("abcd hook: {}; nothing done", e.kind());
+                std::process::exit(0);
+            }
+            e.exit();
+        }
+    };
+    std::process::exit(abcd::cli::main_with(cli));
 }

@@ -67,7 +67,7 @@ fn bad(key: &'static str, value: &str, why: impl Into<String>) -> RecordError {
 }
 
 /// Every frontmatter field of a record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordMeta {
     pub schema: u32,
     pub session_id: String,

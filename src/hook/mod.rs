@@ -1,3 +1,4 @@
 //! Hook-side helpers shared by the `abcd hook …` verbs.
 
 pub mod payload;
+pub mod run;

@@ -1,0 +1,245 @@
+//! Capture: the only path that turns raw transcript bytes into a record.
+//!
+//! Owns: redacting a transcript body together with its lineage scalars
+//! (through the redaction engine's two stages: sanitise, then verify), and
+//! deciding — under the store lock, from journal state — whether the result
+//! is new, a no-op, or supersedes shorter records of the same stream.
+//!
+//! Invariants:
+//! - Nothing reaches a record without passing `prepare`; a refusal writes
+//!   nothing. A degraded scanner refuses every capture.
+//! - Idempotency key (source_sha256, session_id, agent_id, kind): two agents
+//!   with identical bytes both store; the same source twice is a no-op.
+//! - Supersession compares redacted bodies of the same (session, agent,
+//!   kind): a longer re-arrival supersedes, a shorter one is a no-op,
+//!   divergent bodies both stay.
+
+use abcd_redact::{RedactError, Scanner};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::clock;
+use crate::corpus::{CorpusError, Locked};
+use crate::event::{CaptureOutcome, Captured, Event, StagedRef};
+use crate::fsutil;
+use crate::lineage::Lineage;
+use crate::projection::{idem_key, stream_key, ProjectionError, RECORD_READ_CAP};
+use crate::record::{self, RecordMeta};
+
+/// The capture route of everything abcd captures from its own hooks.
+pub const KIND_NATIVE: &str = "native";
+
+/// The record schema abcd writes (lineage fields).
+pub const RECORD_SCHEMA: u32 = 2;
+
+#[derive(Debug, Error)]
+pub enum CaptureError {
+    /// Retrying the same bytes with the same configuration can never
+    /// succeed: the drain quarantines the entry.
+    #[error("redaction refused the transcript: {reason}")]
+    Refused { reason: String, deterministic: bool },
+    #[error(transparent)]
+    Corpus(#[from] CorpusError),
+}
+
+impl CaptureError {
+    pub fn is_deterministic(&self) -> bool {
+        matches!(self, CaptureError::Refused { deterministic: true, .. })
+    }
+}
+
+impl From<ProjectionError> for CaptureError {
+    fn from(e: ProjectionError) -> Self {
+        CaptureError::Corpus(e.into())
+    }
+}
+
+/// A redacted transcript, ready to be decided under the lock.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub meta: RecordMeta,
+    pub body: String,
+}
+
+/// Redacts `raw` and the lineage scalars as one unit. No lock is held.
+pub fn prepare(
+    scanner: &Scanner,
+    lineage: &Lineage,
+    raw: &[u8],
+    root_sha: &str,
+    kind: &str,
+) -> Result<Prepared, CaptureError> {
+    let text = std::str::from_utf8(raw).map_err(|e| CaptureError::Refused {
+        reason: format!("the transcript is not valid UTF-8 (first bad byte at offset {})", e.valid_up_to()),
+        deterministic: true,
+    })?;
+    lineage.validate().map_err(|e| CaptureError::Refused {
+        reason: format!("malformed lineage: {e}"),
+        deterministic: true,
+    })?;
+    // Scalars go through the same two-stage pass as the body, in one unit, so
+    // a value found in either is redacted in both.
+    let scalars: [&str; 5] = [
+        lineage.session_id.as_str(),
+        lineage.agent_id.as_deref().unwrap_or(""),
+        lineage.parent_agent_id.as_deref().unwrap_or(""),
+        lineage.agent_type.as_deref().unwrap_or(""),
+        lineage.spawn_tool_use_id.as_deref().unwrap_or(""),
+    ];
+    let mut parts: Vec<&str> = vec![text];
+    parts.extend_from_slice(&scalars);
+    let out = scanner.redact_parts(&parts).map_err(refusal)?;
+    let mut secrets = 0u64;
+    let mut homes = 0u64;
+    for r in &out {
+        for f in &r.findings {
+            if is_home_kind(&f.kind) {
+                homes += 1;
+            } else {
+                secrets += 1;
+            }
+        }
+    }
+    // Identifiers key the corpus; one that redaction would change cannot be
+    // stored changed (it would no longer find its session) nor unchanged.
+    for (i, name) in ["session_id", "agent_id", "parent_agent_id"].iter().enumerate() {
+        if out[i + 1].text != scalars[i] {
+            return Err(CaptureError::Refused {
+                reason: format!("the lineage identifier {name} matches a redaction rule"),
+                deterministic: true,
+            });
+        }
+    }
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let mut body = out[0].text.clone();
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    let meta = RecordMeta {
+        schema: RECORD_SCHEMA,
+        session_id: lineage.session_id.clone(),
+        root_commit: root_sha.to_owned(),
+        captured_at_ns: 0,
+        source_kind: kind.to_owned(),
+        source_tool: None,
+        source_sha256: fsutil::sha256_hex(raw),
+        redacted_secrets: secrets,
+        redacted_home_paths: homes,
+        agent_id: lineage.agent_id.clone(),
+        parent_agent_id: lineage.parent_agent_id.clone(),
+        agent_type: non_empty(&out[4].text),
+        spawn_tool_use_id: non_empty(&out[5].text),
+        lineage_source: lineage.lineage_source,
+        spawn_attribution: lineage.spawn_attribution,
+        adopted_project: None,
+        spawn_depth: lineage.spawn_depth,
+        context_stamps: Vec::new(),
+    };
+    Ok(Prepared { meta, body })
+}
+
+fn is_home_kind(kind: &str) -> bool {
+    kind.contains("home")
+}
+
+fn refusal(e: RedactError) -> CaptureError {
+    CaptureError::Refused {
+        deterministic: e.is_deterministic(),
+        reason: e.to_string(),
+    }
+}
+
+/// What a capture decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaptureResult {
+    pub record: String,
+    pub wrote: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<String>,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    pub redacted_secrets: u64,
+    pub redacted_home_paths: u64,
+}
+
+/// Decides and journals a prepared capture. Caller holds the store lock and
+/// has re-checked that any staged entry it retires is unchanged.
+pub fn commit(
+    locked: &Locked<'_>,
+    prepared: Prepared,
+    retires: Option<StagedRef>,
+    extended: bool,
+) -> Result<CaptureResult, CaptureError> {
+    let Prepared { mut meta, body } = prepared;
+    let index = locked.index();
+    let agent = meta.agent_id.as_deref();
+    let result = |record: String, wrote: bool, superseded: Vec<String>, meta: &RecordMeta| CaptureResult {
+        record,
+        wrote,
+        superseded,
+        session_id: meta.session_id.clone(),
+        agent_id: meta.agent_id.clone(),
+        redacted_secrets: meta.redacted_secrets,
+        redacted_home_paths: meta.redacted_home_paths,
+    };
+    let idem = idem_key(&meta.source_sha256, &meta.session_id, agent, &meta.source_kind);
+    let mut already = index.record_for_idem(&idem)?;
+    let mut supersedes = Vec::new();
+    if already.is_none() {
+        let stream = stream_key(&meta.session_id, agent, &meta.source_kind);
+        for name in index.stream_records(&stream)? {
+            let path = locked.lane().records_dir().join(&name);
+            let Ok(bytes) = fsutil::guarded_read(&path, RECORD_READ_CAP) else {
+                continue; // unreadable priors are skipped
+            };
+            let Ok((_, prior)) = record::parse(&bytes) else {
+                continue;
+            };
+            if prior.starts_with(body.as_bytes()) {
+                already = Some(name);
+                break;
+            }
+            if body.as_bytes().starts_with(prior) {
+                supersedes.push(name);
+            }
+        }
+    }
+    let outcome = match already {
+        Some(record_name) => {
+            let r = result(record_name.clone(), false, Vec::new(), &meta);
+            locked.append(&Event::Captured(Box::new(Captured {
+                outcome: CaptureOutcome::AlreadyStored { record_name },
+                retires,
+                extended,
+            })))?;
+            return Ok(r);
+        }
+        None => {
+            let records = locked.lane().records_dir();
+            let mut at = clock::now_unix_ns();
+            let mut name = record::record_filename(at, &meta.session_id, agent);
+            while records.join(&name).exists() {
+                at += 1;
+                name = record::record_filename(at, &meta.session_id, agent);
+            }
+            meta.captured_at_ns = at;
+            let r = result(name.clone(), true, supersedes.clone(), &meta);
+            (
+                CaptureOutcome::Stored {
+                    record_name: name,
+                    meta,
+                    body,
+                    supersedes,
+                },
+                r,
+            )
+        }
+    };
+    locked.append(&Event::Captured(Box::new(Captured {
+        outcome: outcome.0,
+        retires,
+        extended,
+    })))?;
+    Ok(outcome.1)
+}

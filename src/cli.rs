@@ -1,0 +1,546 @@
+//! The command line: argument parsing, dispatch and rendering (text and
+//! `--json`).
+//!
+//! Owns: clap definitions, exit codes, text shapes, sanitising everything
+//! printed. Never holds domain logic: each verb calls one function of a
+//! domain module and renders what it returns.
+
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use crate::clock;
+use crate::corpus::Corpus;
+use crate::drain::{self, Budget};
+use crate::hook::run::{self as hook_run, HookVerb};
+use crate::{history, repo, stage, store};
+
+/// Exit status of a verb that failed in a way the user must act on.
+pub const EXIT_FAILURE: i32 = 1;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "abcd",
+    version,
+    about = "A local, secret-redacted, append-only corpus of your AI coding sessions",
+    long_about = "abcd keeps, for every git repository you work in, a local, secret-redacted, \
+append-only corpus of your Claude Code sessions: every main thread and every sub-agent, with lineage. \
+State lives under $ABCD_HOME (default ~/.abcd)."
+)]
+pub struct Cli {
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The repository to act on (default: the current directory).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Read, drain and manage the corpus of this repository.
+    #[command(subcommand)]
+    History(HistoryCmd),
+    /// Inspect, verify, replay and repair this repository's journal.
+    #[command(subcommand)]
+    Journal(JournalCmd),
+    /// Claude Code hook entry points (wired in hooks/hooks.json). Always exit 0.
+    Hook(HookArgs),
+    /// Redact a file (or stdin) with the same engine capture uses.
+    Redact(RedactArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum HistoryCmd {
+    /// List stored records, newest first.
+    List {
+        /// Only this session: its main thread first, then every sub-agent.
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Show one record: exact file name, then agent id, then session id.
+    Show { key: String },
+    /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
+    Staged {
+        /// Survey every repository in the store (counts, sizes, names only).
+        #[arg(long)]
+        all_repos: bool,
+    },
+    /// Redact and store everything staged, now.
+    Drain,
+    /// Delete one staged or quarantined transcript (irreversible).
+    Discard {
+        /// Bare file name ending in .raw, as `history staged` prints it.
+        file: String,
+        /// Confirm the deletion.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Capture a transcript file directly (redacted, then stored).
+    Capture {
+        /// A transcript file, or - for stdin.
+        file: String,
+        /// Session id (default: the file name without extension).
+        #[arg(long)]
+        session: Option<String>,
+        /// Sub-agent id, for a sub-agent transcript.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Sub-agent type.
+        #[arg(long)]
+        agent_type: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum JournalCmd {
+    /// Check every frame: clean (0), torn tail (3) or corrupt (4).
+    Verify {
+        /// Check CRCs only, not the SHA-256 chain.
+        #[arg(long)]
+        crc_only: bool,
+    },
+    /// Bring projections up to date, or rebuild them from scratch.
+    Replay {
+        /// Rebuild every projection from the whole journal.
+        #[arg(long)]
+        rebuild: bool,
+    },
+    /// One line per event.
+    Dump,
+    /// Move a damaged range aside and re-append every intact event.
+    Repair {
+        /// Do it (without it, only say what would be done).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Frame, byte and event counts.
+    Stats,
+}
+
+#[derive(Args, Debug)]
+pub struct HookArgs {
+    /// session-start | session-end | stop | subagent-stop | user-prompt-submit (alias prompt-router)
+    pub verb: String,
+}
+
+#[derive(Args, Debug)]
+pub struct RedactArgs {
+    /// File to redact, or - for stdin (the default).
+    pub file: Option<String>,
+    /// Print findings as JSON (rule, kind, line, column, length) instead of text.
+    #[arg(long)]
+    pub report: bool,
+}
+
+/// Replaces control characters (other than newline and tab) so repository-
+/// or transcript-derived text cannot drive the terminal.
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}' {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Runs the CLI; returns the process exit status.
+pub fn main_with(cli: Cli) -> i32 {
+    let out = &mut io::stdout().lock();
+    let err = &mut io::stderr().lock();
+    match run(cli, out, err) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(err, "abcd: {}", sanitize(&e));
+            EXIT_FAILURE
+        }
+    }
+}
+
+fn print_json<T: Serialize>(out: &mut dyn Write, v: &T) -> Result<(), String> {
+    let s = serde_json::to_string(v).map_err(|e| e.to_string())?;
+    writeln!(out, "{s}").map_err(|e| e.to_string())
+}
+
+fn home() -> Result<PathBuf, String> {
+    store::abcd_home().map_err(|e| e.to_string())
+}
+
+/// The repository the user means: `--repo`, else the current directory.
+fn repo_info(cli_repo: &Option<PathBuf>, home: &Path) -> Result<repo::RepoInfo, String> {
+    let dir = match cli_repo {
+        Some(p) => p.clone(),
+        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    repo::resolve_repo(&dir, home).map_err(|e| {
+        format!("{e}\n  abcd keys its corpus by the repository's root commit: run it inside a git repository with at least one commit, or pass --repo <path>")
+    })
+}
+
+fn open_corpus(cli_repo: &Option<PathBuf>, create: bool) -> Result<(Option<Corpus>, repo::RepoInfo, PathBuf), String> {
+    let home = home()?;
+    let info = repo_info(cli_repo, &home)?;
+    let corpus = if create {
+        Some(Corpus::open(&home, &info.root_sha).map_err(|e| e.to_string())?)
+    } else {
+        Corpus::open_existing(&home, &info.root_sha).map_err(|e| e.to_string())?
+    };
+    if let Some(c) = &corpus {
+        c.refresh().map_err(|e| e.to_string())?;
+    }
+    Ok((corpus, info, home))
+}
+
+fn scanner_for(root: &Path) -> abcd_redact::Scanner {
+    abcd_redact::Scanner::new(abcd_redact::Identity::discover(Some(root)), Some(root))
+}
+
+pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, String> {
+    let json = cli.json;
+    match cli.command {
+        Command::Hook(h) => {
+            let verb = match h.verb.as_str() {
+                "session-start" => HookVerb::SessionStart,
+                "session-end" => HookVerb::SessionEnd,
+                "stop" => HookVerb::Stop,
+                "subagent-stop" => HookVerb::SubagentStop,
+                "user-prompt-submit" | "prompt-router" => HookVerb::UserPromptSubmit,
+                other => {
+                    // Hooks fail open: an unknown verb explains itself and exits 0.
+                    let _ = writeln!(err, "abcd hook: unknown hook verb {:?}; nothing done", sanitize(other));
+                    return Ok(0);
+                }
+            };
+            let mut stdin = Vec::new();
+            let cap = crate::hook::payload::PAYLOAD_CAP;
+            let r = io::stdin().lock().take(cap as u64 + 1).read_to_end(&mut stdin);
+            let result = if r.is_err() || stdin.len() > cap {
+                let _ = writeln!(
+                    err,
+                    "abcd hook {}: payload unreadable or over the {cap}-byte cap; it was discarded unparsed",
+                    verb.name()
+                );
+                hook_run::HookResult {
+                    hook: verb.name().into(),
+                    outcome: "not-captured".into(),
+                    ..Default::default()
+                }
+            } else {
+                hook_run::run(verb, &stdin, err)
+            };
+            if json {
+                let _ = print_json(out, &result);
+            }
+            Ok(0)
+        }
+        Command::Redact(r) => {
+            let root = std::env::current_dir().ok().and_then(|d| {
+                home()
+                    .ok()
+                    .and_then(|h| repo::resolve_repo(&d, &h).ok())
+                    .map(|i| i.root)
+            });
+            let input = r.file.as_deref().filter(|f| *f != "-").map(Path::new);
+            Ok(abcd_redact::run_redact_command(input, r.report || json, root.as_deref(), out, err))
+        }
+        Command::History(cmd) => history_cmd(cmd, &cli.repo, json, out, err),
+        Command::Journal(cmd) => crate::journal_cli::run(cmd, &cli.repo, json, out, err),
+    }
+}
+
+fn history_cmd(
+    cmd: HistoryCmd,
+    repo_arg: &Option<PathBuf>,
+    json: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32, String> {
+    let w = |out: &mut dyn Write, s: String| -> Result<(), String> {
+        writeln!(out, "{}", sanitize(&s)).map_err(|e| e.to_string())
+    };
+    let now = clock::now_unix_ns();
+    match cmd {
+        HistoryCmd::List { session } => {
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let records = match (&corpus, &session) {
+                (None, _) => Vec::new(),
+                (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
+                (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
+            };
+            if json {
+                print_json(out, &records)?;
+                return Ok(0);
+            }
+            if records.is_empty() {
+                match &session {
+                    Some(s) => w(out, format!("abcd history — no transcript stored for session {s} in this repository"))?,
+                    None => w(out, "abcd history — no transcripts stored for this repository".into())?,
+                }
+                return Ok(0);
+            }
+            for r in &records {
+                w(out, list_line(r))?;
+            }
+            if let Some(s) = &session {
+                w(
+                    out,
+                    format!(
+                        "\n{} record(s) for session {s} — the main thread first, then every sub-agent it spawned.",
+                        records.len()
+                    ),
+                )?;
+            }
+            Ok(0)
+        }
+        HistoryCmd::Show { key } => {
+            let (corpus, info, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                return Err(format!(
+                    "history: no record for {key:?}: nothing is stored for this repository ({}) yet",
+                    info.root_sha
+                ));
+            };
+            let shown = history::show(&corpus, &key).map_err(|e| e.to_string())?;
+            if json {
+                print_json(out, &shown)?;
+                return Ok(0);
+            }
+            let m = &shown.record.meta;
+            w(out, format!("session:    {}", m.session_id))?;
+            if let Some(a) = &m.agent_id {
+                w(out, format!("agent:      agent {a} ({})", m.agent_type.as_deref().unwrap_or("type unknown")))?;
+                if let Some(p) = &m.parent_agent_id {
+                    w(out, format!("parent:     {p}"))?;
+                }
+                if m.spawn_depth > 0 {
+                    w(out, format!("depth:      {}", m.spawn_depth))?;
+                }
+                w(out, format!("spawn:      {}", m.spawn_attribution.as_deref().unwrap_or("unattributed")))?;
+            }
+            w(out, format!("captured:   {}", m.captured_at))?;
+            w(out, format!("source:     {}", m.source_kind))?;
+            w(out, format!("path:       {}", shown.record.path))?;
+            w(out, format!("redacted:   secrets={} home={}", m.redacted_secrets, m.redacted_home_paths))?;
+            if !shown.session_records.is_empty() {
+                w(out, format!("also in this session ({}):", shown.session_records.len()))?;
+                for r in &shown.session_records {
+                    w(out, format!("  {}", list_line(r)))?;
+                }
+            }
+            w(out, "---".into())?;
+            write!(out, "{}", sanitize(&shown.body)).map_err(|e| e.to_string())?;
+            Ok(0)
+        }
+        HistoryCmd::Staged { all_repos } => {
+            if all_repos {
+                let home = home()?;
+                let survey = history::survey(&home, now).map_err(|e| e.to_string())?;
+                if json {
+                    print_json(out, &survey)?;
+                    return Ok(0);
+                }
+                if survey.is_empty() {
+                    w(out, "abcd history — no repository in this store is holding unredacted transcript text".into())?;
+                    return Ok(0);
+                }
+                for b in &survey {
+                    let mut line = format!(
+                        "{}  {}  {} staged ({} bytes)",
+                        &b.root_sha[..12],
+                        b.name.as_deref().unwrap_or("(unregistered)"),
+                        b.staged,
+                        b.staged_bytes
+                    );
+                    if b.overdue > 0 {
+                        line.push_str(&format!("  {} OVERDUE", b.overdue));
+                    }
+                    if b.quarantined > 0 {
+                        line.push_str(&format!("  {} quarantined ({} bytes)", b.quarantined, b.quarantined_bytes));
+                    }
+                    if let Some(o) = &b.oldest_staged_at {
+                        line.push_str(&format!("  oldest {}", &o[..10.min(o.len())]));
+                    }
+                    w(out, line)?;
+                }
+                let total: u64 = survey.iter().map(|b| b.staged_bytes + b.quarantined_bytes).sum();
+                w(out, format!("\n{} repositor{} hold {total} bytes of UNREDACTED transcript text.", survey.len(), if survey.len() == 1 { "y" } else { "ies" }))?;
+                return Ok(0);
+            }
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                if json {
+                    print_json(out, &serde_json::json!({"staged": [], "quarantined": []}))?;
+                } else {
+                    w(out, "abcd history — nothing staged; every ended session is stored".into())?;
+                }
+                return Ok(0);
+            };
+            let rep = history::staged(&corpus, now).map_err(|e| e.to_string())?;
+            if json {
+                print_json(out, &rep)?;
+                return Ok(0);
+            }
+            if rep.staged.is_empty() && rep.quarantined.is_empty() {
+                w(out, "abcd history — nothing staged; every ended session is stored".into())?;
+            }
+            for e in &rep.staged {
+                let who = match &e.agent_id {
+                    Some(a) => format!("{} agent {a}{}", e.session_id, e.agent_type.as_ref().map(|t| format!(" ({t})")).unwrap_or_default()),
+                    None => e.session_id.clone(),
+                };
+                let state = match (&e.error, e.overdue) {
+                    (Some(why), _) => format!("NOT DRAINABLE: {why}"),
+                    (None, true) => "OVERDUE (staged more than 7 days ago), awaiting redaction".into(),
+                    (None, false) => "awaiting redaction".into(),
+                };
+                w(out, format!("{}  {who}  {} bytes  {state}  {}.raw", e.staged_at, e.bytes, e.stem))?;
+            }
+            if !rep.staged.is_empty() {
+                w(out, format!("\n{} staged transcript(s) hold UNREDACTED text until drained; run `abcd history drain`.", rep.staged.len()))?;
+            }
+            if !rep.quarantined.is_empty() {
+                w(out, "\nQUARANTINED — these can never be redacted; nothing will retry them:".into())?;
+                let mut total = 0;
+                for q in &rep.quarantined {
+                    total += q.bytes;
+                    let who = match &q.agent_id {
+                        Some(a) => format!("{} agent {a}", q.session_id),
+                        None => q.session_id.clone(),
+                    };
+                    w(out, format!("{}  {who}  {} bytes  {}.raw\n    {}", q.quarantined_at.as_deref().unwrap_or("?"), q.bytes, q.stem, q.reason.as_deref().unwrap_or("(no reason note)")))?;
+                }
+                w(out, format!("\n{} quarantined transcript(s) hold {total} bytes of UNREDACTED text indefinitely. Read one, then remove it deliberately with `abcd history discard <file> --yes`.", rep.quarantined.len()))?;
+            }
+            if let Some(g) = &rep.subagent_gap {
+                w(out, format!("\nNOTE: this harness fired {} {} time(s) without an agent_transcript_path (first {}, last {}); sub-agent transcripts are not being captured for those.", g.event, g.count, g.first_seen, g.last_seen))?;
+            }
+            Ok(0)
+        }
+        HistoryCmd::Drain => {
+            let (corpus, info, _) = open_corpus(repo_arg, true)?;
+            let corpus = corpus.expect("created");
+            let root = info.root.clone();
+            let rep = drain::drain(&corpus, &|| scanner_for(&root), Budget::UNBOUNDED, now).map_err(|e| e.to_string())?;
+            let failed = rep.failed.len();
+            if json {
+                print_json(out, &rep)?;
+            } else {
+                if rep.captured.is_empty() && rep.already_stored.is_empty() && rep.failed.is_empty() {
+                    w(out, "abcd history — nothing staged; nothing to drain".into())?;
+                }
+                for c in &rep.captured {
+                    w(out, format!("stored  {}{}  redacted secrets={} home={}  {}", c.session_id, c.agent_id.as_ref().map(|a| format!(" agent {a}")).unwrap_or_default(), c.redacted_secrets, c.redacted_home_paths, c.record))?;
+                }
+                for c in &rep.already_stored {
+                    w(out, format!("already stored  {}{}  {}", c.session_id, c.agent_id.as_ref().map(|a| format!(" agent {a}")).unwrap_or_default(), c.record))?;
+                }
+                for f in &rep.failed {
+                    let what = if f.quarantined { "QUARANTINED" } else { "FAILED" };
+                    w(out, format!("{what}  {}  {}\n  raw transcript kept (unredacted): {}", f.session_id, f.error, f.path))?;
+                }
+                if rep.extended > 0 {
+                    w(out, format!("{} transcript(s) had grown since staging; the longer copy was stored", rep.extended))?;
+                }
+                for a in &rep.adopted {
+                    w(out, format!("adopted {a} (left by a crashed writer without a journal entry)"))?;
+                }
+            }
+            if failed > 0 {
+                let _ = writeln!(err, "abcd history: {failed} staged transcript(s) could not be stored");
+                return Ok(EXIT_FAILURE);
+            }
+            Ok(0)
+        }
+        HistoryCmd::Discard { file, yes } => {
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                return Err(format!("history discard: {file} is neither staged nor quarantined for this repository"));
+            };
+            let rep = history::discard(&corpus, &file, yes).map_err(|e| e.to_string())?;
+            if json {
+                print_json(out, &rep)?;
+            } else {
+                w(out, format!("abcd history discard — deleted {} bytes of unredacted transcript, unrecoverably", rep.bytes))?;
+                for r in &rep.removed {
+                    w(out, format!("  removed: {r}"))?;
+                }
+            }
+            Ok(0)
+        }
+        HistoryCmd::Capture {
+            file,
+            session,
+            agent,
+            agent_type,
+        } => {
+            let (corpus, info, _) = open_corpus(repo_arg, true)?;
+            let corpus = corpus.expect("created");
+            let (raw, default_session) = if file == "-" {
+                let mut v = Vec::new();
+                io::stdin()
+                    .lock()
+                    .take(stage::RAW_CAP + 1)
+                    .read_to_end(&mut v)
+                    .map_err(|e| format!("cannot read stdin: {e}"))?;
+                if v.len() as u64 > stage::RAW_CAP {
+                    return Err(format!("stdin is over the {}-byte cap; nothing captured", stage::RAW_CAP));
+                }
+                (v, None)
+            } else {
+                let p = Path::new(&file);
+                let raw = crate::fsutil::guarded_read(p, stage::RAW_CAP).map_err(|e| format!("cannot read {file}: {e}"))?;
+                (raw, p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            };
+            let session_id = session
+                .or(default_session)
+                .ok_or("history capture: --session is required when reading stdin")?;
+            let lineage = crate::lineage::Lineage {
+                session_id,
+                spawn_attribution: agent.as_ref().map(|_| crate::lineage::SpawnAttribution::Unattributed),
+                agent_id: agent,
+                agent_type,
+                ..Default::default()
+            };
+            let scanner = scanner_for(&info.root);
+            let prepared = crate::capture::prepare(&scanner, &lineage, &raw, &info.root_sha, crate::capture::KIND_NATIVE)
+                .map_err(|e| format!("history capture: {e}; nothing was written"))?;
+            let locked = corpus.lock().map_err(|e| e.to_string())?;
+            let r = crate::capture::commit(&locked, prepared, None, false).map_err(|e| e.to_string())?;
+            drop(locked);
+            if json {
+                print_json(out, &r)?;
+            } else if r.wrote {
+                w(out, format!("abcd history capture — stored {}\n  path:     {}\n  redacted: secrets={} home={}", r.session_id, corpus.lane.records_dir().join(&r.record).display(), r.redacted_secrets, r.redacted_home_paths))?;
+            } else {
+                w(out, format!("abcd history capture — {} already stored as {} (no-op)", r.session_id, r.record))?;
+            }
+            let _ = err;
+            Ok(0)
+        }
+    }
+}
+
+fn list_line(r: &history::Listed) -> String {
+    let m = &r.meta;
+    let at = &m.captured_at[..19.min(m.captured_at.len())];
+    let who = match &m.agent_id {
+        Some(a) => format!(" agent {a} ({})", m.agent_type.as_deref().unwrap_or("type unknown")),
+        None => String::new(),
+    };
+    format!(
+        "{at}Z  {}{who}  {}  redacted secrets={} home={}  {}",
+        m.session_id, m.source_kind, m.redacted_secrets, m.redacted_home_paths, r.file
+    )
+}
+
+/// True when progress should be drawn (stderr is a terminal).
+pub fn progress_enabled() -> bool {
+    io::stderr().is_terminal()
+}

@@ -1,0 +1,253 @@
+//! One repository's corpus: its lane on disk, its journal and its store lock.
+//!
+//! Owns: opening a lane's journal, the store lock that makes
+//! "catch up, decide, append, apply" atomic across processes, and adopting
+//! blobs a crash left without a journal entry.
+//!
+//! Invariants:
+//! - Only `Locked::append` appends domain events, and it applies them to the
+//!   projections before the lock is released, so every process that takes
+//!   the lock sees projections that match the journal.
+//! - The store lock is never held while redacting (that is the slow part);
+//!   callers redact first, then lock, re-check and decide.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use abcd_journal::{Appended, EventId, Journal, JournalError};
+use thiserror::Error;
+
+use crate::clock;
+use crate::event::{self, Envelope, Event, EventError, Staged};
+use crate::fsutil::{self, FileLock, FsError};
+use crate::lineage::{Lineage, SpawnAttribution};
+use crate::projection::{self, CatchUp, Index, ProjectionError};
+use crate::stage::{parse_blob_stem, StageSidecar};
+use crate::store::{Lane, StoreError};
+
+/// How long a writer waits for the store lock. Hooks hold it for about a
+/// millisecond (one append and one small projection write), so even 200
+/// sub-agents stopping at once clear in well under a second; the margin
+/// covers slow-disk windows (fdatasync stalls of 0.1–0.4 s were measured
+/// here) and a drain applying a 64 MiB record.
+pub const STORE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A temporary blob whose writer is gone is removed after this long: it was
+/// never renamed into place, so it was never staged or acknowledged, and the
+/// harness still holds the source transcript.
+pub const STALE_TMP_AGE: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Error)]
+pub enum CorpusError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
+    #[error(transparent)]
+    Event(#[from] EventError),
+}
+
+pub struct Corpus {
+    pub home: PathBuf,
+    pub lane: Lane,
+    pub journal: Journal,
+}
+
+impl Corpus {
+    /// Opens (creating as needed) the corpus of the repository `root_sha`.
+    pub fn open(home: &Path, root_sha: &str) -> Result<Corpus, CorpusError> {
+        let lane = Lane::open(home, root_sha)?;
+        let journal = Journal::open(&lane.journal_dir())?;
+        Ok(Corpus {
+            home: home.to_path_buf(),
+            lane,
+            journal,
+        })
+    }
+
+    /// Opens an existing corpus without creating anything.
+    pub fn open_existing(home: &Path, root_sha: &str) -> Result<Option<Corpus>, CorpusError> {
+        let Some(lane) = Lane::open_existing(home, root_sha)? else {
+            return Ok(None);
+        };
+        let journal = Journal::open(&lane.journal_dir())?;
+        Ok(Some(Corpus {
+            home: home.to_path_buf(),
+            lane,
+            journal,
+        }))
+    }
+
+    pub fn index(&self) -> Index<'_> {
+        Index::new(&self.lane)
+    }
+
+    /// Takes the store lock, brings the projections up to date and adopts
+    /// orphan blobs.
+    pub fn lock(&self) -> Result<Locked<'_>, CorpusError> {
+        let lock = FileLock::acquire(&self.lane.lock_path(), STORE_LOCK_TIMEOUT)?;
+        let caught_up = projection::catch_up(&self.lane, &self.journal)?;
+        let locked = Locked {
+            corpus: self,
+            _lock: lock,
+            caught_up,
+            adopted: Vec::new(),
+        };
+        locked.adopt_orphans()
+    }
+
+    /// Brings projections up to date for a reader, then releases the lock.
+    pub fn refresh(&self) -> Result<(CatchUp, Vec<String>), CorpusError> {
+        let l = self.lock()?;
+        Ok((l.caught_up.clone(), l.adopted.clone()))
+    }
+}
+
+/// The store lock, held. Dropping it releases the lock.
+pub struct Locked<'a> {
+    pub corpus: &'a Corpus,
+    _lock: FileLock,
+    pub caught_up: CatchUp,
+    /// Blob file names adopted while taking the lock (reported to the user).
+    pub adopted: Vec<String>,
+}
+
+impl Locked<'_> {
+    pub fn lane(&self) -> &Lane {
+        &self.corpus.lane
+    }
+
+    pub fn index(&self) -> Index<'_> {
+        Index::new(&self.corpus.lane)
+    }
+
+    /// Appends one event durably and applies it to the projections.
+    /// Returns the journal sequence number.
+    pub fn append(&self, event: &Event) -> Result<u64, CorpusError> {
+        let at = clock::now_unix_ns();
+        let payload = event::encode(at, event)?;
+        let seq = match self.corpus.journal.append(EventId::random(), &payload)? {
+            Appended::New { seq } => seq,
+            Appended::AlreadyPresent { seq } => seq,
+        };
+        projection::catch_up(&self.corpus.lane, &self.corpus.journal)?;
+        Ok(seq)
+    }
+
+    /// Decodes and returns nothing; exists so callers can assert invariants
+    /// in tests without reaching into the journal crate.
+    pub fn head_seq(&self) -> Result<u64, CorpusError> {
+        Ok(self.corpus.journal.head()?.seq)
+    }
+
+    /// A blob in `staging/` with no sidecar was written by a writer that
+    /// died before journaling it, or by an older binary: adopt it as staged
+    /// (never delete raw text). Also removes temporary blobs whose writer is
+    /// gone.
+    fn adopt_orphans(mut self) -> Result<Self, CorpusError> {
+        let dir = self.corpus.lane.staging_dir();
+        let rd = match fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(_) => return Ok(self),
+        };
+        let mut orphans = Vec::new();
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                remove_if_stale(&entry.path());
+                continue;
+            }
+            let Some(stem) = name.strip_suffix(".raw") else {
+                continue;
+            };
+            if dir.join(format!("{stem}.stage.json")).exists() {
+                continue;
+            }
+            orphans.push(stem.to_owned());
+        }
+        orphans.sort();
+        for stem in orphans {
+            let path = dir.join(format!("{stem}.raw"));
+            let Some((session_id, agent_id)) = parse_blob_stem(&stem) else {
+                // A name we cannot attribute stays where it is; `history
+                // staged` lists it as not drainable.
+                continue;
+            };
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(m) if m.file_type().is_file() => m,
+                _ => continue,
+            };
+            let bytes = match fsutil::guarded_read(&path, crate::stage::RAW_CAP) {
+                Ok(b) => b,
+                Err(_) => continue,
+            };
+            let staged_at_ns = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or_else(clock::now_unix_ns);
+            let lineage = Lineage {
+                session_id,
+                spawn_attribution: agent_id.as_ref().map(|_| SpawnAttribution::Unattributed),
+                agent_id,
+                ..Lineage::default()
+            };
+            let ev = Event::Staged(Staged {
+                stem: stem.clone(),
+                raw_sha256: fsutil::sha256_hex(&bytes),
+                bytes: bytes.len() as u64,
+                lineage,
+                source_path: None,
+                staged_at_ns,
+                adopted: true,
+            });
+            self.append(&ev)?;
+            self.adopted.push(format!("{stem}.raw"));
+        }
+        Ok(self)
+    }
+}
+
+/// Removes a temporary blob whose writer is gone: its pid (in the name
+/// `.stage-<pid>-<nonce>.tmp`) no longer runs, or it is older than
+/// `STALE_TMP_AGE` (covers pid reuse).
+fn remove_if_stale(path: &Path) {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let pid = name
+        .strip_prefix(".stage-")
+        .and_then(|r| r.split('-').next())
+        .and_then(|p| p.parse::<i32>().ok());
+    if let Some(pid) = pid {
+        // SAFETY: kill with signal 0 only checks for existence.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = fs::remove_file(path);
+            return;
+        }
+    }
+    let old = fs::symlink_metadata(path)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > STALE_TMP_AGE);
+    if old {
+        let _ = fs::remove_file(path);
+    }
+}
+
+/// Reads back the sidecar of a stem, for callers that hold the lock.
+pub fn sidecar(lane: &Lane, stem: &str) -> Result<StageSidecar, String> {
+    StageSidecar::read(&lane.staging_dir().join(format!("{stem}.stage.json")))
+}
+
+/// Decodes an envelope (used by `journal dump`).
+pub fn decode(payload: &[u8]) -> Result<Envelope, EventError> {
+    event::decode(payload)
+}

@@ -1,0 +1,250 @@
+//! Drain: staged transcripts become records, within a budget.
+//!
+//! Owns: the drain order (overdue first, then main threads, then sub-agents,
+//! oldest first), the byte-and-count budget (a pass always attempts at least
+//! one entry), the source re-read (`extended`), and the split between a
+//! deterministic refusal (quarantine) and any other failure (stays staged,
+//! retryable).
+//!
+//! Never deletes raw text by itself: a blob leaves staging only through an
+//! event (captured, quarantined, discarded) applied by the projection.
+
+use std::path::Path;
+
+use abcd_redact::Scanner;
+use serde::Serialize;
+
+use crate::capture::{self, CaptureError, CaptureResult, KIND_NATIVE};
+use crate::corpus::{Corpus, CorpusError};
+use crate::event::{Event, Quarantined, Restaged, StagedRef};
+use crate::fsutil;
+use crate::stage::{self, StageError, StagedEntry, RAW_CAP};
+
+/// A pass's bounds; 0 means unbounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub max_entries: usize,
+    pub max_bytes: u64,
+}
+
+impl Budget {
+    /// Session start: enough to clear a normal backlog in a few seconds.
+    pub const SESSION_START: Budget = Budget {
+        max_entries: 32,
+        max_bytes: 4 << 20,
+    };
+    /// Every prompt: one small entry, so the first token is not delayed.
+    pub const PROMPT: Budget = Budget {
+        max_entries: 1,
+        max_bytes: 512 << 10,
+    };
+    pub const UNBOUNDED: Budget = Budget {
+        max_entries: 0,
+        max_bytes: 0,
+    };
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub stem: String,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    pub path: String,
+    pub error: String,
+    pub permanent: bool,
+    pub quarantined: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DrainReport {
+    pub captured: Vec<CaptureResult>,
+    pub already_stored: Vec<CaptureResult>,
+    pub failed: Vec<Failure>,
+    /// Entries not attempted because the budget ran out.
+    pub remaining: usize,
+    /// Captures that used a longer source than the staged copy.
+    pub extended: usize,
+    /// Overdue entries among everything listed, before the budget.
+    pub overdue: usize,
+    /// Orphan blobs adopted while opening the store.
+    pub adopted: Vec<String>,
+}
+
+/// Orders entries for a pass: overdue, then main threads (and entries that
+/// cannot be drained, so they are reported), then sub-agents; stable by stem.
+pub fn order(entries: &mut [StagedEntry]) {
+    entries.sort_by_key(|e| {
+        (
+            !e.overdue,
+            !(e.is_main_thread() || e.error.is_some()),
+            e.stem.clone(),
+        )
+    });
+}
+
+/// Drains within `budget`. `make_scanner` is called once, only when there is
+/// something to redact.
+pub fn drain(
+    corpus: &Corpus,
+    make_scanner: &dyn Fn() -> Scanner,
+    budget: Budget,
+    now_ns: u64,
+) -> Result<DrainReport, StageError> {
+    let (_, adopted) = corpus.refresh()?;
+    let mut entries = stage::list_staged(corpus, now_ns)?;
+    let mut report = DrainReport {
+        overdue: entries.iter().filter(|e| e.overdue).count(),
+        adopted,
+        ..DrainReport::default()
+    };
+    if entries.is_empty() {
+        return Ok(report);
+    }
+    order(&mut entries);
+    let scanner = make_scanner();
+    let mut attempted = 0usize;
+    let mut consumed = 0u64;
+    for (i, entry) in entries.iter().enumerate() {
+        if attempted > 0 {
+            let over_count = budget.max_entries != 0 && attempted >= budget.max_entries;
+            let over_bytes = budget.max_bytes != 0 && consumed + entry.bytes > budget.max_bytes;
+            if over_count || over_bytes {
+                report.remaining = entries.len() - i;
+                break;
+            }
+        }
+        attempted += 1;
+        consumed += entry.bytes;
+        drain_one(corpus, &scanner, entry, &mut report);
+    }
+    Ok(report)
+}
+
+fn failure(entry: &StagedEntry, error: String, permanent: bool, quarantined: bool) -> Failure {
+    Failure {
+        stem: entry.stem.clone(),
+        session_id: entry.session_id.clone(),
+        agent_id: entry.agent_id.clone(),
+        path: entry.path.clone(),
+        error,
+        permanent,
+        quarantined,
+    }
+}
+
+fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &mut DrainReport) {
+    let (Some(sidecar), None) = (&entry.sidecar, &entry.error) else {
+        let why = entry.error.clone().unwrap_or_else(|| "no sidecar".into());
+        report.failed.push(failure(entry, why, false, false));
+        return;
+    };
+    let blob = corpus.lane.staging_dir().join(format!("{}.raw", entry.stem));
+    let staged = match fsutil::guarded_read(&blob, RAW_CAP) {
+        Ok(b) => b,
+        Err(e) => {
+            report.failed.push(failure(entry, format!("staged copy unreadable: {e}"), false, false));
+            return;
+        }
+    };
+    let staged_sha = fsutil::sha256_hex(&staged);
+    let lineage = sidecar.lineage();
+    // Source refresh: the harness may have flushed more lines after the hook
+    // read the file. Only a strict byte-prefix extension is taken, so a
+    // recycled path can never substitute a different transcript.
+    let mut raw = staged.clone();
+    let mut extended = false;
+    if let Some(src) = &sidecar.source_path {
+        if let Ok(longer) = fsutil::guarded_read(Path::new(src), RAW_CAP) {
+            if longer.len() > staged.len() && longer.starts_with(&staged) {
+                raw = longer;
+                extended = true;
+            }
+        }
+    }
+    let prepared = capture::prepare(scanner, &lineage, &raw, &corpus.lane.root_sha, KIND_NATIVE);
+    let result = (|| -> Result<Option<CaptureResult>, CaptureError> {
+        let locked = corpus.lock()?;
+        // Re-check under the lock: a hook may have re-staged new bytes while
+        // we were redacting; those wait for the next pass.
+        let current = crate::corpus::sidecar(&corpus.lane, &entry.stem).ok();
+        let Some(current) = current else {
+            return Ok(None);
+        };
+        if current.raw_sha256 != staged_sha {
+            if current.raw_sha256 == sidecar.raw_sha256 {
+                // The blob changed on disk without an event (a crash between
+                // rename and append): adopt the bytes that are there.
+                locked.append(&Event::Restaged(Restaged {
+                    stem: entry.stem.clone(),
+                    raw_sha256: staged_sha.clone(),
+                    bytes: staged.len() as u64,
+                    replaced_sha256: current.raw_sha256.clone(),
+                    replaced_bytes: current.bytes,
+                    source_path: None,
+                    staged_at_ns: current.staged_at_ns(),
+                    adopted: true,
+                }))?;
+                report.adopted.push(format!("{}.raw", entry.stem));
+            } else {
+                return Ok(None);
+            }
+        }
+        match prepared {
+            Ok(p) => {
+                let retires = Some(StagedRef {
+                    stem: entry.stem.clone(),
+                    raw_sha256: staged_sha.clone(),
+                });
+                capture::commit(&locked, p, retires, extended).map(Some)
+            }
+            Err(e) if e.is_deterministic() => {
+                locked.append(&Event::Quarantined(Quarantined {
+                    stem: entry.stem.clone(),
+                    raw_sha256: staged_sha.clone(),
+                    reason: e.to_string(),
+                    quarantined_at_ns: crate::clock::now_unix_ns(),
+                }))?;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    })();
+    match result {
+        Ok(Some(r)) => {
+            if extended {
+                report.extended += 1;
+            }
+            if r.wrote {
+                report.captured.push(r);
+            } else {
+                report.already_stored.push(r);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let permanent = e.is_deterministic();
+            let quarantined = permanent
+                && corpus
+                    .lane
+                    .quarantine_dir()
+                    .join(format!("{}.raw", entry.stem))
+                    .exists();
+            report.failed.push(failure(entry, e.to_string(), permanent, quarantined));
+        }
+    }
+}
+
+impl From<CorpusError> for Failure {
+    fn from(e: CorpusError) -> Self {
+        Failure {
+            stem: String::new(),
+            session_id: String::new(),
+            agent_id: None,
+            path: String::new(),
+            error: e.to_string(),
+            permanent: false,
+            quarantined: false,
+        }
+    }
+}

@@ -1,0 +1,530 @@
+//! The hook verbs Claude Code runs: `abcd hook session-start|session-end|
+//! stop|subagent-stop|user-prompt-submit`.
+//!
+//! Owns: turning one harness payload into stage / note / drain calls and
+//! explaining the result on stderr.
+//!
+//! Invariants (each is a test):
+//! - Every path exits 0: SubagentStop's exit 2 would block the agent, and no
+//!   capture failure is worth that. Failures are explained on stderr.
+//! - Nothing on stdout (SessionStart and UserPromptSubmit stdout is injected
+//!   into the model's context); `--json` prints exactly one result line.
+//! - Staging hooks never redact; only session-start and user-prompt-submit
+//!   drain, within their budgets.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use abcd_redact::{Identity, Scanner};
+use serde::Serialize;
+
+use crate::clock;
+use crate::corpus::Corpus;
+use crate::drain::{self, Budget, DrainReport};
+use crate::event::{Event, GapSighted, SessionNoted};
+use crate::hook::payload::{self, HookPayload};
+use crate::lineage::{self, Lineage, LineageSource, SidecarOutcome, SpawnAttribution};
+use crate::repo;
+use crate::stage::{self, StageOutcome, RAW_CAP};
+use crate::store;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookVerb {
+    SessionStart,
+    SessionEnd,
+    Stop,
+    SubagentStop,
+    UserPromptSubmit,
+}
+
+impl HookVerb {
+    pub fn name(self) -> &'static str {
+        match self {
+            HookVerb::SessionStart => "session-start",
+            HookVerb::SessionEnd => "session-end",
+            HookVerb::Stop => "stop",
+            HookVerb::SubagentStop => "subagent-stop",
+            HookVerb::UserPromptSubmit => "user-prompt-submit",
+        }
+    }
+}
+
+/// The one line `--json` prints.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HookResult {
+    pub hook: String,
+    /// staged | restaged | unchanged | already-stored | not-captured |
+    /// noted | drained | nothing-to-do
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_sha: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_via: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawn_attribution: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DrainSummary {
+    pub captured: usize,
+    pub already_stored: usize,
+    pub failed: usize,
+    pub quarantined: usize,
+    pub remaining: usize,
+    pub overdue: usize,
+    pub extended: usize,
+}
+
+impl From<&DrainReport> for DrainSummary {
+    fn from(r: &DrainReport) -> Self {
+        DrainSummary {
+            captured: r.captured.len(),
+            already_stored: r.already_stored.len(),
+            failed: r.failed.len(),
+            quarantined: r.failed.iter().filter(|f| f.quarantined).count(),
+            remaining: r.remaining,
+            overdue: r.overdue,
+            extended: r.extended,
+        }
+    }
+}
+
+/// Settle loop: how often and how long the sub-agent hook re-reads a
+/// transcript whose last line is not yet complete JSON (the harness can fire
+/// SubagentStop before flushing). Worst case 0.1 s, outside any lock.
+pub const SETTLE_ATTEMPTS: u32 = 4;
+pub const SETTLE_PAUSE: Duration = Duration::from_millis(25);
+
+struct Ctx<'a> {
+    err: &'a mut dyn Write,
+    result: HookResult,
+}
+
+impl Ctx<'_> {
+    fn say(&mut self, msg: impl AsRef<str>) {
+        let msg = crate::cli::sanitize(msg.as_ref());
+        let _ = writeln!(self.err, "abcd {}: {}", self.result.hook, msg);
+    }
+    fn warn(&mut self, msg: impl Into<String>) {
+        let msg = msg.into();
+        self.say(&msg);
+        self.result.warnings.push(crate::cli::sanitize(&msg));
+    }
+}
+
+/// Runs a hook verb over a payload. Never fails: the result says what
+/// happened and stderr explains it.
+pub fn run(verb: HookVerb, stdin: &[u8], err: &mut dyn Write) -> HookResult {
+    let mut ctx = Ctx {
+        err,
+        result: HookResult {
+            hook: verb.name().to_owned(),
+            outcome: "not-captured".into(),
+            ..HookResult::default()
+        },
+    };
+    let payload = match HookPayload::parse(stdin) {
+        Ok(p) => p,
+        Err(e) => {
+            ctx.warn(format!("unreadable hook payload ({e}); capturing nothing"));
+            return ctx.result;
+        }
+    };
+    ctx.result.session_id = payload.session_id.clone();
+    let home = match store::abcd_home() {
+        Ok(h) => h,
+        Err(e) => {
+            ctx.warn(format!("{e}; capturing nothing"));
+            return ctx.result;
+        }
+    };
+    match verb {
+        HookVerb::SubagentStop => subagent_stop(&mut ctx, &home, &payload),
+        HookVerb::SessionEnd | HookVerb::Stop => main_thread_stop(&mut ctx, &home, &payload),
+        HookVerb::SessionStart => session_start(&mut ctx, &home, &payload),
+        HookVerb::UserPromptSubmit => prompt_drain(&mut ctx, &home, &payload),
+    }
+    ctx.result
+}
+
+fn cwd_of(p: &HookPayload) -> Option<PathBuf> {
+    match p.cwd.as_deref() {
+        Some(c) if !c.is_empty() => Some(PathBuf::from(c)),
+        _ => std::env::current_dir().ok(),
+    }
+}
+
+/// A store resolved for a payload: via its cwd (with the repo root, which
+/// the drain needs for configuration), or via the session notes.
+struct Resolved {
+    corpus: Corpus,
+    repo_root: Option<PathBuf>,
+    via: &'static str,
+}
+
+fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) -> Option<Resolved> {
+    let mut cwd_why = String::from("no cwd");
+    if let Some(cwd) = cwd_of(p) {
+        match repo::resolve_repo(&cwd, home) {
+            Ok(info) => match Corpus::open(home, &info.root_sha) {
+                Ok(corpus) => {
+                    note_session(ctx, &corpus, session_id);
+                    ctx.result.root_sha = Some(info.root_sha.clone());
+                    ctx.result.resolved_via = Some("cwd".into());
+                    return Some(Resolved {
+                        corpus,
+                        repo_root: Some(info.root),
+                        via: "cwd",
+                    });
+                }
+                Err(e) => {
+                    ctx.warn(format!("the transcript store could not be opened ({e})"));
+                    return None;
+                }
+            },
+            Err(e) => cwd_why = e.to_string(),
+        }
+    }
+    match store::session_store(home, session_id) {
+        Ok(sha) => match Corpus::open(home, &sha) {
+            Ok(corpus) => {
+                ctx.result.root_sha = Some(sha);
+                ctx.result.resolved_via = Some("session".into());
+                Some(Resolved {
+                    corpus,
+                    repo_root: None,
+                    via: "session",
+                })
+            }
+            Err(e) => {
+                ctx.warn(format!("the transcript store could not be opened ({e})"));
+                None
+            }
+        },
+        Err(e) => {
+            ctx.warn(format!(
+                "cannot resolve the repository: the payload's cwd did not resolve ({cwd_why}) and the session notes did not answer ({e}); staging nothing"
+            ));
+            None
+        }
+    }
+}
+
+/// Notes that this session ran against this store (one stat when already
+/// noted, so repeated hooks cost nothing).
+fn note_session(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str) {
+    if !lineage::is_valid_id(session_id) || corpus.lane.sessions_dir().join(session_id).is_file() {
+        return;
+    }
+    let r = corpus.lock().and_then(|l| {
+        if corpus.lane.sessions_dir().join(session_id).is_file() {
+            return Ok(0);
+        }
+        l.append(&Event::SessionNoted(SessionNoted {
+            session_id: session_id.to_owned(),
+            noted_at_ns: clock::now_unix_ns(),
+        }))
+    });
+    if let Err(e) = r {
+        ctx.warn(format!("could not note the session ({e})"));
+    }
+}
+
+fn valid_session(ctx: &mut Ctx<'_>, p: &HookPayload) -> Option<String> {
+    match p.session_id.as_deref() {
+        Some(s) if lineage::is_valid_id(s) => Some(s.to_owned()),
+        Some(_) => {
+            ctx.warn("the payload's session_id is not a valid identifier; capturing nothing");
+            None
+        }
+        None => {
+            ctx.warn("the payload carries no session_id; capturing nothing");
+            None
+        }
+    }
+}
+
+fn report_stage(ctx: &mut Ctx<'_>, what: &str, outcome: Result<StageOutcome, stage::StageError>) {
+    match outcome {
+        Ok(StageOutcome::Staged { bytes, .. }) => {
+            ctx.result.outcome = "staged".into();
+            ctx.result.bytes = Some(bytes);
+            ctx.say(format!("staged {what} ({bytes} bytes); the next drain redacts and stores it"));
+        }
+        Ok(StageOutcome::Restaged {
+            bytes, replaced_bytes, ..
+        }) => {
+            ctx.result.outcome = "restaged".into();
+            ctx.result.bytes = Some(bytes);
+            ctx.say(format!(
+                "re-staged {what} ({bytes} bytes), replacing {replaced_bytes} stale bytes; the next drain redacts and stores it"
+            ));
+        }
+        Ok(StageOutcome::Unchanged { bytes, .. }) => {
+            ctx.result.outcome = "unchanged".into();
+            ctx.result.bytes = Some(bytes);
+            ctx.say(format!("{what} already staged with identical bytes (no-op)"));
+        }
+        Ok(StageOutcome::AlreadyStored { bytes, record }) => {
+            ctx.result.outcome = "already-stored".into();
+            ctx.result.bytes = Some(bytes);
+            ctx.say(format!("{what} is already stored as {record} (no-op)"));
+        }
+        Err(e) => ctx.warn(format!("staging failed ({e}); {what} was not captured")),
+    }
+}
+
+fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
+    let Some(session_id) = valid_session(ctx, p) else {
+        return;
+    };
+    let agent_id = match p.agent_id.as_deref() {
+        Some(a) if lineage::is_valid_id(a) => a.to_owned(),
+        Some(_) => {
+            ctx.warn("the payload's agent_id is not a valid identifier; staging nothing (it would collide with the session's own transcript)");
+            return;
+        }
+        None => {
+            ctx.warn("the payload carries no agent_id; staging nothing (it would collide with the session's own transcript)");
+            return;
+        }
+    };
+    ctx.result.agent_id = Some(agent_id.clone());
+    let Some(resolved) = resolve(ctx, home, p, &session_id) else {
+        return;
+    };
+    let Some(path) = p.agent_transcript_path.as_deref().filter(|s| !s.is_empty()) else {
+        let event = p.hook_event_name.clone().unwrap_or_else(|| "SubagentStop".into());
+        let r = resolved.corpus.lock().and_then(|l| {
+            l.append(&Event::SubagentGapSighted(GapSighted {
+                hook_event_name: event,
+                seen_at_ns: clock::now_unix_ns(),
+            }))
+        });
+        if let Err(e) = r {
+            ctx.warn(format!("could not record the missing-transcript marker ({e})"));
+        }
+        ctx.warn("this harness fired SubagentStop with no agent_transcript_path, so no sub-agent transcript can be captured; `abcd history staged` reports this");
+        return;
+    };
+    let (raw, settled) = match payload::read_settled(Path::new(path), RAW_CAP, SETTLE_ATTEMPTS, SETTLE_PAUSE, &mut std::thread::sleep) {
+        Ok(x) => x,
+        Err(e) => {
+            ctx.warn(format!("the sub-agent transcript could not be read ({e}); staging nothing"));
+            return;
+        }
+    };
+    ctx.result.settled = Some(settled);
+    if !settled {
+        ctx.warn("the transcript's last line never became complete JSON; staging it anyway (the copy may be short; the drain re-reads the source)");
+    }
+    let agent_type = p.agent_type.clone().filter(|t| !t.contains(['\r', '\n']) && !t.is_empty());
+    let mut lin = Lineage {
+        session_id: session_id.clone(),
+        agent_id: Some(agent_id.clone()),
+        agent_type,
+        lineage_source: Some(LineageSource::Hook),
+        spawn_attribution: Some(SpawnAttribution::Unattributed),
+        ..Lineage::default()
+    };
+    match lineage::read_harness_sidecar(Path::new(path)) {
+        SidecarOutcome::Accepted(sc) => lineage::apply_sidecar(&mut lin, sc),
+        SidecarOutcome::Absent => {}
+        SidecarOutcome::Unplaced { agent_type } => {
+            if lin.agent_type.is_none() {
+                lin.agent_type = agent_type;
+            }
+        }
+        SidecarOutcome::Unreadable(why) => {
+            ctx.warn(format!("the harness sidecar beside the transcript is unusable ({why}); the spawn point stays unattributed"));
+        }
+    }
+    ctx.result.spawn_attribution = lin.spawn_attribution.map(|a| a.as_str().to_owned());
+    let what = format!(
+        "sub-agent {agent_id} of session {session_id} (repo resolved via {}, spawn {})",
+        resolved.via,
+        lin.spawn_attribution.map(|a| a.as_str()).unwrap_or("unattributed")
+    );
+    let outcome = stage::stage(&resolved.corpus, &lin, &raw, Some(path));
+    report_stage(ctx, &what, outcome);
+}
+
+fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
+    let Some(session_id) = valid_session(ctx, p) else {
+        return;
+    };
+    let Some(path) = p.transcript_path.as_deref().filter(|s| !s.is_empty()) else {
+        ctx.warn("the payload carries no transcript_path; capturing nothing");
+        return;
+    };
+    let Some(resolved) = resolve(ctx, home, p, &session_id) else {
+        return;
+    };
+    let raw = match crate::fsutil::guarded_read(Path::new(path), RAW_CAP) {
+        Ok(b) => b,
+        Err(e) => {
+            ctx.warn(format!("the session transcript could not be read ({e}); this session was not captured"));
+            return;
+        }
+    };
+    let lin = Lineage {
+        session_id: session_id.clone(),
+        lineage_source: Some(LineageSource::Hook),
+        ..Lineage::default()
+    };
+    let outcome = stage::stage(&resolved.corpus, &lin, &raw, Some(path));
+    report_stage(ctx, &format!("session {session_id}"), outcome);
+}
+
+fn scanner_for(root: &Path) -> Scanner {
+    Scanner::new(Identity::discover(Some(root)), Some(root))
+}
+
+fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
+    ctx.result.outcome = "nothing-to-do".into();
+    let session_id = p.session_id.clone().filter(|s| lineage::is_valid_id(s));
+    let now = clock::now_unix_ns();
+    if let Some(cwd) = cwd_of(p) {
+        match repo::resolve_repo(&cwd, home) {
+            Ok(info) => match Corpus::open(home, &info.root_sha) {
+                Ok(corpus) => {
+                    ctx.result.root_sha = Some(info.root_sha.clone());
+                    if let Some(s) = &session_id {
+                        note_session(ctx, &corpus, s);
+                        ctx.result.outcome = "noted".into();
+                    }
+                    let root = info.root.clone();
+                    match drain::drain(&corpus, &|| scanner_for(&root), Budget::SESSION_START, now) {
+                        Ok(r) => report_drain(ctx, &r),
+                        Err(e) => ctx.warn(format!("the drain could not run ({e}); staged transcripts stay staged")),
+                    }
+                }
+                Err(e) => ctx.warn(format!(
+                    "the transcript store could not be opened ({e}); this session will not be captured"
+                )),
+            },
+            Err(_) => ctx.say("this directory is not inside a git repository with commits; nothing to capture here"),
+        }
+    }
+    // Every other repository's backlog: counts, sizes and names only.
+    if let Ok(all) = crate::history::survey(home, now) {
+        let others: Vec<_> = all
+            .iter()
+            .filter(|b| Some(&b.root_sha) != ctx.result.root_sha.as_ref())
+            .collect();
+        if !others.is_empty() {
+            let staged: usize = others.iter().map(|b| b.staged).sum();
+            let bytes: u64 = others.iter().map(|b| b.staged_bytes + b.quarantined_bytes).sum();
+            let overdue: usize = others.iter().map(|b| b.overdue).sum();
+            let quarantined: usize = others.iter().map(|b| b.quarantined).sum();
+            let names: Vec<String> = others
+                .iter()
+                .take(5)
+                .map(|b| b.name.clone().unwrap_or_else(|| b.root_sha[..12].to_owned()))
+                .collect();
+            let more = others.len().saturating_sub(5);
+            ctx.warn(format!(
+                "{} other repositor{} hold {staged} staged and {quarantined} quarantined transcript(s) ({bytes} bytes of UNREDACTED text, {overdue} overdue): {}{}; run `abcd history staged --all-repos`",
+                others.len(),
+                if others.len() == 1 { "y" } else { "ies" },
+                names.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            ));
+        }
+    }
+}
+
+fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
+    ctx.result.outcome = "nothing-to-do".into();
+    let Some(cwd) = cwd_of(p) else {
+        return;
+    };
+    let Ok(info) = repo::resolve_repo(&cwd, home) else {
+        return;
+    };
+    // A cheap look first: no store or nothing staged means no work at all.
+    let Ok(Some(lane)) = store::Lane::open_existing(home, &info.root_sha) else {
+        return;
+    };
+    let anything = std::fs::read_dir(lane.staging_dir())
+        .map(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".raw")))
+        .unwrap_or(false);
+    if !anything {
+        return;
+    }
+    ctx.result.root_sha = Some(info.root_sha.clone());
+    let corpus = match Corpus::open(home, &info.root_sha) {
+        Ok(c) => c,
+        Err(e) => {
+            ctx.warn(format!("the transcript store could not be opened ({e})"));
+            return;
+        }
+    };
+    let root = info.root.clone();
+    match drain::drain(&corpus, &|| scanner_for(&root), Budget::PROMPT, clock::now_unix_ns()) {
+        Ok(r) => report_drain(ctx, &r),
+        Err(e) => ctx.warn(format!("the drain could not run ({e}); staged transcripts stay staged")),
+    }
+}
+
+fn report_drain(ctx: &mut Ctx<'_>, r: &DrainReport) {
+    let summary = DrainSummary::from(r);
+    if summary.captured + summary.already_stored > 0 {
+        ctx.result.outcome = "drained".into();
+        ctx.say(format!(
+            "stored {} transcript(s) ({} already stored)",
+            summary.captured, summary.already_stored
+        ));
+    }
+    for f in &r.failed {
+        let who = match &f.agent_id {
+            Some(a) => format!("sub-agent {a} of session {}", f.session_id),
+            None => format!("session {}", f.session_id),
+        };
+        if f.quarantined {
+            ctx.warn(format!(
+                "{who} can never be redacted ({}); it was QUARANTINED with its UNREDACTED text at {} — read it, then `abcd history discard <file> --yes`",
+                f.error, f.path
+            ));
+        } else if f.permanent {
+            ctx.warn(format!(
+                "{who} can never be redacted ({}) and could not be quarantined, so it stays staged UNREDACTED at {}",
+                f.error, f.path
+            ));
+        } else {
+            ctx.warn(format!(
+                "{who} could not be stored ({}); it stays staged UNREDACTED at {} and will be retried",
+                f.error, f.path
+            ));
+        }
+    }
+    if r.overdue > 0 {
+        ctx.warn(format!(
+            "{} staged transcript(s) in this repository are older than 7 days and still hold UNREDACTED text; run `abcd history drain`",
+            r.overdue
+        ));
+    }
+    if r.remaining > 0 {
+        ctx.warn(format!(
+            "{} earlier transcript(s) are still awaiting capture; run `abcd history drain` to store them now",
+            r.remaining
+        ));
+    }
+    for a in &r.adopted {
+        ctx.warn(format!("adopted the staged file {a}, which a crashed writer left without a journal entry"));
+    }
+    ctx.result.drain = Some(summary);
+}

@@ -1,0 +1,694 @@
+//! Projections: the directories a user reads, derived from the journal.
+//!
+//! Owns: applying one event to the record directory (`records/*.md`), the
+//! staging view (`staging/*.stage.json` beside each blob), quarantine notes,
+//! session notes (`sessions/<id>`), the gap marker and the lookup index
+//! (`index/`), plus the checkpoint that says how far they are caught up.
+//!
+//! Invariants:
+//! - Applying never decides: everything it writes comes from the event (and,
+//!   for a lineage migration, from the record an earlier event wrote), so a
+//!   replay into empty directories reproduces every file byte for byte.
+//! - Applying is idempotent: re-applying an event after a crash between the
+//!   projection write and the checkpoint write changes nothing.
+//! - Only this module writes the projection files; only `corpus` calls it,
+//!   under the store lock.
+//! - Raw blobs are not projections: applying moves or removes them as the
+//!   event says, never creates them.
+//!
+//! The index makes every lookup O(1) in store size: it is a directory of
+//! small files named by a digest of their key (idempotency key → record,
+//! (session, agent, kind) → live records, session → records, agent →
+//! records, (session, agent) → staged stem). The file system is the hash
+//! table.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use abcd_journal::{Journal, JournalError, Position};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::clock;
+use crate::event::{self, BlobPlace, CaptureOutcome, Envelope, Event, EventError};
+use crate::fsutil::{self, FsError};
+use crate::record::{self, RecordMeta};
+use crate::stage::StageSidecar;
+use crate::store::Lane;
+
+/// Version of the projection layout. A checkpoint written by another layout
+/// version forces a rebuild instead of a catch-up.
+pub const PROJECTION_FORMAT: u32 = 1;
+
+/// Cap on reading one record back (bodies are at most 64 MiB of transcript).
+pub const RECORD_READ_CAP: u64 = 96 << 20;
+/// Cap on reading small projection files (sidecars, index lists, notes).
+pub const SMALL_FILE_CAP: u64 = 4 << 20;
+
+#[derive(Debug, Error)]
+pub enum ProjectionError {
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("journal frame {seq}: {source}")]
+    Event {
+        seq: u64,
+        #[source]
+        source: EventError,
+    },
+    #[error("record {path} could not be read back ({why}); run `abcd journal replay --rebuild`")]
+    Record { path: PathBuf, why: String },
+    #[error("projection checkpoint {path} is unreadable ({why}); it will be rebuilt")]
+    Checkpoint { path: PathBuf, why: String },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> ProjectionError + 'a {
+    move |source| ProjectionError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// How far the projections are caught up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub format: u32,
+    pub seq: u64,
+    pub offset: u64,
+    pub hash: String,
+}
+
+impl Checkpoint {
+    fn from_position(p: &Position) -> Checkpoint {
+        Checkpoint {
+            format: PROJECTION_FORMAT,
+            seq: p.seq,
+            offset: p.offset,
+            hash: hex::encode(p.hash),
+        }
+    }
+    fn position(&self) -> Option<Position> {
+        let bytes = hex::decode(&self.hash).ok()?;
+        let hash: [u8; 32] = bytes.try_into().ok()?;
+        Some(Position {
+            seq: self.seq,
+            offset: self.offset,
+            hash,
+        })
+    }
+}
+
+/// What a catch-up did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CatchUp {
+    pub applied: u64,
+    pub rebuilt: bool,
+    pub head_seq: u64,
+}
+
+/// Digest key for index file names: 32 hex chars of SHA-256 over the parts.
+pub fn key_hash(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// The lookup index of one lane. Every operation is O(1) in store size.
+pub struct Index<'a> {
+    lane: &'a Lane,
+}
+
+impl<'a> Index<'a> {
+    pub fn new(lane: &'a Lane) -> Index<'a> {
+        Index { lane }
+    }
+    fn path(&self, table: &str, key: &str) -> PathBuf {
+        self.lane.index_dir().join(table).join(key)
+    }
+    fn read_list(&self, table: &str, key: &str) -> Result<Vec<String>, ProjectionError> {
+        let p = self.path(table, key);
+        match fsutil::guarded_read(&p, SMALL_FILE_CAP) {
+            Ok(b) => Ok(String::from_utf8_lossy(&b)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()),
+            Err(e) if e.is_not_found() => Ok(Vec::new()),
+            Err(e) => Err(FsError::from(e).into()),
+        }
+    }
+    fn write_list(
+        &self,
+        table: &str,
+        key: &str,
+        items: &[String],
+        durable: bool,
+    ) -> Result<(), ProjectionError> {
+        let p = self.path(table, key);
+        if items.is_empty() {
+            fsutil::remove_file_if_exists(&p)?;
+            return Ok(());
+        }
+        ensure_dir(p.parent().expect("index path has a parent"))?;
+        let mut text = items.join("\n");
+        text.push('\n');
+        fsutil::write_atomic(&p, text.as_bytes(), durable)?;
+        Ok(())
+    }
+    fn list_insert(
+        &self,
+        table: &str,
+        key: &str,
+        item: &str,
+        durable: bool,
+    ) -> Result<(), ProjectionError> {
+        let mut items = self.read_list(table, key)?;
+        if items.iter().any(|i| i == item) {
+            return Ok(());
+        }
+        items.push(item.to_owned());
+        self.write_list(table, key, &items, durable)
+    }
+    fn list_remove(
+        &self,
+        table: &str,
+        key: &str,
+        item: &str,
+        durable: bool,
+    ) -> Result<(), ProjectionError> {
+        let mut items = self.read_list(table, key)?;
+        let before = items.len();
+        items.retain(|i| i != item);
+        if items.len() == before {
+            return Ok(());
+        }
+        self.write_list(table, key, &items, durable)
+    }
+
+    /// Record named by an idempotency key, if it is still live.
+    pub fn record_for_idem(&self, idem: &str) -> Result<Option<String>, ProjectionError> {
+        let names = self.read_list("idem", idem)?;
+        Ok(names
+            .into_iter()
+            .find(|n| self.lane.records_dir().join(n).is_file()))
+    }
+    /// Live records of one (session, agent, kind) stream, oldest first.
+    pub fn stream_records(&self, stream: &str) -> Result<Vec<String>, ProjectionError> {
+        self.read_list("stream", stream)
+    }
+    /// Every live record of a session (unordered; callers sort by metadata).
+    pub fn session_records(&self, session_id: &str) -> Result<Vec<String>, ProjectionError> {
+        self.read_list("session", &key_hash(&[session_id]))
+    }
+    /// Every live record of an agent id.
+    pub fn agent_records(&self, agent_id: &str) -> Result<Vec<String>, ProjectionError> {
+        self.read_list("agent", &key_hash(&[agent_id]))
+    }
+    /// The staged stem for a (session, agent) key.
+    pub fn staged_stem(
+        &self,
+        session_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<Option<String>, ProjectionError> {
+        Ok(self
+            .read_list("staged", &staged_key(session_id, agent_id))?
+            .into_iter()
+            .next())
+    }
+}
+
+/// Index key of a staged entry.
+pub fn staged_key(session_id: &str, agent_id: Option<&str>) -> String {
+    key_hash(&["staged", session_id, agent_id.unwrap_or("")])
+}
+
+/// Idempotency key of a capture: (source_sha256, session, agent, kind).
+pub fn idem_key(source_sha256: &str, session_id: &str, agent_id: Option<&str>, kind: &str) -> String {
+    key_hash(&["idem", source_sha256, session_id, agent_id.unwrap_or(""), kind])
+}
+
+/// Stream key for supersession: (session, agent, kind).
+pub fn stream_key(session_id: &str, agent_id: Option<&str>, kind: &str) -> String {
+    key_hash(&["stream", session_id, agent_id.unwrap_or(""), kind])
+}
+
+fn ensure_dir(path: &Path) -> Result<(), ProjectionError> {
+    if path.is_dir() {
+        return Ok(());
+    }
+    // Index sub-tables are created lazily, one level below the lane's
+    // `index/` leaf, which `Lane::open` already made private.
+    fsutil::ensure_private_dir(path)?;
+    Ok(())
+}
+
+/// Applies events to the projections of one lane.
+pub struct Projector<'a> {
+    lane: &'a Lane,
+    /// Fsync each projection file (live path). A rebuild writes without
+    /// per-file syncs and syncs the file system once at the end.
+    durable: bool,
+}
+
+/// Gap state kept in the index so re-applying a sighting is idempotent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct GapState {
+    first_seen_ns: u64,
+    last_seen_ns: u64,
+    count: u64,
+    event: String,
+    last_seq: u64,
+}
+
+/// The user-visible gap marker (`subagent-payload-gap.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GapMarker {
+    pub schema: u32,
+    pub first_seen: String,
+    pub last_seen: String,
+    pub count: u64,
+    pub event: String,
+}
+
+/// The quarantine reason note (`quarantine/<stem>.quarantine.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuarantineNote {
+    pub schema: u32,
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub agent_id: Option<String>,
+    pub reason: String,
+    pub staged_at: String,
+    pub quarantined_at: String,
+}
+
+impl<'a> Projector<'a> {
+    pub fn new(lane: &'a Lane, durable: bool) -> Projector<'a> {
+        Projector { lane, durable }
+    }
+
+    fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), ProjectionError> {
+        fsutil::write_atomic(path, bytes, self.durable)?;
+        Ok(())
+    }
+
+    fn remove(&self, path: &Path) -> Result<bool, ProjectionError> {
+        Ok(fsutil::remove_file_if_exists(path)?)
+    }
+
+    /// Applies one decoded event at journal sequence `seq`.
+    pub fn apply(&self, seq: u64, env: &Envelope) -> Result<(), ProjectionError> {
+        let index = Index::new(self.lane);
+        match &env.event {
+            Event::Staged(s) => {
+                let sidecar = StageSidecar::from_staged(s);
+                self.write(&self.lane.staging_dir().join(format!("{}.stage.json", s.stem)), &sidecar.to_bytes())?;
+                let key = staged_key(&s.lineage.session_id, s.lineage.agent_id.as_deref());
+                index.write_list("staged", &key, &[s.stem.clone()], self.durable)?;
+            }
+            Event::Restaged(r) => {
+                let path = self.lane.staging_dir().join(format!("{}.stage.json", r.stem));
+                // The sidecar written by the Staged event carries the lineage;
+                // a restage changes only the bytes, digest, source and time.
+                let mut sidecar = StageSidecar::read(&path)
+                    .map_err(|why| ProjectionError::Record { path: path.clone(), why })?;
+                sidecar.raw_sha256 = r.raw_sha256.clone();
+                sidecar.bytes = r.bytes;
+                sidecar.staged_at = clock::rfc3339_nanos(r.staged_at_ns);
+                if r.source_path.is_some() {
+                    sidecar.source_path = r.source_path.clone();
+                }
+                self.write(&path, &sidecar.to_bytes())?;
+            }
+            Event::Captured(c) => {
+                if let CaptureOutcome::Stored {
+                    record_name,
+                    meta,
+                    body,
+                    supersedes,
+                } = &c.outcome
+                {
+                    self.store_record(&index, record_name, meta, body)?;
+                    for old in supersedes {
+                        self.drop_record(&index, old)?;
+                    }
+                }
+                if let Some(r) = &c.retires {
+                    self.retire_staged(&index, &r.stem)?;
+                }
+            }
+            Event::Quarantined(q) => self.quarantine(&index, q)?,
+            Event::Discarded(d) => {
+                let dir = match d.place {
+                    BlobPlace::Staging => self.lane.staging_dir(),
+                    BlobPlace::Quarantine => self.lane.quarantine_dir(),
+                };
+                if d.place == BlobPlace::Staging {
+                    self.retire_staged(&index, &d.stem)?;
+                } else {
+                    for ext in ["raw", "stage.json", "quarantine.json"] {
+                        self.remove(&dir.join(format!("{}.{ext}", d.stem)))?;
+                    }
+                }
+            }
+            Event::LineageMigrated(m) => {
+                let path = self.lane.records_dir().join(&m.record_name);
+                let bytes = fsutil::guarded_read(&path, RECORD_READ_CAP).map_err(|e| {
+                    ProjectionError::Record {
+                        path: path.clone(),
+                        why: e.to_string(),
+                    }
+                })?;
+                let (old, body) = record::parse(&bytes).map_err(|e| ProjectionError::Record {
+                    path: path.clone(),
+                    why: e.to_string(),
+                })?;
+                let body = body.to_vec();
+                self.unindex_record(&index, &m.record_name, &old)?;
+                let rendered = record::render(&m.meta, &body);
+                self.write(&path, &rendered)?;
+                self.index_record(&index, &m.record_name, &m.meta)?;
+            }
+            Event::SessionNoted(n) => {
+                let path = self.lane.sessions_dir().join(&n.session_id);
+                if !path.is_file() {
+                    self.write(&path, b"")?;
+                }
+            }
+            Event::SubagentGapSighted(g) => {
+                let state_path = self.lane.index_dir().join("gap.json");
+                let mut state = match fsutil::guarded_read(&state_path, SMALL_FILE_CAP) {
+                    Ok(b) => serde_json::from_slice::<GapState>(&b).ok(),
+                    Err(_) => None,
+                };
+                match &mut state {
+                    Some(s) if s.last_seq >= seq => return Ok(()),
+                    Some(s) => {
+                        s.last_seen_ns = g.seen_at_ns;
+                        s.count += 1;
+                        s.event = g.hook_event_name.clone();
+                        s.last_seq = seq;
+                    }
+                    None => {
+                        state = Some(GapState {
+                            first_seen_ns: g.seen_at_ns,
+                            last_seen_ns: g.seen_at_ns,
+                            count: 1,
+                            event: g.hook_event_name.clone(),
+                            last_seq: seq,
+                        })
+                    }
+                }
+                let s = state.expect("set above");
+                let marker = GapMarker {
+                    schema: 1,
+                    first_seen: clock::rfc3339_nanos(s.first_seen_ns),
+                    last_seen: clock::rfc3339_nanos(s.last_seen_ns),
+                    count: s.count,
+                    event: s.event.clone(),
+                };
+                let mut text = serde_json::to_vec(&marker).expect("marker serialises");
+                text.push(b'\n');
+                self.write(&self.lane.gap_marker_path(), &text)?;
+                let mut st = serde_json::to_vec(&s).expect("gap state serialises");
+                st.push(b'\n');
+                self.write(&state_path, &st)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn store_record(
+        &self,
+        index: &Index<'_>,
+        name: &str,
+        meta: &RecordMeta,
+        body: &str,
+    ) -> Result<(), ProjectionError> {
+        let path = self.lane.records_dir().join(name);
+        self.write(&path, &record::render(meta, body.as_bytes()))?;
+        self.index_record(index, name, meta)
+    }
+
+    fn index_record(&self, index: &Index<'_>, name: &str, meta: &RecordMeta) -> Result<(), ProjectionError> {
+        let agent = meta.agent_id.as_deref();
+        let kind = meta.source_kind.as_str();
+        index.list_insert("idem", &idem_key(&meta.source_sha256, &meta.session_id, agent, kind), name, self.durable)?;
+        index.list_insert("stream", &stream_key(&meta.session_id, agent, kind), name, self.durable)?;
+        index.list_insert("session", &key_hash(&[&meta.session_id]), name, self.durable)?;
+        if let Some(a) = agent {
+            index.list_insert("agent", &key_hash(&[a]), name, self.durable)?;
+        }
+        Ok(())
+    }
+
+    fn unindex_record(&self, index: &Index<'_>, name: &str, meta: &RecordMeta) -> Result<(), ProjectionError> {
+        let agent = meta.agent_id.as_deref();
+        let kind = meta.source_kind.as_str();
+        index.list_remove("idem", &idem_key(&meta.source_sha256, &meta.session_id, agent, kind), name, self.durable)?;
+        index.list_remove("stream", &stream_key(&meta.session_id, agent, kind), name, self.durable)?;
+        index.list_remove("session", &key_hash(&[&meta.session_id]), name, self.durable)?;
+        if let Some(a) = agent {
+            index.list_remove("agent", &key_hash(&[a]), name, self.durable)?;
+        }
+        Ok(())
+    }
+
+    fn drop_record(&self, index: &Index<'_>, name: &str) -> Result<(), ProjectionError> {
+        let path = self.lane.records_dir().join(name);
+        let bytes = match fsutil::guarded_read(&path, RECORD_READ_CAP) {
+            Ok(b) => b,
+            // Already gone: this is a re-application after a crash.
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => {
+                return Err(ProjectionError::Record {
+                    path,
+                    why: e.to_string(),
+                })
+            }
+        };
+        if let Ok((meta, _)) = record::parse(&bytes) {
+            self.unindex_record(index, name, &meta)?;
+        }
+        self.remove(&path)?;
+        Ok(())
+    }
+
+    /// Removes a staged entry: blob, sidecar and index entry.
+    fn retire_staged(&self, index: &Index<'_>, stem: &str) -> Result<(), ProjectionError> {
+        let dir = self.lane.staging_dir();
+        let sidecar_path = dir.join(format!("{stem}.stage.json"));
+        if let Ok(sc) = StageSidecar::read(&sidecar_path) {
+            let key = staged_key(&sc.session_id, sc.agent_id.as_deref());
+            index.list_remove("staged", &key, stem, self.durable)?;
+        }
+        self.remove(&dir.join(format!("{stem}.raw")))?;
+        self.remove(&sidecar_path)?;
+        Ok(())
+    }
+
+    fn quarantine(&self, index: &Index<'_>, q: &event::Quarantined) -> Result<(), ProjectionError> {
+        let staging = self.lane.staging_dir();
+        let quarantine = self.lane.quarantine_dir();
+        let sidecar_from = staging.join(format!("{}.stage.json", q.stem));
+        let sidecar_to = quarantine.join(format!("{}.stage.json", q.stem));
+        let sidecar = StageSidecar::read(&sidecar_from).or_else(|_| StageSidecar::read(&sidecar_to));
+        let (session_id, agent_id, staged_at) = match &sidecar {
+            Ok(sc) => (sc.session_id.clone(), sc.agent_id.clone(), sc.staged_at.clone()),
+            Err(_) => (String::new(), None, String::new()),
+        };
+        let note = QuarantineNote {
+            schema: 1,
+            session_id: session_id.clone(),
+            agent_id: agent_id.clone(),
+            reason: q.reason.clone(),
+            staged_at,
+            quarantined_at: clock::rfc3339_nanos(q.quarantined_at_ns),
+        };
+        let mut text = serde_json::to_vec(&note).expect("note serialises");
+        text.push(b'\n');
+        // Note first, so a blob in quarantine always has its reason.
+        self.write(&quarantine.join(format!("{}.quarantine.json", q.stem)), &text)?;
+        let blob_from = staging.join(format!("{}.raw", q.stem));
+        let blob_to = quarantine.join(format!("{}.raw", q.stem));
+        if blob_from.exists() {
+            fs::rename(&blob_from, &blob_to).map_err(io_err("move blob to quarantine", &blob_from))?;
+        }
+        if let Ok(sc) = &sidecar {
+            self.write(&sidecar_to, &sc.to_bytes())?;
+        }
+        self.remove(&sidecar_from)?;
+        if !session_id.is_empty() {
+            index.list_remove("staged", &staged_key(&session_id, agent_id.as_deref()), &q.stem, self.durable)?;
+        }
+        if self.durable {
+            fsutil::sync_dir(&staging)?;
+            fsutil::sync_dir(&quarantine)?;
+        }
+        Ok(())
+    }
+}
+
+fn checkpoint_path(lane: &Lane) -> PathBuf {
+    lane.index_dir().join("checkpoint.json")
+}
+
+/// Reads the checkpoint; `None` when absent or written by another layout.
+pub fn read_checkpoint(lane: &Lane) -> Option<Checkpoint> {
+    let b = fsutil::guarded_read(&checkpoint_path(lane), SMALL_FILE_CAP).ok()?;
+    let c: Checkpoint = serde_json::from_slice(&b).ok()?;
+    (c.format == PROJECTION_FORMAT).then_some(c)
+}
+
+fn write_checkpoint(lane: &Lane, p: &Position) -> Result<(), ProjectionError> {
+    let mut text = serde_json::to_vec(&Checkpoint::from_position(p)).expect("checkpoint serialises");
+    text.push(b'\n');
+    // Not fsynced: every projection file it covers was written durably
+    // first, and a lost checkpoint only makes the next open re-apply
+    // (idempotently) what it already applied.
+    fsutil::write_atomic(&checkpoint_path(lane), &text, false)?;
+    Ok(())
+}
+
+/// Applies every journal event after the checkpoint. Caller holds the store
+/// lock. Falls back to a full rebuild when the checkpoint does not match the
+/// journal (a repair rewrote it) or is missing while projections exist.
+pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionError> {
+    let start = match read_checkpoint(lane).and_then(|c| c.position()) {
+        Some(p) => p,
+        None => {
+            if projections_present(lane)? {
+                return rebuild(lane, journal);
+            }
+            journal.start()
+        }
+    };
+    let iter = match journal.read_from(&start) {
+        Ok(it) => it,
+        Err(JournalError::CheckpointMismatch { .. }) => return rebuild(lane, journal),
+        Err(e) => return Err(e.into()),
+    };
+    let projector = Projector::new(lane, true);
+    let mut out = CatchUp {
+        head_seq: start.seq,
+        ..CatchUp::default()
+    };
+    let mut last = None;
+    for frame in iter {
+        let frame = frame?;
+        if frame.kind == abcd_journal::FrameKind::Event {
+            let env = event::decode(&frame.payload).map_err(|source| ProjectionError::Event {
+                seq: frame.seq,
+                source,
+            })?;
+            projector.apply(frame.seq, &env)?;
+            out.applied += 1;
+        }
+        out.head_seq = frame.seq;
+        last = Some(frame.end);
+    }
+    if let Some(p) = last {
+        write_checkpoint(lane, &p)?;
+    }
+    Ok(out)
+}
+
+fn projections_present(lane: &Lane) -> Result<bool, ProjectionError> {
+    let dir = lane.records_dir();
+    let mut it = fs::read_dir(&dir).map_err(io_err("list", &dir))?;
+    Ok(it.next().is_some())
+}
+
+/// Rebuilds every projection from the whole journal. Caller holds the store
+/// lock. Old projection files are removed first (blobs are kept: they are not
+/// projections); files are written without per-file syncs and the result is
+/// made durable with one sync per directory at the end.
+pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionError> {
+    clear_projections(lane)?;
+    let projector = Projector::new(lane, false);
+    let mut out = CatchUp {
+        rebuilt: true,
+        ..CatchUp::default()
+    };
+    let start = journal.start();
+    let mut last = None;
+    for frame in journal.read_from(&start)? {
+        let frame = frame?;
+        if frame.kind == abcd_journal::FrameKind::Event {
+            let env = event::decode(&frame.payload).map_err(|source| ProjectionError::Event {
+                seq: frame.seq,
+                source,
+            })?;
+            projector.apply(frame.seq, &env)?;
+            out.applied += 1;
+        }
+        out.head_seq = frame.seq;
+        last = Some(frame.end);
+    }
+    sync_tree(lane)?;
+    write_checkpoint(lane, &last.unwrap_or(start))?;
+    Ok(out)
+}
+
+fn clear_projections(lane: &Lane) -> Result<(), ProjectionError> {
+    let remove_matching = |dir: PathBuf, keep: &dyn Fn(&str) -> bool| -> Result<(), ProjectionError> {
+        let rd = match fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err("list", &dir)(e)),
+        };
+        for entry in rd {
+            let entry = entry.map_err(io_err("list", &dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if keep(&name) {
+                continue;
+            }
+            let path = entry.path();
+            let ft = entry.file_type().map_err(io_err("stat", &path))?;
+            if ft.is_dir() {
+                fs::remove_dir_all(&path).map_err(io_err("remove", &path))?;
+            } else {
+                fs::remove_file(&path).map_err(io_err("remove", &path))?;
+            }
+        }
+        Ok(())
+    };
+    remove_matching(lane.records_dir(), &|_| false)?;
+    remove_matching(lane.index_dir(), &|_| false)?;
+    remove_matching(lane.sessions_dir(), &|_| false)?;
+    // Blobs stay; the staging view and quarantine notes are projections.
+    remove_matching(lane.staging_dir(), &|n| !n.ends_with(".stage.json"))?;
+    remove_matching(lane.quarantine_dir(), &|n| {
+        !(n.ends_with(".stage.json") || n.ends_with(".quarantine.json"))
+    })?;
+    fsutil::remove_file_if_exists(&lane.gap_marker_path())?;
+    Ok(())
+}
+
+fn sync_tree(lane: &Lane) -> Result<(), ProjectionError> {
+    // One syncfs flushes every projection file written without a per-file
+    // sync (thousands of them after a big rebuild) in a single call.
+    let dir = lane.dir.clone();
+    let f = fs::File::open(&dir).map_err(io_err("open", &dir))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: syncfs takes a valid open descriptor and no pointers.
+    let rc = unsafe { libc::syncfs(f.as_raw_fd()) };
+    if rc != 0 {
+        return Err(io_err("syncfs", &dir)(io::Error::last_os_error()));
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! Shared harness for integration tests: a temporary HOME, ABCD_HOME and git
+//! repository, and helpers that run the real `abcd` binary.
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_abcd");
+
+/// Root of the checked-in public fixtures.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/public")
+}
+
+pub struct Env {
+    pub tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    pub abcd_home: PathBuf,
+    pub repo: PathBuf,
+    pub claude: PathBuf,
+}
+
+fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Test Author")
+        .env("GIT_AUTHOR_EMAIL", "author@example.com")
+        .env("GIT_COMMITTER_NAME", "Test Author")
+        .env("GIT_COMMITTER_EMAIL", "author@example.com")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        let abcd_home = tmp.path().join("abcd-home");
+        let repo = tmp.path().join("repo");
+        let claude = home.join(".claude/projects/-repo");
+        fs::create_dir_all(&home).unwrap();
+        fs::create_dir_all(&repo).unwrap();
+        fs::create_dir_all(&claude).unwrap();
+        Env::init_repo(&repo, &home, "first");
+        Env {
+            tmp,
+            home,
+            abcd_home,
+            repo,
+            claude,
+        }
+    }
+
+    /// Makes `dir` a git repository with one commit whose content differs by
+    /// `seed` (so two repos have different root commits).
+    pub fn init_repo(dir: &Path, home: &Path, seed: &str) {
+        fs::create_dir_all(dir).unwrap();
+        git(dir, home, &["init", "-q"]);
+        fs::write(dir.join("README"), format!("repo {seed}\n")).unwrap();
+        git(dir, home, &["add", "README"]);
+        git(dir, home, &["commit", "-q", "-m", "root"]);
+    }
+
+    pub fn root_sha_of(&self, dir: &Path) -> String {
+        git(dir, &self.home, &["rev-list", "--max-parents=0", "HEAD"])
+    }
+
+    pub fn root_sha(&self) -> String {
+        self.root_sha_of(&self.repo)
+    }
+
+    pub fn lane(&self) -> PathBuf {
+        self.abcd_home.join("transcripts").join(self.root_sha())
+    }
+
+    pub fn command(&self, cwd: &Path) -> Command {
+        let mut c = Command::new(BIN);
+        c.current_dir(cwd)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("ABCD_HOME", &self.abcd_home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("USER", "tester")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `abcd args…` in the repository.
+    pub fn abcd(&self, args: &[&str]) -> Output {
+        self.command(&self.repo).args(args).output().expect("abcd runs")
+    }
+
+    /// Runs `abcd args…` with extra environment.
+    pub fn abcd_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = self.command(&self.repo);
+        c.args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("abcd runs")
+    }
+
+    /// Runs `abcd hook <verb> --json` with `payload` on stdin.
+    pub fn hook(&self, verb: &str, payload: &Value) -> Output {
+        self.hook_raw(verb, payload.to_string().as_bytes(), &[])
+    }
+
+    pub fn hook_env(&self, verb: &str, payload: &Value, env: &[(&str, &str)]) -> Output {
+        self.hook_raw(verb, payload.to_string().as_bytes(), env)
+    }
+
+    pub fn hook_raw(&self, verb: &str, stdin: &[u8], env: &[(&str, &str)]) -> Output {
+        let mut c = self.command(&self.repo);
+        c.args(["--json", "hook", verb]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("spawn abcd hook");
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().expect("hook finishes")
+    }
+
+    /// Writes a main-thread transcript for `session` and returns its path.
+    pub fn main_transcript(&self, session: &str, body: &str) -> PathBuf {
+        let p = self.claude.join(format!("{session}.jsonl"));
+        fs::write(&p, body).unwrap();
+        p
+    }
+
+    /// Writes a sub-agent transcript (and optional harness sidecar).
+    pub fn agent_transcript(&self, session: &str, agent: &str, body: &str, meta: Option<&str>) -> PathBuf {
+        let dir = self.claude.join(session).join("subagents");
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(format!("agent-{agent}.jsonl"));
+        fs::write(&p, body).unwrap();
+        if let Some(m) = meta {
+            fs::write(dir.join(format!("agent-{agent}.meta.json")), m).unwrap();
+        }
+        p
+    }
+
+    pub fn subagent_payload(&self, session: &str, agent: &str, path: &Path) -> Value {
+        serde_json::json!({
+            "session_id": session,
+            "cwd": self.repo,
+            "agent_id": agent,
+            "agent_type": "Explore",
+            "agent_transcript_path": path,
+            "hook_event_name": "SubagentStop",
+            "transcript_path": self.claude.join(format!("{session}.jsonl")),
+        })
+    }
+
+    pub fn end_payload(&self, session: &str, path: &Path) -> Value {
+        serde_json::json!({
+            "session_id": session,
+            "cwd": self.repo,
+            "transcript_path": path,
+            "hook_event_name": "SessionEnd",
+        })
+    }
+
+    pub fn start_payload(&self, session: &str) -> Value {
+        serde_json::json!({
+            "session_id": session,
+            "cwd": self.repo,
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        })
+    }
+
+    /// `abcd --json <args>` parsed.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut full = vec!["--json"];
+        full.extend_from_slice(args);
+        let out = self.abcd(&full);
+        assert!(
+            out.status.success(),
+            "abcd {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("abcd {args:?}: bad JSON {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
+    pub fn records(&self) -> Vec<Value> {
+        self.json(&["history", "list"]).as_array().cloned().unwrap_or_default()
+    }
+
+    pub fn staged(&self) -> Value {
+        self.json(&["history", "staged"])
+    }
+
+    pub fn drain(&self) -> Value {
+        self.json(&["history", "drain"])
+    }
+
+    /// Every file (relative path → bytes) under the lane except the journal
+    /// directory and lock files.
+    pub fn snapshot(&self, dirs: &[&str]) -> std::collections::BTreeMap<String, Vec<u8>> {
+        let mut out = std::collections::BTreeMap::new();
+        let lane = self.lane();
+        for d in dirs {
+            walk(&lane.join(d), &lane, &mut out);
+        }
+        out
+    }
+}
+
+fn walk(dir: &Path, base: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(&p, base, out);
+        } else {
+            out.insert(p.strip_prefix(base).unwrap().display().to_string(), fs::read(&p).unwrap());
+        }
+    }
+}
+
+/// A small, valid sub-agent transcript line set.
+pub fn jsonl(lines: &[&str]) -> String {
+    let mut s = String::new();
+    for l in lines {
+        s.push_str(l);
+        s.push('\n');
+    }
+    s
+}
+
+pub fn line(session: &str, text: &str) -> String {
+    serde_json::json!({"type": "user", "sessionId": session, "message": {"role": "user", "content": text}}).to_string()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn hook_json(o: &Output) -> Value {
+    let s = stdout(o);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 1, "hook --json prints exactly one line, got {s:?}; stderr {}", stderr(o));
+    serde_json::from_str(lines[0]).expect("hook result is JSON")
+}
