@@ -1,1 +1,721 @@
-//! abcd-redact: the redaction engine.
+//! abcd-redact: the fail-closed, JSON-aware redaction engine every stored
+//! byte passes through.
+//!
+//! Owns: detecting secrets, the caller's identity and private network
+//! identifiers in text (raw and through every JSON-escape and
+//! percent-encoding layer), replacing each with a placeholder that names its
+//! kind, and verifying the result by scanning it again. Must never: cut a
+//! line, print or report a secret's bytes, write a file, or let a scanner it
+//! could not configure as asked redact anything (it is *degraded* and
+//! refuses).
+//!
+//! Placeholders are `[REDACTED:<kind>]` (`[REDACTED:github-token]`,
+//! `[REDACTED:password]`, `[REDACTED:ip-address]` …), except the caller's own
+//! home directory, which becomes `~` so paths stay readable. None contains a
+//! quote or backslash, none is flagged by any rule, and redacting redacted
+//! text changes nothing.
+//!
+//! Map: `rules` (the built-in catalogue, as data), `view` (decoded layers and
+//! the map back to raw bytes), `engine` (prefilter, matchers, placement),
+//! `identity` (who the caller is), `config` (per-repo file), `cli` (the
+//! `abcd redact` verb).
+
+mod cli;
+pub mod config;
+mod engine;
+pub mod identity;
+pub mod rules;
+pub mod view;
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::bytes::RegexBuilder;
+
+pub use cli::{run_redact_command, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USAGE};
+pub use identity::Identity;
+pub use rules::Severity;
+
+use engine::{Engine, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
+use rules::{Check, Class};
+
+/// Lines longer than this are refused rather than held in memory (a
+/// newline-free 16 MiB file is fine; a quarter-gigabyte line is not a
+/// transcript).
+pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
+
+/// A streaming report keeps at most this many findings (the count is exact
+/// beyond it); findings are small but a hostile input could produce one per
+/// few bytes.
+pub const MAX_REPORT_FINDINGS: usize = 100_000;
+
+/// Compiled-size cap for built-in patterns (generous; they are ours).
+const BUILTIN_PATTERN_BYTES: usize = 8 << 20;
+
+/// Login names shared by many people or machines: redacting them as words
+/// would shred ordinary prose ("root commit", "admin panel") and identify no
+/// one. Their home paths are still swept.
+const GENERIC_USERS: &[&str] = &[
+    "root", "admin", "user", "ubuntu", "runner", "node", "app", "dev", "test", "guest", "vscode",
+    "codespace", "ec2-user", "nobody", "www-data", "build", "ci", "docker", "default", "home",
+];
+
+/// One detection. Never carries the detected bytes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    pub rule: String,
+    pub kind: String,
+    pub severity: Severity,
+    /// 1-based line number within the text (or part).
+    pub line: usize,
+    /// 1-based byte column of the first redacted raw byte.
+    pub column: usize,
+    /// Length in raw bytes of the redacted span.
+    pub length: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redaction {
+    pub text: String,
+    pub findings: Vec<Finding>,
+}
+
+/// Outcome of [`Scanner::redact_stream`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    pub lines: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Total number of findings (may exceed `findings.len()`).
+    pub finding_count: usize,
+    /// The first [`MAX_REPORT_FINDINGS`] findings.
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RedactError {
+    #[error("refusing to redact with a degraded scanner: {reason}; fix or remove the repository's .abcd/redact.json")]
+    Degraded { reason: String },
+    #[error("redaction left blocking residue of kind(s) [{}]; refusing the whole text", kinds.join(", "))]
+    Residual { kinds: Vec<String> },
+    #[error("redacting line {line} would break its JSON; refusing the whole text")]
+    JsonBroken { line: usize },
+    #[error("line {line} is longer than the {cap}-byte cap; refusing rather than cutting it")]
+    LineTooLong { line: usize, cap: usize },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RedactError {
+    /// True when retrying the same bytes with the same configuration can
+    /// never succeed, so the caller should quarantine rather than retry.
+    /// A degraded scanner is not: fixing the repository's file makes the
+    /// same bytes capturable, so the entry stays staged.
+    pub fn is_deterministic(&self) -> bool {
+        matches!(
+            self,
+            RedactError::Residual { .. } | RedactError::JsonBroken { .. } | RedactError::LineTooLong { .. }
+        )
+    }
+}
+
+/// The compiled redaction engine for one repository.
+pub struct Scanner {
+    engine: Engine,
+    degraded: Option<String>,
+}
+
+fn placeholder(kind: &str) -> Vec<u8> {
+    format!("[REDACTED:{kind}]").into_bytes()
+}
+
+struct Builder {
+    metas: Vec<Meta>,
+    rules: Vec<Rule>,
+    kw: Vec<String>,
+    kw_rules: Vec<Vec<usize>>,
+    always: Vec<usize>,
+    errors: Vec<String>,
+}
+
+impl Builder {
+    fn meta(&mut self, id: &str, kind: &str, severity: Severity, class: Class) -> usize {
+        self.metas.push(Meta {
+            id: id.to_string(),
+            kind: kind.to_string(),
+            severity,
+            class,
+            placeholder: placeholder(kind),
+        });
+        self.metas.len() - 1
+    }
+
+    fn rule(&mut self, meta: usize, matcher: Matcher, keywords: &[String]) {
+        let ri = self.rules.len();
+        self.rules.push(Rule { meta, matcher });
+        if keywords.is_empty() {
+            self.always.push(ri);
+        }
+        for k in keywords {
+            let k = k.to_ascii_lowercase();
+            match self.kw.iter().position(|x| *x == k) {
+                Some(p) => self.kw_rules[p].push(ri),
+                None => {
+                    self.kw.push(k);
+                    self.kw_rules.push(vec![ri]);
+                }
+            }
+        }
+    }
+}
+
+impl Scanner {
+    /// Built-in rules + identity + optional `<repo_root>/.abcd/redact.json`
+    /// (see [`config`]). Never fails: a configuration that cannot be honoured
+    /// makes the scanner degraded, and a degraded scanner refuses every call
+    /// that would produce text.
+    pub fn new(identity: Identity, repo_root: Option<&Path>) -> Scanner {
+        let mut b = Builder {
+            metas: Vec::new(),
+            rules: Vec::new(),
+            kw: Vec::new(),
+            kw_rules: Vec::new(),
+            always: Vec::new(),
+            errors: Vec::new(),
+        };
+        let cfg = match repo_root.map(config::load) {
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                b.errors.push(e);
+                None
+            }
+            None => None,
+        };
+        let raise = |id: &str, kind: &str, sev: Severity, errors: &mut Vec<String>| -> Severity {
+            let Some(c) = &cfg else { return sev };
+            let mut out = sev;
+            for key in [id, kind] {
+                if let Some(s) = c.severity.get(key) {
+                    match config::parse_severity(s) {
+                        Ok(n) if n >= sev => out = out.max(n),
+                        Ok(_) => errors.push(format!("severity of {key:?} cannot be lowered below the built-in")),
+                        Err(e) => errors.push(format!("severity of {key:?}: {e}")),
+                    }
+                }
+            }
+            out
+        };
+        for def in rules::builtin() {
+            let sev = raise(def.id, def.kind, def.severity, &mut b.errors);
+            let meta = b.meta(def.id, def.kind, sev, def.class);
+            match RegexBuilder::new(def.pattern).size_limit(BUILTIN_PATTERN_BYTES).build() {
+                Ok(re) => {
+                    let kws: Vec<String> = def.keywords.iter().map(|s| s.to_string()).collect();
+                    let matcher = Matcher::Regex {
+                        re,
+                        group: def.group,
+                        check: def.check,
+                        min_entropy: def.min_entropy,
+                        allow: def.allow.iter().map(|a| a.as_bytes().to_vec()).collect(),
+                    };
+                    b.rule(meta, matcher, &kws);
+                }
+                Err(e) => b.errors.push(format!("built-in rule {} failed to compile: {e}", def.id)),
+            }
+        }
+        let sev = raise("private-key", "private-key", Severity::Block, &mut b.errors);
+        let m = b.meta("private-key", "private-key", sev, Class::Secret);
+        b.rule(m, Matcher::Pem, &["-----begin ".into()]);
+        let sev = raise("other-home", "home-user", Severity::Block, &mut b.errors);
+        let m = b.meta("other-home", "home-user", sev, Class::Network);
+        b.rule(m, Matcher::OtherHome, &["/users/".into(), "/home/".into(), "\\users\\".into(), "/users\\".into()]);
+        let m = b.meta("data-uri-base64", "encoded-secret", Severity::Block, Class::Secret);
+        b.rule(m, Matcher::DataUri, &[";base64,".into()]);
+
+        let identity_set = Self::identity(&mut b, &identity, &raise);
+        if let Some(c) = &cfg {
+            for r in &c.rules {
+                let id = format!("config:{}", r.id);
+                let sev = r
+                    .severity
+                    .as_deref()
+                    .map(config::parse_severity)
+                    .transpose()
+                    .ok()
+                    .flatten()
+                    .unwrap_or(Severity::Block);
+                let sev = raise(&id, &r.kind, sev, &mut b.errors);
+                let meta = b.meta(&id, &r.kind, sev, Class::Secret);
+                match RegexBuilder::new(&r.pattern)
+                    .size_limit(config::MAX_PATTERN_COMPILED_BYTES)
+                    .build()
+                {
+                    Ok(re) => {
+                        let m = Matcher::Regex {
+                            re,
+                            group: 0,
+                            check: Check::None,
+                            min_entropy: 0.0,
+                            allow: Vec::new(),
+                        };
+                        b.rule(meta, m, &r.keywords);
+                    }
+                    Err(e) => b.errors.push(format!("rule {:?}: bad pattern: {e}", r.id)),
+                }
+            }
+        }
+        let keywords = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&b.kw);
+        let fields = AhoCorasick::new(engine::ALLOWED_FIELDS);
+        let (keywords, fields) = match (keywords, fields) {
+            (Ok(k), Ok(f)) => (k, f),
+            (Err(e), _) | (_, Err(e)) => {
+                b.errors.push(format!("keyword automaton: {e}"));
+                let empty: [&str; 0] = [];
+                (AhoCorasick::new(empty).expect("empty automaton"), AhoCorasick::new(empty).expect("empty automaton"))
+            }
+        };
+        let repeat_meta_base = b.metas.len();
+        let (allow_values, allow_paths) = match &cfg {
+            Some(c) => (
+                c.allow_values.iter().filter(|v| !v.is_empty()).map(|v| v.as_bytes().to_vec()).collect(),
+                c.allow_paths.iter().filter(|v| !v.is_empty()).map(|v| v.as_bytes().to_vec()).collect(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let degraded = if b.errors.is_empty() { None } else { Some(b.errors.join("; ")) };
+        Scanner {
+            engine: Engine {
+                metas: b.metas,
+                rules: b.rules,
+                keywords,
+                kw_rules: b.kw_rules,
+                always: b.always,
+                identity: identity_set,
+                allow_values,
+                allow_paths,
+                fields,
+                repeat_meta_base,
+            },
+            degraded,
+        }
+    }
+
+    fn identity(
+        b: &mut Builder,
+        id: &Identity,
+        raise: &dyn Fn(&str, &str, Severity, &mut Vec<String>) -> Severity,
+    ) -> IdentitySet {
+        let mut pats: Vec<String> = Vec::new();
+        let mut needles = Vec::new();
+        let mut metas = std::collections::HashMap::new();
+        let mut add = |b: &mut Builder, pat: &str, needle: Needle, id: &str, kind: &str| {
+            if pats.iter().any(|p| p.eq_ignore_ascii_case(pat)) {
+                return;
+            }
+            let meta = *metas.entry(id.to_string()).or_insert_with(|| {
+                let sev = raise(id, kind, Severity::Block, &mut b.errors);
+                let m = b.meta(id, kind, sev, Class::Network);
+                if kind == "home-path" {
+                    b.metas[m].placeholder = b"~".to_vec();
+                }
+                m
+            });
+            pats.push(pat.to_string());
+            needles.push((needle, meta));
+        };
+        let usable_user = |u: &str| {
+            u.len() >= 3 && !GENERIC_USERS.iter().any(|g| g.eq_ignore_ascii_case(u)) && !u.contains(['"', '\\'])
+        };
+        if let Some(h) = &id.home {
+            if h.len() >= 2 && h.starts_with('/') && !h.contains(['"', '\\']) {
+                let single = h.matches('/').count() == 1;
+                add(b, h, Needle::Home { single }, "home-path", "home-path");
+                if let Some(base) = h.rsplit('/').next().filter(|u| usable_user(u)) {
+                    add(b, base, Needle::Word, "user-name", "user-name");
+                }
+            }
+        }
+        if let Some(u) = id.user.as_deref().filter(|u| usable_user(u)) {
+            add(b, u, Needle::Word, "user-name", "user-name");
+        }
+        for n in &id.git_names {
+            let n = n.trim();
+            if n.len() >= 3 && !n.contains(['"', '\\']) {
+                add(b, n, Needle::Word, "git-name", "git-name");
+            }
+        }
+        for e in &id.git_emails {
+            let e = e.trim();
+            if e.len() >= 3 && e.contains('@') && !e.contains(['"', '\\']) {
+                add(b, e, Needle::Email, "git-email", "git-email");
+            }
+        }
+        if let Some(o) = id.github_owner.as_deref().filter(|o| usable_user(o)) {
+            add(b, o, Needle::Word, "github-owner", "github-owner");
+        }
+        if pats.is_empty() {
+            return IdentitySet { ac: None, needles };
+        }
+        let ac = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&pats)
+            .ok();
+        let kws: Vec<String> = pats.iter().map(|p| p.to_ascii_lowercase()).collect();
+        let meta = needles[0].1;
+        b.rule(meta, Matcher::Identity, &kws);
+        IdentitySet { ac, needles }
+    }
+
+    /// Why this scanner refuses to redact, if it does.
+    pub fn degraded(&self) -> Option<&str> {
+        self.degraded.as_deref()
+    }
+
+    fn check_degraded(&self) -> Result<(), RedactError> {
+        match &self.degraded {
+            Some(r) => Err(RedactError::Degraded { reason: r.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Two-stage redaction: sanitise, then verify by scanning the result
+    /// again. `Err` refuses the whole text.
+    pub fn redact(&self, text: &str) -> Result<Redaction, RedactError> {
+        let mut v = self.redact_parts(&[text])?;
+        Ok(v.remove(0))
+    }
+
+    /// Several texts redacted as one unit (a record body plus its lineage
+    /// scalars): a value found in any part is redacted in every part.
+    pub fn redact_parts(&self, parts: &[&str]) -> Result<Vec<Redaction>, RedactError> {
+        self.check_degraded()?;
+        let (hits, _) = self.detect(parts)?;
+        let mut out = Vec::with_capacity(parts.len());
+        let mut residual = Vec::new();
+        let mut scratch = Scratch::default();
+        let known = Known::default();
+        for (pi, part) in parts.iter().enumerate() {
+            let mut text = Vec::with_capacity(part.len());
+            let mut findings = Vec::new();
+            let mut line_buf = Vec::new();
+            for (li, line) in split_lines(part.as_bytes()).enumerate() {
+                let (body, nl) = strip_nl(line);
+                let mut h = hits[pi][li].clone();
+                if h.is_empty() {
+                    text.extend_from_slice(line);
+                    continue;
+                }
+                line_buf.clear();
+                let merged = engine::apply(&self.engine.metas, body, &mut h, &mut line_buf);
+                self.check_line(body, &line_buf, li + 1, &mut scratch, &known, &mut residual)?;
+                findings.extend(merged.iter().map(|m| self.finding(m, li + 1)));
+                text.extend_from_slice(&line_buf);
+                text.extend_from_slice(nl);
+            }
+            out.push(Redaction { text: into_string(text), findings });
+        }
+        if !residual.is_empty() {
+            residual.sort();
+            residual.dedup();
+            return Err(RedactError::Residual { kinds: residual });
+        }
+        Ok(out)
+    }
+
+    /// Findings only (what [`Scanner::redact`] would replace). Works on a
+    /// degraded scanner too, since it writes nothing.
+    pub fn scan(&self, text: &str) -> Vec<Finding> {
+        let Ok((hits, _)) = self.detect(&[text]) else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut sink = Vec::new();
+        for (li, line) in split_lines(text.as_bytes()).enumerate() {
+            let mut h = hits[0][li].clone();
+            if h.is_empty() {
+                continue;
+            }
+            let (body, _) = strip_nl(line);
+            sink.clear();
+            let merged = engine::apply(&self.engine.metas, body, &mut h, &mut sink);
+            out.extend(merged.iter().map(|m| self.finding(m, li + 1)));
+        }
+        out
+    }
+
+    /// Streaming form for big inputs: memory bounded by a small multiple of
+    /// the largest line. A value found on one line is redacted on every later
+    /// line. On `Err`, `w` holds the lines before the refused one (each of
+    /// them already verified); callers that need all-or-nothing discard it.
+    pub fn redact_stream(&self, mut r: impl BufRead, mut w: impl Write) -> Result<Report, RedactError> {
+        self.check_degraded()?;
+        let mut report = Report::default();
+        let mut line = Vec::new();
+        let mut out = Vec::new();
+        let mut scratch = Scratch::default();
+        let mut verify_scratch = Scratch::default();
+        let mut known = Known::default();
+        let mut pem_open = 0usize;
+        let mut found = Vec::new();
+        let mut hits = Vec::new();
+        let mut residual = Vec::new();
+        loop {
+            line.clear();
+            let n = read_line_capped(&mut r, &mut line, report.lines + 1)?;
+            if n == 0 {
+                break;
+            }
+            report.lines += 1;
+            report.bytes_in += n as u64;
+            let (body, nl) = strip_nl(&line);
+            hits.clear();
+            found.clear();
+            self.engine.scan_line(body, &mut scratch, &known, &mut pem_open, &mut found, &mut hits);
+            for (v, m) in found.drain(..) {
+                known.add(&v, m);
+            }
+            known.refresh();
+            if hits.is_empty() {
+                w.write_all(&line).map_err(|e| io_err("writing redacted output", e))?;
+                report.bytes_out += n as u64;
+                continue;
+            }
+            out.clear();
+            let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
+            self.check_line(body, &out, report.lines, &mut verify_scratch, &known, &mut residual)?;
+            if !residual.is_empty() {
+                residual.sort();
+                residual.dedup();
+                return Err(RedactError::Residual { kinds: residual });
+            }
+            out.extend_from_slice(nl);
+            for m in &merged {
+                report.finding_count += 1;
+                if report.findings.len() < MAX_REPORT_FINDINGS {
+                    report.findings.push(self.finding(m, report.lines));
+                }
+            }
+            w.write_all(&out).map_err(|e| io_err("writing redacted output", e))?;
+            report.bytes_out += out.len() as u64;
+        }
+        w.flush().map_err(|e| io_err("flushing redacted output", e))?;
+        Ok(report)
+    }
+
+    fn finding(&self, h: &Hit, line: usize) -> Finding {
+        let m = &self.engine.metas[h.meta];
+        Finding {
+            rule: m.id.clone(),
+            kind: m.kind.clone(),
+            severity: m.severity,
+            line,
+            column: h.start + 1,
+            length: h.end - h.start,
+        }
+    }
+
+    /// Stage one over every line of every part, then a sweep for values found
+    /// anywhere (so an earlier occurrence of a later-found secret is caught).
+    #[allow(clippy::type_complexity)]
+    fn detect(&self, parts: &[&str]) -> Result<(Vec<Vec<Vec<Hit>>>, Known), RedactError> {
+        let mut scratch = Scratch::default();
+        let mut known = Known::default();
+        let mut found = Vec::new();
+        let mut all = Vec::with_capacity(parts.len());
+        for part in parts {
+            let mut pem_open = 0usize;
+            let mut per_line = Vec::new();
+            for (li, line) in split_lines(part.as_bytes()).enumerate() {
+                if line.len() > MAX_LINE_BYTES {
+                    return Err(RedactError::LineTooLong { line: li + 1, cap: MAX_LINE_BYTES });
+                }
+                let (body, _) = strip_nl(line);
+                let mut hits = Vec::new();
+                self.engine.scan_line(body, &mut scratch, &known, &mut pem_open, &mut found, &mut hits);
+                per_line.push(hits);
+            }
+            all.push(per_line);
+        }
+        for (v, m) in found.drain(..) {
+            known.add(&v, m);
+        }
+        known.refresh();
+        if let Some(ac) = &known.ac {
+            let mut views = view::Views::default();
+            for (pi, part) in parts.iter().enumerate() {
+                for (li, line) in split_lines(part.as_bytes()).enumerate() {
+                    let (body, _) = strip_nl(line);
+                    views.build(body);
+                    for layer in 0..=views.count() {
+                        let v: &[u8] = if layer == 0 { body } else { views.layer(layer) };
+                        for m in ac.find_iter(v) {
+                            let (s, e) = if layer == 0 { (m.start(), m.end()) } else { views.to_raw(layer, m.start(), m.end()) };
+                            let meta = known.metas[m.pattern().as_usize()];
+                            all[pi][li].push(Hit { start: s, end: e, meta });
+                        }
+                    }
+                }
+            }
+        }
+        Ok((all, known))
+    }
+
+    /// Stage two for one changed line: JSON that was valid stays valid, and a
+    /// fresh scan of the output finds nothing blocking. Unchanged lines need
+    /// no re-scan: the scan is a pure function of the line, and it found
+    /// nothing there.
+    fn check_line(
+        &self,
+        before: &[u8],
+        after: &[u8],
+        line: usize,
+        scratch: &mut Scratch,
+        known: &Known,
+        residual: &mut Vec<String>,
+    ) -> Result<(), RedactError> {
+        let first = before.iter().find(|b| !b.is_ascii_whitespace());
+        if matches!(first, Some(b'{') | Some(b'['))
+            && serde_json::from_slice::<serde::de::IgnoredAny>(after).is_err()
+            && serde_json::from_slice::<serde::de::IgnoredAny>(before).is_ok()
+        {
+            return Err(RedactError::JsonBroken { line });
+        }
+        let mut hits = Vec::new();
+        let mut found = Vec::new();
+        let mut pem_open = 0;
+        self.engine.scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+        for h in hits {
+            let m = &self.engine.metas[h.meta];
+            if m.severity == Severity::Block {
+                residual.push(m.kind.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The ids and kinds of every rule, for documentation and reports.
+    pub fn rule_catalogue(&self) -> Vec<(String, String, Severity)> {
+        self.engine
+            .metas
+            .iter()
+            .take(self.engine.repeat_meta_base)
+            .map(|m| (m.id.clone(), m.kind.clone(), m.severity))
+            .collect()
+    }
+}
+
+fn io_err(context: &str, source: std::io::Error) -> RedactError {
+    RedactError::Io { context: context.to_string(), source }
+}
+
+fn into_string(v: Vec<u8>) -> String {
+    match String::from_utf8(v) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+/// Lines including their `\n` (the last may lack it). Empty text = no lines.
+fn split_lines(b: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= b.len() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', &b[at..]).map_or(b.len(), |p| at + p + 1);
+        let s = &b[at..end];
+        at = end;
+        Some(s)
+    })
+}
+
+fn strip_nl(line: &[u8]) -> (&[u8], &[u8]) {
+    if line.ends_with(b"\r\n") {
+        line.split_at(line.len() - 2)
+    } else if line.ends_with(b"\n") {
+        line.split_at(line.len() - 1)
+    } else {
+        (line, &[])
+    }
+}
+
+/// `read_until` with the line cap enforced while reading, so a newline-free
+/// stream cannot grow the buffer without bound.
+fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, line: usize) -> Result<usize, RedactError> {
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_err("reading input", e)),
+        };
+        if avail.is_empty() {
+            return Ok(buf.len());
+        }
+        let (take, done) = match memchr::memchr(b'\n', avail) {
+            Some(p) => (p + 1, true),
+            None => (avail.len(), false),
+        };
+        if buf.len() + take > MAX_LINE_BYTES {
+            return Err(RedactError::LineTooLong { line, cap: MAX_LINE_BYTES });
+        }
+        buf.extend_from_slice(&avail[..take]);
+        r.consume(take);
+        if done {
+            return Ok(buf.len());
+        }
+    }
+}
+
+/// Invariant check shared by the fuzz target and the seed-corpus test:
+/// never panics on its own; panics (with a reason, never the input) when the
+/// engine breaks a promise.
+pub mod fuzzing {
+    use super::*;
+    use std::sync::OnceLock;
+
+    fn scanner() -> &'static Scanner {
+        static S: OnceLock<Scanner> = OnceLock::new();
+        S.get_or_init(|| {
+            let id = Identity {
+                home: Some("/home/fuzzer".into()),
+                user: Some("fuzzer".into()),
+                git_names: vec!["Fuzz Person".into()],
+                git_emails: vec!["fuzz@example.org".into()],
+                github_owner: Some("fuzzowner".into()),
+            };
+            Scanner::new(id, None)
+        })
+    }
+
+    /// Redacts `data` (lossily decoded) and checks: output passes verify,
+    /// is a fixed point, keeps valid JSON lines valid, and the stream form
+    /// agrees on refusal.
+    pub fn check(data: &[u8]) {
+        let s = scanner();
+        let text = String::from_utf8_lossy(data);
+        match s.redact(&text) {
+            Ok(r) => {
+                for f in s.scan(&r.text) {
+                    assert!(f.severity != Severity::Block, "redacted output still has a blocking {} finding", f.kind);
+                }
+                let again = s.redact(&r.text).expect("redacting redacted text must succeed");
+                assert_eq!(again.text, r.text, "redaction is not idempotent");
+                for (a, b) in split_lines(text.as_bytes()).zip(split_lines(r.text.as_bytes())) {
+                    if serde_json::from_slice::<serde_json::Value>(a).is_ok() {
+                        assert!(serde_json::from_slice::<serde_json::Value>(b).is_ok(), "valid JSON line became invalid");
+                    }
+                }
+            }
+            Err(e) => assert!(e.is_deterministic() || matches!(e, RedactError::Io { .. }), "unexpected error {e}"),
+        }
+        let mut sink = Vec::new();
+        let _ = s.redact_stream(data, &mut sink);
+    }
+}

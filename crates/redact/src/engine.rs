@@ -1,0 +1,843 @@
+//! The line scanner: prefilter, matchers, decoded views, allowlisted
+//! transcript fields, and the placement of placeholders.
+//!
+//! Owns: turning one raw line into raw byte spans with a rule attached, and
+//! rewriting a line from those spans. Must never: cut a line, split an escape
+//! sequence, put a quote or backslash into the output, or keep a secret's
+//! bytes anywhere but in the in-memory set of values to sweep for.
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::bytes::Regex;
+
+use crate::rules::{Check, Class, Severity};
+use crate::view::Views;
+
+/// Values shorter than this are not swept for elsewhere in the text: short
+/// strings collide with ordinary words, and every rule that finds short
+/// values (identity, passwords) already finds each occurrence by itself.
+pub const MIN_REPEAT_LEN: usize = 8;
+
+/// Base64 payloads after `data:` are decoded and scanned only up to this
+/// many bytes: enough for any credential file, bounded so a large embedded
+/// blob cannot multiply the work per byte.
+pub const MAX_B64_DECODE: usize = 64 * 1024;
+
+/// A PEM block is searched for its END marker at most this far after its
+/// BEGIN marker (a 16 KiB RSA key is ~12 KiB of base64). Bounds the work per
+/// BEGIN so many unterminated markers stay linear.
+pub const MAX_PEM_BYTES: usize = 32 * 1024;
+
+/// After a BEGIN marker with no END on its line, at most this many following
+/// lines are consumed as key body (an 8192-bit key is ~100 lines).
+pub const MAX_PEM_LINES: usize = 512;
+
+/// What a rule is, as far as placement and reporting go.
+pub struct Meta {
+    pub id: String,
+    pub kind: String,
+    pub severity: Severity,
+    pub class: Class,
+    pub placeholder: Vec<u8>,
+}
+
+pub enum Matcher {
+    Regex {
+        re: Regex,
+        group: usize,
+        check: Check,
+        min_entropy: f64,
+        allow: Vec<Vec<u8>>,
+    },
+    Pem,
+    OtherHome,
+    DataUri,
+    Identity,
+}
+
+pub struct Rule {
+    pub meta: usize,
+    pub matcher: Matcher,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Needle {
+    /// The caller's home directory; `single` when it has one path segment
+    /// (`/root`), which tightens the leading boundary.
+    Home { single: bool },
+    Word,
+    Email,
+}
+
+pub struct IdentitySet {
+    pub ac: Option<AhoCorasick>,
+    /// (needle kind, meta index) per AC pattern.
+    pub needles: Vec<(Needle, usize)>,
+}
+
+/// A hit on one raw line: half-open byte span and the meta it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub start: usize,
+    pub end: usize,
+    pub meta: usize,
+}
+
+pub struct Engine {
+    pub metas: Vec<Meta>,
+    pub rules: Vec<Rule>,
+    /// Keyword automaton; pattern i triggers `kw_rules[i]`.
+    pub keywords: AhoCorasick,
+    pub kw_rules: Vec<Vec<usize>>,
+    /// Rules with no keyword: always run.
+    pub always: Vec<usize>,
+    pub identity: IdentitySet,
+    pub allow_values: Vec<Vec<u8>>,
+    pub allow_paths: Vec<Vec<u8>>,
+    /// Transcript fields whose values are never secrets.
+    pub fields: AhoCorasick,
+    pub repeat_meta_base: usize,
+}
+
+/// Per-call scratch, reused across lines so the hot loop does not allocate.
+#[derive(Default)]
+pub struct Scratch {
+    views: Views,
+    triggered: Vec<bool>,
+    allowed: Vec<(usize, usize)>,
+    b64: Vec<u8>,
+}
+
+/// Sweep state for values already found (redact every later occurrence).
+#[derive(Default)]
+pub struct Known {
+    pub values: Vec<Vec<u8>>,
+    pub metas: Vec<usize>,
+    pub ac: Option<AhoCorasick>,
+    dirty: bool,
+}
+
+impl Known {
+    pub fn add(&mut self, v: &[u8], meta: usize) {
+        if v.len() < MIN_REPEAT_LEN || self.values.iter().any(|x| x == v) {
+            return;
+        }
+        self.values.push(v.to_vec());
+        self.metas.push(meta);
+        self.dirty = true;
+    }
+
+    pub fn refresh(&mut self) {
+        if self.dirty {
+            self.ac = AhoCorasickBuilder::new()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&self.values)
+                .ok();
+            self.dirty = false;
+        }
+    }
+}
+
+pub fn entropy(v: &[u8]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut counts = [0u32; 256];
+    for &b in v {
+        counts[b as usize] += 1;
+    }
+    let n = v.len() as f64;
+    counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+fn is_alnum(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+
+fn b64_val(b: u8) -> Option<u8> {
+    match b {
+        b'A'..=b'Z' => Some(b - b'A'),
+        b'a'..=b'z' => Some(b - b'a' + 26),
+        b'0'..=b'9' => Some(b - b'0' + 52),
+        b'+' | b'-' => Some(62),
+        b'/' | b'_' => Some(63),
+        _ => None,
+    }
+}
+
+/// Decodes standard or URL-safe base64 (padding optional) into `out`, at most
+/// `cap` input bytes. Returns false on a non-base64 byte.
+pub fn b64_decode(s: &[u8], out: &mut Vec<u8>, cap: usize) -> bool {
+    out.clear();
+    let s = &s[..s.len().min(cap)];
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &b in s {
+        if b == b'=' {
+            break;
+        }
+        let Some(v) = b64_val(b) else { return false };
+        acc = (acc << 6) | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    true
+}
+
+const STOPWORDS: &[&str] = &[
+    "true", "false", "null", "none", "nil", "undefined", "string", "str", "int", "bool",
+    "boolean", "number", "required", "optional", "secret", "password", "token", "bearer",
+    "basic", "object", "hidden", "default", "empty", "present", "missing", "redacted",
+    "changeme", "example", "sample", "dummy", "placeholder", "value", "function", "return",
+    "string;", "unknown", "invalid", "expired", "revoked", "enabled", "disabled",
+];
+
+const PLACEHOLDER_MARKS: &[&str] = &[
+    "xxxx", "****", "...", "your_", "your-", "yourpass", "example", "placeholder", "redacted",
+    "<", ">", "${", "{{", "$(", "%s", "process.env", "os.environ", "getenv",
+];
+
+fn lower(v: &[u8]) -> Vec<u8> {
+    v.to_ascii_lowercase()
+}
+
+fn contains(h: &[u8], n: &str) -> bool {
+    memchr::memmem::find(h, n.as_bytes()).is_some()
+}
+
+/// Is the value an identifier or dotted reference (`settings.SECRET_KEY`,
+/// `get_token`, `API_KEY`)? Code that names a secret is not a secret.
+fn is_code_ref(v: &[u8]) -> bool {
+    if v.is_empty() || !(v[0].is_ascii_alphabetic() || v[0] == b'_') {
+        return false;
+    }
+    if !v
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    {
+        return false;
+    }
+    let has_digit = v.iter().any(|b| b.is_ascii_digit());
+    let dotted = v.contains(&b'.');
+    let snake = v.contains(&b'_');
+    let upper = v
+        .iter()
+        .all(|b| b.is_ascii_uppercase() || *b == b'_' || b.is_ascii_digit() || *b == b'.');
+    let camel = v
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+    dotted || (upper && snake) || (!has_digit && (snake || camel))
+}
+
+/// Classifies the value of a keyword-anchored assignment.
+pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
+    let mut v = v;
+    while let Some((&last, rest)) = v.split_last() {
+        if matches!(last, b'.' | b':' | b'!' | b'?') && !rest.is_empty() {
+            v = rest;
+        } else {
+            break;
+        }
+    }
+    if v.len() < if password { 4 } else { 8 } {
+        return false;
+    }
+    if matches!(next, Some(b'(')) {
+        return false;
+    }
+    if matches!(v[0], b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&')
+        || v.starts_with(b"./")
+    {
+        return false;
+    }
+    let l = lower(v);
+    if STOPWORDS.iter().any(|w| l == w.as_bytes())
+        || PLACEHOLDER_MARKS.iter().any(|m| contains(&l, m))
+        || contains(&l, "://")
+    {
+        return false;
+    }
+    if v.iter().all(|b| b.is_ascii_digit() || *b == b'.' || *b == b'-') {
+        return false;
+    }
+    if v.iter().all(|&b| b == v[0]) {
+        return false;
+    }
+    if is_code_ref(v) {
+        return false;
+    }
+    if password {
+        return true;
+    }
+    let has_digit = v.iter().any(|b| b.is_ascii_digit());
+    let has_alpha = v.iter().any(|b| b.is_ascii_alphabetic());
+    if !(has_alpha && (has_digit || v.len() >= 24)) {
+        return false;
+    }
+    entropy(v) >= min_entropy
+}
+
+fn check_ipv4(v: &[u8]) -> bool {
+    let mut oct = [0u32; 4];
+    let mut n = 0;
+    for part in v.split(|&b| b == b'.') {
+        if n == 4 || part.is_empty() || part.len() > 3 || (part.len() > 1 && part[0] == b'0') {
+            return false;
+        }
+        let mut x = 0u32;
+        for &b in part {
+            x = x * 10 + (b - b'0') as u32;
+        }
+        if x > 255 {
+            return false;
+        }
+        oct[n] = x;
+        n += 1;
+    }
+    if n != 4 {
+        return false;
+    }
+    match oct[0] {
+        10 => true,
+        172 => (16..32).contains(&oct[1]),
+        192 => oct[1] == 168,
+        169 => oct[1] == 254,
+        100 => (64..128).contains(&oct[1]),
+        _ => false,
+    }
+}
+
+fn check_ipv6(v: &[u8]) -> bool {
+    let addr = v.split(|&b| b == b'%').next().unwrap_or(v);
+    let groups: Vec<&[u8]> = addr.split(|&b| b == b':').collect();
+    let empties = groups.iter().filter(|g| g.is_empty()).count();
+    if groups.len() < 3 || groups.len() > 8 || groups.iter().any(|g| g.len() > 4) {
+        return false;
+    }
+    // Without `::` a full address has exactly 8 groups.
+    let double = memchr::memmem::find(addr, b"::").is_some();
+    if !double && groups.len() != 8 {
+        return false;
+    }
+    if addr.ends_with(b":") && !addr.ends_with(b"::") {
+        return false;
+    }
+    empties <= 3
+}
+
+fn check_mac(v: &[u8]) -> bool {
+    let sep = v[2];
+    if v.iter().skip(2).step_by(3).any(|&b| b != sep) {
+        return false;
+    }
+    let hex: Vec<u8> = v.iter().copied().filter(|b| b.is_ascii_hexdigit()).collect();
+    !(hex.iter().all(|&b| b == b'0') || hex.iter().all(|&b| b == b'f' || b == b'F'))
+}
+
+const PUBLIC_HOSTS: &[&str] = &[
+    "metadata.google.internal",
+    "host.docker.internal",
+    "gateway.docker.internal",
+    "kubernetes.default.svc.cluster.local",
+    "cluster.local",
+    "svc.cluster.local",
+];
+
+const HOME_NAME_STOPLIST: &[&str] = &[
+    "shared", "public", "guest", "default", "all users", "user", "username", "you", "me",
+    "your-name", "yourname", "name", "runner", "linuxbrew", "ubuntu", "node", "vscode", "dev",
+    "admin", "root", "app", "user1", "<user>", "$user", "...", "*", "you.",
+];
+
+impl Engine {
+    fn push(&self, hits: &mut Vec<Hit>, views: &Views, layer: usize, s: usize, e: usize, meta: usize) {
+        let (start, end) = if layer == 0 { (s, e) } else { views.to_raw(layer, s, e) };
+        if start < end {
+            hits.push(Hit { start, end, meta });
+        }
+    }
+
+    /// Scans one raw line (without its newline). Appends raw-span hits.
+    /// `pem_open` carries an unterminated PEM block across lines.
+    pub fn scan_line(
+        &self,
+        raw: &[u8],
+        scratch: &mut Scratch,
+        known: &Known,
+        pem_open: &mut usize,
+        found: &mut Vec<(Vec<u8>, usize)>,
+        hits: &mut Vec<Hit>,
+    ) {
+        let first = hits.len();
+        if *pem_open > 0 {
+            if self.pem_continuation(raw, pem_open) {
+                hits.push(Hit { start: 0, end: raw.len(), meta: self.pem_meta() });
+                return;
+            }
+        }
+        let mut views = std::mem::take(&mut scratch.views);
+        views.build(raw);
+        let json = raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        let from = if json && views.count() > 0 { 1 } else { 0 };
+        for layer in from..=views.count() {
+            let v: &[u8] = if layer == 0 { raw } else { views.layer(layer) };
+            let ends_line = self.scan_view(v, layer, &views, scratch, known, found, hits, 0);
+            if ends_line && layer == 0 {
+                *pem_open = MAX_PEM_LINES;
+            }
+        }
+        if json {
+            self.mark_allowed(raw, &mut scratch.allowed);
+            let allowed = &scratch.allowed;
+            if !allowed.is_empty() {
+                let mut i = first;
+                while i < hits.len() {
+                    let h = hits[i];
+                    if allowed.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
+                        hits.swap_remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        }
+        scratch.views = views;
+    }
+
+    /// Returns true when a PEM block opened in this view runs to the end of
+    /// the raw line (so the following lines are key body).
+    #[allow(clippy::too_many_arguments)]
+    fn scan_view(
+        &self,
+        v: &[u8],
+        layer: usize,
+        views: &Views,
+        scratch: &mut Scratch,
+        known: &Known,
+        found: &mut Vec<(Vec<u8>, usize)>,
+        hits: &mut Vec<Hit>,
+        depth: u8,
+    ) -> bool {
+        let mut pem_to_end = false;
+        let mut triggered = std::mem::take(&mut scratch.triggered);
+        triggered.clear();
+        triggered.resize(self.rules.len(), false);
+        for &r in &self.always {
+            triggered[r] = true;
+        }
+        for m in self.keywords.find_overlapping_iter(v) {
+            for &r in &self.kw_rules[m.pattern().as_usize()] {
+                triggered[r] = true;
+            }
+        }
+        for (ri, rule) in self.rules.iter().enumerate() {
+            if !triggered[ri] {
+                continue;
+            }
+            match &rule.matcher {
+                Matcher::Regex { re, group, check, min_entropy, allow } => {
+                    self.run_regex(
+                        v, layer, views, re, *group, *check, *min_entropy, allow, rule.meta,
+                        scratch, found, hits,
+                    );
+                }
+                Matcher::Pem => {
+                    if self.run_pem(v, layer, views, rule.meta, hits) && layer == 0 {
+                        pem_to_end = true;
+                    }
+                }
+                Matcher::OtherHome => self.run_other_home(v, layer, views, rule.meta, hits),
+                Matcher::DataUri if depth == 0 => {
+                    self.run_data_uri(v, layer, views, rule.meta, scratch, known, found, hits)
+                }
+                Matcher::DataUri => {}
+                Matcher::Identity => self.run_identity(v, layer, views, hits),
+            }
+        }
+        scratch.triggered = triggered;
+        if let Some(ac) = &known.ac {
+            for m in ac.find_iter(v) {
+                let meta = known.metas[m.pattern().as_usize()];
+                self.push(hits, views, layer, m.start(), m.end(), meta);
+            }
+        }
+        pem_to_end
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_regex(
+        &self,
+        v: &[u8],
+        layer: usize,
+        views: &Views,
+        re: &Regex,
+        group: usize,
+        check: Check,
+        min_entropy: f64,
+        allow: &[Vec<u8>],
+        meta: usize,
+        scratch: &mut Scratch,
+        found: &mut Vec<(Vec<u8>, usize)>,
+        hits: &mut Vec<Hit>,
+    ) {
+        let mut locs = re.capture_locations();
+        let mut at = 0;
+        while at <= v.len() {
+            let Some(m) = re.captures_read_at(&mut locs, v, at) else { break };
+            at = if m.end() > m.start() { m.end() } else { m.end() + 1 };
+            let (s, e) = if group == 0 {
+                (m.start(), m.end())
+            } else {
+                match (1..locs.len()).find_map(|g| locs.get(g)) {
+                    Some(p) => p,
+                    None => continue,
+                }
+            };
+            let val = &v[s..e];
+            let prev = if s > 0 { Some(v[s - 1]) } else { None };
+            let next = v.get(e).copied();
+            let ok = match check {
+                Check::Token => {
+                    !prev.is_some_and(is_alnum)
+                        && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
+                }
+                Check::Generic => generic_ok(val, next, false, min_entropy),
+                Check::Password => generic_ok(val, next, true, 0.0),
+                Check::Basic => {
+                    b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
+                        && scratch.b64.contains(&b':')
+                        && scratch.b64.iter().all(|b| (0x20..0x7f).contains(b))
+                }
+                Check::Bearer => {
+                    val.iter().any(|b| b.is_ascii_digit())
+                        && val.iter().any(|b| b.is_ascii_alphabetic())
+                        && !PLACEHOLDER_MARKS.iter().any(|p| contains(&lower(val), p))
+                }
+                Check::UrlPassword => {
+                    let l = lower(val);
+                    !(val.starts_with(b"$")
+                        || val.starts_with(b"[")
+                        || val.starts_with(b"{")
+                        || matches!(&l[..], b"password" | b"pass" | b"pw" | b"secret" | b"x")
+                        || PLACEHOLDER_MARKS.iter().any(|p| contains(&l, p))
+                        || val.iter().all(|b| *b == b'*' || *b == b'x'))
+                }
+                Check::Ipv4 => {
+                    !prev.is_some_and(|b| b.is_ascii_digit() || b == b'.')
+                        && !next.is_some_and(|b| b.is_ascii_digit())
+                        && !(next == Some(b'.') && v.get(e + 1).is_some_and(u8::is_ascii_digit))
+                        && check_ipv4(val)
+                }
+                Check::Ipv6 => {
+                    !prev.is_some_and(|b| b.is_ascii_hexdigit() || b == b':')
+                        && check_ipv6(val)
+                }
+                Check::Mac => {
+                    !prev.is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
+                        && !next.is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
+                        && check_mac(val)
+                }
+                Check::Host => {
+                    let l = lower(val);
+                    !prev.is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
+                        && !next.is_some_and(|b| is_alnum(b) || b == b'-')
+                        && !PUBLIC_HOSTS.iter().any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
+                        && !self.path_allowed(val)
+                }
+                Check::None => true,
+            };
+            if !ok || e <= s {
+                continue;
+            }
+            if allow.iter().any(|a| a == val) {
+                continue;
+            }
+            let m = &self.metas[meta];
+            if m.class == Class::Secret && !m.id.starts_with("config:") {
+                // Built-in secret rules ignore value allowlists except the
+                // generic keyword rules (see config docs: allowlists never
+                // weaken a provider rule).
+                if (check == Check::Generic || check == Check::Password)
+                    && self.allow_values.iter().any(|a| a == val)
+                {
+                    continue;
+                }
+            } else if self.allow_values.iter().any(|a| a == val) {
+                continue;
+            }
+            if m.class == Class::Secret {
+                found.push((val.to_vec(), meta));
+            }
+            self.push(hits, views, layer, s, e, meta);
+        }
+    }
+
+    fn path_allowed(&self, v: &[u8]) -> bool {
+        self.allow_paths.iter().any(|p| v.starts_with(p))
+    }
+
+    pub fn pem_meta(&self) -> usize {
+        self.rules
+            .iter()
+            .find(|r| matches!(r.matcher, Matcher::Pem))
+            .map(|r| r.meta)
+            .unwrap_or(0)
+    }
+
+    /// Finds `-----BEGIN … PRIVATE KEY…-----` and its END within
+    /// [`MAX_PEM_BYTES`]; without an END, takes the run of key-body bytes.
+    fn run_pem(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) -> bool {
+        let mut to_end = false;
+        let finder = memchr::memmem::Finder::new(b"-----BEGIN ");
+        let mut at = 0;
+        while let Some(off) = finder.find(&v[at..]) {
+            let s = at + off;
+            let label_start = s + 11;
+            let label_end = match memchr::memmem::find(&v[label_start..v.len().min(label_start + 64)], b"-----") {
+                Some(p) => label_start + p,
+                None => {
+                    at = label_start;
+                    continue;
+                }
+            };
+            let label = &v[label_start..label_end];
+            if memchr::memmem::find(label, b"PRIVATE KEY").is_none() {
+                at = label_end;
+                continue;
+            }
+            let body_start = label_end + 5;
+            let window = &v[body_start..v.len().min(body_start + MAX_PEM_BYTES)];
+            let end = match memchr::memmem::find(window, b"-----END ") {
+                Some(p) => {
+                    let e0 = body_start + p + 9;
+                    match memchr::memmem::find(&v[e0..v.len().min(e0 + 64)], b"-----") {
+                        Some(q) => e0 + q + 5,
+                        None => e0,
+                    }
+                }
+                None => {
+                    let run = window
+                        .iter()
+                        .position(|&b| !is_pem_body(b))
+                        .map_or(body_start + window.len(), |p| body_start + p);
+                    if run == v.len() {
+                        to_end = true;
+                    }
+                    run
+                }
+            };
+            self.push(hits, views, layer, s, end, meta);
+            at = end.max(s + 1);
+        }
+        to_end
+    }
+
+    /// A line following an unterminated BEGIN: key body, headers, or END.
+    fn pem_continuation(&self, raw: &[u8], open: &mut usize) -> bool {
+        let t = raw.trim_ascii();
+        if memchr::memmem::find(t, b"-----END ").is_some() {
+            *open = 0;
+            return true;
+        }
+        if t.is_empty() || !t.iter().all(|&b| is_pem_body(b)) {
+            *open = 0;
+            return false;
+        }
+        *open -= 1;
+        true
+    }
+
+    fn run_other_home(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
+        for prefix in [&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"] {
+            let finder = memchr::memmem::Finder::new(prefix);
+            for p in finder.find_iter(v) {
+                let s = p + prefix.len();
+                let len = v[s..]
+                    .iter()
+                    .take(65)
+                    .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')))
+                    .unwrap_or(v.len() - s);
+                if len == 0 || len > 64 {
+                    continue;
+                }
+                let name = &v[s..s + len];
+                let l = lower(name);
+                if HOME_NAME_STOPLIST.iter().any(|w| l == w.as_bytes()) || name.iter().all(|&b| b == b'.') {
+                    continue;
+                }
+                if self.path_allowed(&v[p..s + len]) || self.allow_values.iter().any(|a| a == name) {
+                    continue;
+                }
+                self.push(hits, views, layer, s, s + len, meta);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_data_uri(
+        &self,
+        v: &[u8],
+        layer: usize,
+        views: &Views,
+        meta: usize,
+        scratch: &mut Scratch,
+        known: &Known,
+        found: &mut Vec<(Vec<u8>, usize)>,
+        hits: &mut Vec<Hit>,
+    ) {
+        let finder = memchr::memmem::Finder::new(b";base64,");
+        let mut at = 0;
+        while let Some(off) = finder.find(&v[at..]) {
+            let p = at + off;
+            let s = p + 8;
+            let len = v[s..]
+                .iter()
+                .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_')))
+                .unwrap_or(v.len() - s);
+            at = s + len.max(1);
+            if at > v.len() {
+                at = v.len();
+            }
+            let head_start = p.saturating_sub(100);
+            let head = &v[head_start..p];
+            let Some(d) = memchr::memmem::rfind(head, b"data:") else { continue };
+            let mime = lower(&head[d + 5..]);
+            if mime.starts_with(b"image/") || mime.starts_with(b"font/") || len < 16 {
+                continue;
+            }
+            let mut dec = std::mem::take(&mut scratch.b64);
+            if b64_decode(&v[s..s + len], &mut dec, MAX_B64_DECODE) {
+                let mut inner = Vec::new();
+                let mut inner_found = Vec::new();
+                let empty = Views::default();
+                let mut sub = Scratch::default();
+                self.scan_view(&dec, 0, &empty, &mut sub, known, &mut inner_found, &mut inner, 1);
+                if let Some(h) = inner.first() {
+                    let m = if self.metas[h.meta].class == Class::Secret { h.meta } else { meta };
+                    found.push((v[s..s + len].to_vec(), m));
+                    self.push(hits, views, layer, s, s + len, m);
+                }
+            }
+            scratch.b64 = dec;
+        }
+    }
+
+    fn run_identity(&self, v: &[u8], layer: usize, views: &Views, hits: &mut Vec<Hit>) {
+        let Some(ac) = &self.identity.ac else { return };
+        for m in ac.find_overlapping_iter(v) {
+            let (needle, meta) = self.identity.needles[m.pattern().as_usize()];
+            let (s, e) = (m.start(), m.end());
+            let prev = if s > 0 { Some(v[s - 1]) } else { None };
+            let next = v.get(e).copied();
+            let ok = match needle {
+                Needle::Home { single } => {
+                    !next.is_some_and(is_alnum)
+                        && !(single
+                            && prev.is_some_and(|b| is_alnum(b) || matches!(b, b'.' | b'_' | b'-' | b'~' | b'/')))
+                }
+                Needle::Word => !prev.is_some_and(is_alnum) && !next.is_some_and(is_alnum),
+                Needle::Email => {
+                    let w = |b: u8| is_alnum(b) || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-');
+                    !prev.is_some_and(w) && !next.is_some_and(is_alnum)
+                }
+            };
+            if ok {
+                self.push(hits, views, layer, s, e, meta);
+            }
+        }
+    }
+
+    /// Spans of raw JSON values that are transcript plumbing, never secrets:
+    /// ids, signatures, image data. The value must also have the plumbing's
+    /// shape, so a secret pasted into such a field is still caught.
+    fn mark_allowed(&self, raw: &[u8], out: &mut Vec<(usize, usize)>) {
+        out.clear();
+        for m in self.fields.find_iter(raw) {
+            let s = m.end();
+            let Some(len) = memchr::memchr(b'"', &raw[s..]) else { continue };
+            let val = &raw[s..s + len];
+            let field = m.pattern().as_usize();
+            let ok = match field {
+                // signature / data: base64 only; data only as image/document source.
+                0 => val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')),
+                1 => {
+                    memchr::memmem::find(raw, br#""type":"base64""#).is_some()
+                        && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+                }
+                // ids: uuid / msg_ / toolu_ / req_ / agent ids.
+                _ => val.len() <= 128 && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_')),
+            };
+            if ok {
+                out.push((s, s + len));
+            }
+        }
+    }
+}
+
+fn is_pem_body(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n' | b':' | b',' | b'-' | b'.')
+}
+
+/// The transcript fields [`Engine::mark_allowed`] trusts, in the order its
+/// match arms expect (0 = signature, 1 = data, rest = ids).
+pub const ALLOWED_FIELDS: &[&str] = &[
+    r#""signature":""#,
+    r#""data":""#,
+    r#""uuid":""#,
+    r#""parentUuid":""#,
+    r#""logicalParentUuid":""#,
+    r#""leafUuid":""#,
+    r#""sessionId":""#,
+    r#""session_id":""#,
+    r#""promptId":""#,
+    r#""requestId":""#,
+    r#""tool_use_id":""#,
+    r#""toolUseId":""#,
+    r#""sourceToolAssistantUUID":""#,
+    r#""agentId":""#,
+    r#""messageId":""#,
+    r#""id":""#,
+];
+
+/// Rewrites `raw` into `out`, replacing merged hit spans by placeholders.
+/// Returns the merged spans (start, end, meta) for reporting.
+pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) -> Vec<Hit> {
+    hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end)));
+    let mut merged: Vec<Hit> = Vec::new();
+    for &h in hits.iter() {
+        if let Some(last) = merged.last_mut() {
+            if h.start < last.end {
+                let (lw, hw) = (last.end - last.start, h.end - h.start);
+                if h.end > last.end {
+                    last.end = h.end;
+                }
+                // The widest member names the merged span, except that a
+                // secret always wins over identity/network (it must be
+                // reported as the more serious kind).
+                let lm = &metas[last.meta];
+                let hm = &metas[h.meta];
+                if (hw > lw && hm.severity >= lm.severity) || (hm.severity > lm.severity) {
+                    last.meta = h.meta;
+                }
+                continue;
+            }
+        }
+        merged.push(h);
+    }
+    let mut at = 0;
+    for h in &merged {
+        out.extend_from_slice(&raw[at..h.start]);
+        out.extend_from_slice(&metas[h.meta].placeholder);
+        at = h.end;
+    }
+    out.extend_from_slice(&raw[at..]);
+    merged
+}

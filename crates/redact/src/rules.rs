@@ -1,0 +1,502 @@
+//! The built-in rule catalogue: one entry per detector, with its keywords,
+//! pattern, value checks and allowlisted documentation examples.
+//!
+//! Owns: what counts as a secret, an identity or a network identifier, as
+//! data. Must never: do I/O, or be weakened by configuration (the per-repo
+//! file may only add rules and raise severities; see `config`).
+
+/// How bad a residual of this kind is. `Block` findings left after the
+/// sanitise stage refuse the whole text; `Warn` findings are redacted and
+/// reported but never refuse on their own (heuristic shapes such as
+/// machine-style host names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Warn,
+    Block,
+}
+
+/// Extra check on a regex match, run in code because RE2-style regexes have
+/// no lookaround.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Token with a fixed prefix: the byte before must not be alphanumeric
+    /// (`_` is allowed, so `MY_TOKEN_ghp_…` is caught) and the byte after must
+    /// not continue the token's alphabet.
+    Token,
+    /// Keyword-anchored generic secret: classify the value (placeholders,
+    /// code references and numbers are not secrets).
+    Generic,
+    /// As `Generic` for password-like names: human passwords have low
+    /// entropy, so only placeholders and code references are rejected.
+    Password,
+    /// `Basic <base64>`: must decode to `user:password`.
+    Basic,
+    /// Bearer / token auth value: must look like a credential, not a word.
+    Bearer,
+    /// Password inside a URL: reject obvious placeholders.
+    UrlPassword,
+    Ipv4,
+    Ipv6,
+    Mac,
+    Host,
+    /// No extra check.
+    None,
+}
+
+/// Whether a rule's value should be searched for everywhere else in the text
+/// once found (secrets yes; addresses and host names are found by shape
+/// anyway).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Secret,
+    Network,
+}
+
+pub struct RuleDef {
+    pub id: &'static str,
+    pub kind: &'static str,
+    /// Lower-case literals; the rule's regex runs on a line only when one of
+    /// these occurs in it (ASCII case-insensitively).
+    pub keywords: &'static [&'static str],
+    pub pattern: &'static str,
+    /// Capture group holding the secret (0 = whole match).
+    pub group: usize,
+    pub check: Check,
+    /// Minimum Shannon entropy (bits per byte) of the secret, 0 = none.
+    pub min_entropy: f64,
+    pub severity: Severity,
+    pub class: Class,
+    /// Values providers publish as examples: never findings.
+    pub allow: &'static [&'static str],
+}
+
+const fn tok(
+    id: &'static str,
+    kind: &'static str,
+    keywords: &'static [&'static str],
+    pattern: &'static str,
+) -> RuleDef {
+    RuleDef {
+        id,
+        kind,
+        keywords,
+        pattern,
+        group: 0,
+        check: Check::Token,
+        min_entropy: 0.0,
+        severity: Severity::Block,
+        class: Class::Secret,
+        allow: &[],
+    }
+}
+
+const fn grp(
+    id: &'static str,
+    kind: &'static str,
+    keywords: &'static [&'static str],
+    pattern: &'static str,
+    check: Check,
+) -> RuleDef {
+    RuleDef {
+        id,
+        kind,
+        keywords,
+        pattern,
+        group: 1,
+        check,
+        min_entropy: 0.0,
+        severity: Severity::Block,
+        class: Class::Secret,
+        allow: &[],
+    }
+}
+
+/// Separator between a key and its value in env files, shell, JSON, YAML,
+/// TOML, Python/JS source and command lines. The decoded view has already
+/// turned `\"` into `"`.
+macro_rules! assign {
+    () => {
+        r#"["']?\s*(?::=|=>|=|:)\s*["']?"#
+    };
+}
+
+pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|auth[_-]?token|credentials?|signing[_-]?key|encryption[_-]?key|master[_-]?key|session[_-]?key)";
+pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
+
+pub fn builtin() -> Vec<RuleDef> {
+    let mut r = vec![
+        // --- GitHub ---
+        tok("github-pat", "github-token", &["ghp_"], r"ghp_[A-Za-z0-9]{36,255}"),
+        tok("github-oauth", "github-token", &["gho_"], r"gho_[A-Za-z0-9]{36,255}"),
+        tok("github-user-to-server", "github-token", &["ghu_"], r"ghu_[A-Za-z0-9]{36,255}"),
+        tok("github-app", "github-token", &["ghs_"], r"ghs_[A-Za-z0-9]{36,255}"),
+        tok("github-refresh", "github-token", &["ghr_"], r"ghr_[A-Za-z0-9]{36,255}"),
+        tok(
+            "github-fine-grained",
+            "github-token",
+            &["github_pat_"],
+            r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
+        ),
+        // --- GitLab ---
+        tok(
+            "gitlab-token",
+            "gitlab-token",
+            &["glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-", "glcbt-", "glft-", "glimt-", "glagent-"],
+            r"gl(?:pat|dt|rt|ptt|soat|oas|cbt|ft|imt|agent)-[A-Za-z0-9_-]{20,255}",
+        ),
+        // --- Slack ---
+        tok("slack-token", "slack-token", &["xox"], r"xox[abposre]-[A-Za-z0-9-]{10,255}"),
+        tok("slack-app-token", "slack-token", &["xapp-"], r"xapp-[0-9]-[A-Za-z0-9-]{10,255}"),
+        grp(
+            "slack-webhook",
+            "slack-webhook",
+            &["hooks.slack.com"],
+            r"hooks\.slack\.com/((?:services|workflows|triggers)/[A-Za-z0-9+/_-]{20,255})",
+            Check::None,
+        ),
+        // --- Stripe ---
+        RuleDef {
+            allow: &["sk_test_4eC39HqLyjWDarjtT1zdp7dc", "pk_test_TYooMQauvdEDq54NiTphI7jx"],
+            ..tok(
+                "stripe-key",
+                "stripe-key",
+                &["sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"],
+                r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,255}|whsec_[A-Za-z0-9+/=]{32,255}",
+            )
+        },
+        // --- OpenAI / Anthropic / OpenRouter ---
+        tok(
+            "openai-legacy",
+            "openai-key",
+            &["t3blbkfj"],
+            r"sk-[A-Za-z0-9_-]{20,74}T3BlbkFJ[A-Za-z0-9_-]{20,74}",
+        ),
+        tok(
+            "openai-project",
+            "openai-key",
+            &["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-None-"],
+            r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{40,255}",
+        ),
+        tok("openai-generic", "openai-key", &["sk-"], r"sk-[A-Za-z0-9]{32,255}"),
+        tok(
+            "anthropic-key",
+            "anthropic-key",
+            &["sk-ant-"],
+            r"sk-ant-(?:api|admin|oat|ort|sid)[0-9]{2}-[A-Za-z0-9_-]{32,255}",
+        ),
+        tok("openrouter-key", "openrouter-key", &["sk-or-"], r"sk-or-v1-[0-9a-f]{64}"),
+        // --- Google ---
+        RuleDef {
+            allow: &["AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe"],
+            ..tok("google-api-key", "google-api-key", &["aiza"], r"AIza[0-9A-Za-z_-]{35}")
+        },
+        tok("google-oauth-token", "google-oauth-token", &["ya29."], r"ya29\.[0-9A-Za-z_-]{20,2048}"),
+        tok("google-refresh-token", "google-oauth-token", &["1//0"], r"1//0[0-9A-Za-z_-]{30,512}"),
+        tok("google-client-secret", "google-client-secret", &["gocspx-"], r"GOCSPX-[A-Za-z0-9_-]{28}"),
+        grp(
+            "gcp-service-account-key-id",
+            "gcp-service-account",
+            &["private_key_id"],
+            r#"private_key_id"?\s*:\s*"?([0-9a-f]{40})"#,
+            Check::None,
+        ),
+        // --- AWS ---
+        RuleDef {
+            allow: &["AKIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE"],
+            ..tok(
+                "aws-access-key-id",
+                "aws-access-key-id",
+                &["akia", "asia", "abia", "acca", "a3t"],
+                r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}",
+            )
+        },
+        RuleDef {
+            allow: &["wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"],
+            ..grp(
+                "aws-secret-access-key",
+                "aws-secret-key",
+                &["secret_access_key", "secretaccesskey", "aws_secret", "secret-access-key"],
+                concat!(
+                    r"(?i)(?:(?:aws_?)?secret[_-]?access[_-]?key(?:_id)?|aws_?secret(?:_?key)?)",
+                    assign!(),
+                    r"([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"
+                ),
+                Check::None,
+            )
+        },
+        // --- Azure ---
+        grp(
+            "azure-storage-key",
+            "azure-storage-key",
+            &["accountkey"],
+            r"(?i)AccountKey\s*=\s*([A-Za-z0-9+/]{86}==)",
+            Check::None,
+        ),
+        grp(
+            "azure-shared-access-key",
+            "azure-connection-string",
+            &["sharedaccesskey", "sharedaccesssignature"],
+            r"(?i)SharedAccess(?:Key|Signature)\s*=\s*([A-Za-z0-9+/%=&:.-]{20,512})",
+            Check::None,
+        ),
+        grp(
+            "azure-sas-signature",
+            "azure-connection-string",
+            &["sig="],
+            r"[?&]sig=([A-Za-z0-9%+/]{30,256}(?:%3[Dd]|=){0,2})",
+            Check::None,
+        ),
+        // --- Package registries and platforms ---
+        tok("npm-token", "npm-token", &["npm_"], r"npm_[A-Za-z0-9]{36}"),
+        grp(
+            "npm-auth-token",
+            "npm-token",
+            &["_authtoken"],
+            r"_authToken\s*=\s*([A-Za-z0-9_.+/=-]{16,255})",
+            Check::None,
+        ),
+        tok("pypi-token", "pypi-token", &["pypi-"], r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,1000}"),
+        tok("dockerhub-token", "dockerhub-token", &["dckr_pat_", "dckr_oat_"], r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,255}"),
+        tok("huggingface-token", "huggingface-token", &["hf_"], r"hf_[A-Za-z0-9]{34,64}"),
+        tok("twilio-api-key", "twilio-key", &["sk"], r"SK[0-9a-f]{32}"),
+        grp(
+            "twilio-auth-token",
+            "twilio-key",
+            &["twilio"],
+            concat!(r"(?i)twilio[A-Za-z0-9_]*(?:token|secret)", assign!(), r"([0-9a-f]{32})"),
+            Check::None,
+        ),
+        tok(
+            "sendgrid-key",
+            "sendgrid-key",
+            &["sg."],
+            r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",
+        ),
+        tok("mailgun-key", "mailgun-key", &["key-"], r"key-[0-9a-f]{32}"),
+        grp(
+            "mailgun-key-v2",
+            "mailgun-key",
+            &["mailgun"],
+            concat!(r"(?i)mailgun[A-Za-z0-9_]*key", assign!(), r"([0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})"),
+            Check::None,
+        ),
+        tok("heroku-key-v2", "heroku-key", &["hrku-"], r"HRKU-[A-Za-z0-9_-]{60}"),
+        grp(
+            "heroku-api-key",
+            "heroku-key",
+            &["heroku"],
+            concat!(
+                r"(?i)heroku[A-Za-z0-9_]*(?:key|token|secret)",
+                assign!(),
+                r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+            ),
+            Check::None,
+        ),
+        tok(
+            "digitalocean-token",
+            "digitalocean-token",
+            &["dop_v1_", "doo_v1_", "dor_v1_"],
+            r"do[opr]_v1_[a-f0-9]{64}",
+        ),
+        tok(
+            "shopify-token",
+            "shopify-token",
+            &["shpat_", "shpca_", "shppa_", "shpss_"],
+            r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",
+        ),
+        grp(
+            "discord-bot-token",
+            "discord-token",
+            &["discord"],
+            concat!(
+                r"(?i)discord[A-Za-z0-9_]*(?:token|key|secret)?",
+                assign!(),
+                r"([MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6,7}\.[A-Za-z0-9_-]{27,40})"
+            ),
+            Check::None,
+        ),
+        grp(
+            "discord-webhook",
+            "discord-webhook",
+            &["discord"],
+            r"discord(?:app)?\.com/api/webhooks/([0-9]{17,20}/[A-Za-z0-9_-]{60,72})",
+            Check::None,
+        ),
+        tok(
+            "telegram-bot-token",
+            "telegram-bot-token",
+            &[":aa"],
+            r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}",
+        ),
+        tok("databricks-token", "databricks-token", &["dapi"], r"dapi[a-f0-9]{32}(?:-[0-9])?"),
+        grp(
+            "datadog-key",
+            "datadog-key",
+            &["dd_", "datadog"],
+            concat!(
+                r"(?i)(?:dd|datadog)_?(?:api|app|application)_?key",
+                assign!(),
+                r"([a-f0-9]{32}|[a-f0-9]{40})"
+            ),
+            Check::None,
+        ),
+        tok(
+            "sentry-token",
+            "sentry-token",
+            &["sntrys_", "sntryu_"],
+            r"sntrys_[A-Za-z0-9+/=_]{50,512}|sntryu_[a-f0-9]{64}",
+        ),
+        grp(
+            "sentry-dsn",
+            "sentry-token",
+            &["sentry.io"],
+            r"https?://([0-9a-f]{32})@[a-z0-9.]*sentry\.io",
+            Check::None,
+        ),
+        tok("vault-token", "vault-token", &["hvs.", "hvb.", "hvr."], r"hv[sbr]\.[A-Za-z0-9_-]{24,255}"),
+        tok(
+            "jwt",
+            "jwt",
+            &["eyj"],
+            r"eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{0,1024}",
+        ),
+        // --- Credentials in URLs and headers ---
+        grp(
+            "credential-url",
+            "credential-url",
+            &["://"],
+            r#"[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s/:@"'<>`]{0,128}:([^\s/@"'<>`]{1,256})@[A-Za-z0-9\[\]._-]"#,
+            Check::UrlPassword,
+        ),
+        grp(
+            "basic-auth",
+            "basic-auth",
+            &["basic"],
+            r"(?i)\bbasic\s+([A-Za-z0-9+/]{8,2048}={0,2})",
+            Check::Basic,
+        ),
+        grp(
+            "bearer-token",
+            "bearer-token",
+            &["bearer", "authorization"],
+            r"(?i)(?:\bbearer|authorization[\x22']?\s*[:=]\s*[\x22']?(?:token|bearer))\s+([A-Za-z0-9._~+/-]{12,4096}=*)",
+            Check::Bearer,
+        ),
+        grp(
+            "session-cookie",
+            "session-cookie",
+            &["cookie"],
+            r"(?i)\b[A-Za-z0-9_.-]*(?:sess|sid|auth|token|csrf|jwt|remember)[A-Za-z0-9_.-]*=([^;\s\x22',]{8,4096})",
+            Check::None,
+        ),
+        grp(
+            "docker-config-auth",
+            "basic-auth",
+            &["auth"],
+            r#""auth"\s*:\s*"([A-Za-z0-9+/]{8,2048}={0,2})""#,
+            Check::Basic,
+        ),
+        // --- Keyword-anchored generic secrets ---
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "generic-secret",
+                "generic-secret",
+                &[
+                    "secret", "token", "api_key", "api-key", "apikey", "access_key", "access-key",
+                    "accesskey", "private_key", "private-key", "privatekey", "credential", "auth_key",
+                    "authkey", "signing_key", "signingkey", "encryption_key", "master_key",
+                    "session_key", "sessionkey",
+                ],
+                "",
+                Check::Generic,
+            )
+        },
+        grp(
+            "generic-password",
+            "password",
+            &["pass", "pwd"],
+            "",
+            Check::Password,
+        ),
+    ];
+    // The two generic rules share a shape; their key alternations are
+    // spliced in here so the patterns stay in one place.
+    for rule in r.iter_mut() {
+        if rule.id == "generic-secret" {
+            rule.pattern = leak(format!(
+                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}([^\s"'`,;&|<>(){{}}\[\]\\]{{8,512}})|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,512}})"#,
+                assign!()
+            ));
+        } else if rule.id == "generic-password" {
+            rule.pattern = leak(format!(
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}([^\s"'`,;&|<>(){{}}\[\]\\]{{4,512}})|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,512}})|\bsshpass\s+-p\s*["']?([^\s"'`;&|<>]{{4,512}})|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,512}})"#,
+                assign!()
+            ));
+        }
+    }
+    r.extend(network());
+    r
+}
+
+/// Generated patterns live for the program's lifetime; the catalogue is
+/// built once per scanner.
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+fn network() -> Vec<RuleDef> {
+    let net = |id, kind, keywords, pattern, check| RuleDef {
+        id,
+        kind,
+        keywords,
+        pattern,
+        group: 0,
+        check,
+        min_entropy: 0.0,
+        severity: Severity::Block,
+        class: Class::Network,
+        allow: &[],
+    };
+    vec![
+        net(
+            "private-ipv4",
+            "ip-address",
+            &["10.", "172.", "192.168.", "169.254.", "100."],
+            r"(?:10|172|192|169|100)\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}",
+            Check::Ipv4,
+        ),
+        net(
+            "private-ipv6",
+            "ip-address",
+            &["fe8", "fe9", "fea", "feb", "fc", "fd"],
+            r"(?i)(?:fe[89ab][0-9a-f]|f[cd][0-9a-f]{2}):[0-9a-f:]{2,40}(?:%[A-Za-z0-9]{1,16})?",
+            Check::Ipv6,
+        ),
+        net(
+            "mac-address",
+            "mac-address",
+            &[":", "-"],
+            r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:[:-][0-9A-Fa-f]{2}){4}",
+            Check::Mac,
+        ),
+        net(
+            "lan-hostname",
+            "hostname",
+            &[".local", ".lan", ".internal", ".fritz.box", ".home.arpa", ".localdomain", ".intranet", ".corp"],
+            r"(?i)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.(?:local|lan|internal|fritz\.box|home\.arpa|localdomain|intranet|corp)",
+            Check::Host,
+        ),
+        RuleDef {
+            severity: Severity::Warn,
+            ..net(
+                "machine-hostname",
+                "hostname",
+                &["macbook", "laptop", "desktop-", "imac", "-mbp", "thinkpad", "mac-mini", "-pc", "workstation"],
+                r"(?i)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*-(?:macbook(?:-pro|-air)?|laptop|imac|mbp|thinkpad|mac-mini|pc|workstation)(?:-[0-9]{1,3})?|DESKTOP-[A-Z0-9]{7}",
+                Check::Host,
+            )
+        },
+    ]
+}
