@@ -171,7 +171,6 @@ fn cwd_of(p: &HookPayload) -> Option<PathBuf> {
 /// the drain needs for configuration), or via the session notes.
 struct Resolved {
     corpus: Corpus,
-    repo_root: Option<PathBuf>,
     via: &'static str,
 }
 
@@ -186,7 +185,6 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
                     ctx.result.resolved_via = Some("cwd".into());
                     return Some(Resolved {
                         corpus,
-                        repo_root: Some(info.root),
                         via: "cwd",
                     });
                 }
@@ -205,7 +203,6 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
                 ctx.result.resolved_via = Some("session".into());
                 Some(Resolved {
                     corpus,
-                    repo_root: None,
                     via: "session",
                 })
             }
