@@ -115,26 +115,14 @@ pub fn prepare(
     if !body.ends_with('\n') {
         body.push('\n');
     }
-    let meta = RecordMeta {
-        schema: RECORD_SCHEMA,
-        session_id: lineage.session_id.clone(),
-        root_commit: root_sha.to_owned(),
-        captured_at_ns: 0,
-        source_kind: kind.to_owned(),
-        source_tool: None,
-        source_sha256: fsutil::sha256_hex(raw),
-        redacted_secrets: secrets,
-        redacted_home_paths: homes,
-        agent_id: lineage.agent_id.clone(),
-        parent_agent_id: lineage.parent_agent_id.clone(),
-        agent_type: non_empty(&out[4].text),
-        spawn_tool_use_id: non_empty(&out[5].text),
-        lineage_source: lineage.lineage_source,
-        spawn_attribution: lineage.spawn_attribution,
-        adopted_project: None,
-        spawn_depth: lineage.spawn_depth,
-        context_stamps: Vec::new(),
-    };
+    let mut meta = RecordMeta::native(lineage, root_sha, 0, &fsutil::sha256_hex(raw));
+    meta.schema = RECORD_SCHEMA;
+    meta.source_kind = kind.to_owned();
+    meta.redacted_secrets = secrets;
+    meta.redacted_home_paths = homes;
+    // The stored scalars are the redacted ones.
+    meta.agent_type = non_empty(&out[4].text);
+    meta.spawn_tool_use_id = non_empty(&out[5].text);
     Ok(Prepared { meta, body })
 }
 

@@ -1,0 +1,112 @@
+//! Capture of a 1 MB transcript into an empty store and into a store
+//! holding N records (default 100,000): the cost must not grow with N.
+//!
+//! Usage: cargo build --release && target/release/capture-scale [N] [RUNS]
+//! The big store is populated through the real journal (batched appends of
+//! `Captured` events) and the real projection rebuild, then each measured
+//! capture runs the real path: redaction (`capture::prepare`), the store
+//! lock with catch-up, the idempotency/supersession decision, the durable
+//! append and the projection writes (`capture::commit`).
+
+use std::time::Instant;
+
+use abcd::capture::{self, KIND_NATIVE};
+use abcd::corpus::Corpus;
+use abcd::event::{self, CaptureOutcome, Captured, Event};
+use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
+use abcd::projection;
+use abcd::record::RecordMeta;
+use abcd_capture_bench::*;
+use abcd_journal::EventId;
+
+fn lineage(session: &str, agent: &str) -> Lineage {
+    Lineage {
+        session_id: session.to_owned(),
+        agent_id: Some(agent.to_owned()),
+        agent_type: Some("Explore".into()),
+        lineage_source: Some(LineageSource::Hook),
+        spawn_attribution: Some(SpawnAttribution::Unattributed),
+        ..Lineage::default()
+    }
+}
+
+fn populate(corpus: &Corpus, n: usize) {
+    let t = Instant::now();
+    let mut batch: Vec<(EventId, Vec<u8>)> = Vec::new();
+    for i in 0..n {
+        let session = format!("pop-{:08}", i / 8);
+        let agent = format!("ag{i:08}");
+        let body = format!("{{\"type\":\"user\",\"n\":{i}}}\n");
+        let meta = RecordMeta::native(
+            &lineage(&session, &agent),
+            &corpus.lane.root_sha,
+            1_700_000_000_000_000_000 + i as u64,
+            &format!("{i:064x}"),
+        );
+        let ev = Event::Captured(Box::new(Captured {
+            outcome: CaptureOutcome::Stored {
+                record_name: abcd::record::record_filename(meta.captured_at_ns, &session, Some(&agent)),
+                meta,
+                body,
+                supersedes: vec![],
+            },
+            retires: None,
+            extended: false,
+        }));
+        batch.push((EventId::random(), event::encode(0, &ev).unwrap()));
+        if batch.len() == 2000 || i + 1 == n {
+            let refs: Vec<(EventId, &[u8])> = batch.iter().map(|(id, p)| (*id, p.as_slice())).collect();
+            corpus.journal.append_batch(&refs).unwrap();
+            batch.clear();
+        }
+    }
+    let appended = t.elapsed();
+    let r = projection::rebuild(&corpus.lane, &corpus.journal).unwrap();
+    println!(
+        "populated {n} records: journal appends {:.1}s, projection rebuild of {} events {:.1}s",
+        appended.as_secs_f64(),
+        r.applied,
+        t.elapsed().as_secs_f64() - appended.as_secs_f64()
+    );
+}
+
+fn measure(corpus: &Corpus, scanner: &abcd_redact::Scanner, runs: usize, body: &[u8]) -> (f64, f64) {
+    let mut total = Vec::new();
+    let mut locked_part = Vec::new();
+    for i in 0..runs {
+        let lin = lineage("measured-session", &format!("m{i:04}-{}", corpus.lane.root_sha.len()));
+        let mut raw = body.to_vec();
+        raw.extend_from_slice(format!("{{\"run\":{i}}}\n").as_bytes());
+        let t = Instant::now();
+        let prepared = capture::prepare(scanner, &lin, &raw, &corpus.lane.root_sha, KIND_NATIVE).unwrap();
+        let t2 = Instant::now();
+        let locked = corpus.lock().unwrap();
+        let r = capture::commit(&locked, prepared, None, false).unwrap();
+        drop(locked);
+        assert!(r.wrote);
+        locked_part.push(t2.elapsed().as_secs_f64() * 1e3);
+        total.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    (median(&mut total), median(&mut locked_part))
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(15);
+    let body = transcript("measured-session", 1 << 20, 7);
+    let scanner = abcd_redact::Scanner::new(abcd_redact::Identity::default(), None);
+
+    let empty = BenchEnv::new();
+    let c0 = Corpus::open(&empty.abcd_home, &"0".repeat(40)).unwrap();
+    let (e_total, e_locked) = measure(&c0, &scanner, runs, body.as_bytes());
+
+    let big = BenchEnv::new();
+    let c1 = Corpus::open(&big.abcd_home, &"1".repeat(40)).unwrap();
+    populate(&c1, n);
+    let (b_total, b_locked) = measure(&c1, &scanner, runs, body.as_bytes());
+    println!("capture of a 1 MiB transcript, median of {runs}:");
+    println!("  empty store:        {e_total:.2} ms total ({e_locked:.2} ms under the lock)");
+    println!("  {n} records: {b_total:.2} ms total ({b_locked:.2} ms under the lock)");
+    println!("  ratio: {:.2}x", b_total / e_total);
+}

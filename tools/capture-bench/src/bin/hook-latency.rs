@@ -1,0 +1,75 @@
+//! `abcd hook subagent-stop` on a 1 MB transcript, as a whole process.
+//!
+//! Usage: cargo build --release && target/release/hook-latency [RUNS] [ABCD_BIN]
+//! Each run stages a new sub-agent (a distinct agent id), so every run does
+//! the full work: payload parse, repo resolution (cached), guarded read of
+//! 1 MB, settle check, sidecar read, blob write + fsync, lock, journal
+//! append + fdatasync, projection write.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use abcd_capture_bench::*;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let bin = abcd_bin(args.next());
+    let env = BenchEnv::new();
+    let session = "bench-session-0000-4000-8000-000000000000";
+    let dir = env.home.join(".claude/projects/-repo").join(session).join("subagents");
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = transcript(session, 1 << 20, 1);
+    let run = |agent: &str, verb: &str, path: &std::path::Path| -> f64 {
+        let payload = serde_json::json!({
+            "session_id": session, "cwd": env.repo, "agent_id": agent, "agent_type": "Explore",
+            "agent_transcript_path": path, "transcript_path": path, "hook_event_name": "SubagentStop",
+        })
+        .to_string();
+        let t = Instant::now();
+        let mut child = Command::new(&bin)
+            .args(["hook", verb])
+            .current_dir(&env.repo)
+            .env("HOME", &env.home)
+            .env("ABCD_HOME", &env.abcd_home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn abcd");
+        child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
+        let st = child.wait().unwrap();
+        assert!(st.success());
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    // Warm the root-commit cache and the page cache once.
+    let warm = dir.join("agent-warm.jsonl");
+    std::fs::write(&warm, &body).unwrap();
+    run("warm", "subagent-stop", &warm);
+    let mut times = Vec::new();
+    for i in 0..runs {
+        let agent = format!("a{i:05}");
+        let p = dir.join(format!("agent-{agent}.jsonl"));
+        std::fs::write(&p, &body).unwrap();
+        times.push(run(&agent, "subagent-stop", &p));
+    }
+    let med = median(&mut times);
+    let p90 = percentile(&mut times, 0.9);
+    println!("subagent-stop, 1 MiB transcript, {runs} runs: median {med:.2} ms, p90 {p90:.2} ms");
+    // Restaging the same key with identical bytes (the no-op path).
+    let mut noop = Vec::new();
+    let p = dir.join("agent-a00000.jsonl");
+    for _ in 0..runs.min(50) {
+        noop.push(run("a00000", "subagent-stop", &p));
+    }
+    println!("subagent-stop, identical re-stage (no-op): median {:.2} ms", median(&mut noop));
+    // A process that does nothing but start: the floor.
+    let mut floor = Vec::new();
+    for _ in 0..runs.min(50) {
+        let t = Instant::now();
+        Command::new(&bin).arg("--version").stdout(Stdio::null()).status().unwrap();
+        floor.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!("floor (abcd --version): median {:.2} ms", median(&mut floor));
+}

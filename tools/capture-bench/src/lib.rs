@@ -1,0 +1,90 @@
+//! Shared helpers for the capture benchmarks: a temporary home with a git
+//! repository, transcript generation and simple statistics.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A temporary HOME + ABCD_HOME + git repository.
+pub struct BenchEnv {
+    pub tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    pub abcd_home: PathBuf,
+    pub repo: PathBuf,
+}
+
+impl BenchEnv {
+    pub fn new() -> BenchEnv {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        let abcd_home = tmp.path().join("abcd");
+        let repo = tmp.path().join("repo");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&repo).unwrap();
+        let git = |args: &[&str]| {
+            let ok = Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("HOME", &home)
+                .env("GIT_AUTHOR_NAME", "Bench")
+                .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+                .env("GIT_COMMITTER_NAME", "Bench")
+                .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(repo.join("README"), "bench\n").unwrap();
+        git(&["add", "README"]);
+        git(&["commit", "-q", "-m", "root"]);
+        BenchEnv {
+            tmp,
+            home,
+            abcd_home,
+            repo,
+        }
+    }
+}
+
+/// A transcript-shaped JSONL body of about `bytes` bytes (user/assistant
+/// turns with tool results), deterministic for a given `seed`.
+pub fn transcript(session: &str, bytes: usize, seed: u64) -> String {
+    let mut out = String::with_capacity(bytes + 1024);
+    let mut i = 0u64;
+    while out.len() < bytes {
+        let text = format!(
+            "step {i} of run {seed}: reading src/module_{m}.rs and running cargo test -p crate_{m} -- --nocapture; all {n} tests passed in {t}ms",
+            m = (i * 7 + seed) % 97,
+            n = (i * 13) % 211,
+            t = (i * 31) % 997
+        );
+        let line = if i % 2 == 0 {
+            serde_json::json!({"type":"user","sessionId":session,"uuid":format!("00000000-0000-4000-8000-{:012x}", i),"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":format!("toolu_{i:016}"),"content":text.repeat(3)}]}})
+        } else {
+            serde_json::json!({"type":"assistant","sessionId":session,"uuid":format!("00000000-0000-4000-8000-{:012x}", i),"message":{"id":format!("msg_{i:020}"),"role":"assistant","model":"claude-opus-4","content":[{"type":"text","text":text}],"usage":{"input_tokens":i,"output_tokens":i*2}}})
+        };
+        out.push_str(&line.to_string());
+        out.push('\n');
+        i += 1;
+    }
+    out
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// The release binary next to this tool (`target/release/abcd`) unless told.
+pub fn abcd_bin(arg: Option<String>) -> PathBuf {
+    arg.map(PathBuf::from).unwrap_or_else(|| {
+        let exe = std::env::current_exe().expect("current exe");
+        exe.parent().unwrap_or(Path::new(".")).join("abcd")
+    })
+}
