@@ -291,6 +291,19 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn rendering_round_trips_through_parse(ns in proptest::prelude::any::<u64>()) {
+            proptest::prop_assert_eq!(parse_rfc3339(&rfc3339_nanos(ns)), Some(ns));
+            proptest::prop_assert_eq!(stamp(ns).len(), 26);
+        }
+
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,40}") {
+            let _ = parse_rfc3339(&s);
+        }
+    }
+
     #[test]
     fn test_clock_override() {
         assert_eq!(

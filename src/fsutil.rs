@@ -683,6 +683,59 @@ mod tests {
     }
 
     #[test]
+    fn file_lock_serialises_threads() {
+        // Each worker does an unprotected read-modify-write of a counter
+        // file under the lock; any overlap would lose an increment.
+        let t = tempfile::tempdir().unwrap();
+        let lock = t.path().join("c.lock");
+        let counter = t.path().join("counter");
+        std::fs::write(&counter, b"0").unwrap();
+        let workers: Vec<_> = (0..8)
+            .map(|_| {
+                let (lock, counter) = (lock.clone(), counter.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let _g = FileLock::acquire(&lock, Duration::from_secs(30)).unwrap();
+                        let n: u32 = std::fs::read_to_string(&counter).unwrap().parse().unwrap();
+                        std::thread::yield_now();
+                        write_atomic(&counter, (n + 1).to_string().as_bytes(), false).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&counter).unwrap(), "400");
+    }
+
+    #[test]
+    fn concurrent_atomic_writes_leave_one_whole_value() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("same");
+        let workers: Vec<_> = (0..8u8)
+            .map(|i| {
+                let f = f.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..20 {
+                        write_atomic(&f, &[b'a' + i; 4096], false).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        let got = std::fs::read(&f).unwrap();
+        assert_eq!(got.len(), 4096);
+        assert!(
+            got.iter().all(|&b| b == got[0]),
+            "never a mix of two writes"
+        );
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+    }
+
+    #[test]
     fn file_lock_follows_a_retired_lock_file() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("k.lock");
