@@ -51,7 +51,7 @@ pub enum FsError {
         #[source]
         source: io::Error,
     },
-    #[error("{} is a symlink; abcd refuses to follow it for its store — remove the link and let abcd recreate the directory", path.display())]
+    #[error("{} is a symlink; abcd refuses to follow a symlink inside its store — remove the link and retry (abcd recreates what it needs)", path.display())]
     Symlink { path: PathBuf },
     #[error("{} is not a real directory; move it aside so abcd can create the directory", path.display())]
     NotADirectory { path: PathBuf },
