@@ -10,10 +10,10 @@
 #   3. abcd on PATH, only if the path is absolute and neither the binary nor
 #      its directory is world-writable (anyone could swap a world-writable one).
 #
-# Exit codes: whatever abcd exits (abcd's hooks always exit 0). When no binary
-# resolves this exits 1 with one stderr line: never 0, because silence would
-# hide that capture is off, and never 2, because exit 2 BLOCKS SubagentStop,
-# Stop and UserPromptSubmit in the harness.
+# Exit codes: whatever abcd exits (abcd's hooks always exit 0), except that
+# 2 becomes 1. When no binary resolves this exits 1 with one stderr line:
+# never 0, because silence would hide that capture is off, and never 2,
+# because exit 2 BLOCKS SubagentStop, Stop and UserPromptSubmit.
 
 verb="${1:-}"
 case "$verb" in
@@ -64,4 +64,13 @@ if [ -z "$bin" ]; then
   exit 1
 fi
 
-exec "$bin" hook "$verb"
+# Not exec: abcd's own hooks always exit 0, but a binary older than this
+# plugin would answer an unknown verb with a usage error, exit 2, and exit 2
+# BLOCKS the harness. Any 2 is therefore reported as 1.
+"$bin" hook "$verb"
+rc=$?
+if [ "$rc" -eq 2 ]; then
+  echo "abcd: '$bin hook $verb' exited 2 (a usage error — is that abcd older than this plugin?); reported as 1 so the harness is not blocked; capture may be OFF for this event" >&2
+  exit 1
+fi
+exit "$rc"

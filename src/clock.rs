@@ -26,10 +26,13 @@ const MAX_YEAR: i64 = 9999;
 /// Current time in nanoseconds since the Unix epoch, honouring
 /// [`TEST_NOW_ENV`]. A clock before 1970 reads as 0 rather than panicking.
 pub fn now_unix_ns() -> u64 {
-    if let Some(ns) = std::env::var(TEST_NOW_ENV)
-        .ok()
-        .and_then(|s| parse_rfc3339(&s))
-    {
+    now_with_override(std::env::var(TEST_NOW_ENV).ok().as_deref())
+}
+
+/// The rule behind [`now_unix_ns`]: a parseable override wins, anything
+/// else reads the system clock.
+fn now_with_override(value: Option<&str>) -> u64 {
+    if let Some(ns) = value.and_then(parse_rfc3339) {
         return ns;
     }
     SystemTime::now()
@@ -286,6 +289,30 @@ mod tests {
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
         }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn rendering_round_trips_through_parse(ns in proptest::prelude::any::<u64>()) {
+            proptest::prop_assert_eq!(parse_rfc3339(&rfc3339_nanos(ns)), Some(ns));
+            proptest::prop_assert_eq!(stamp(ns).len(), 26);
+        }
+
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,40}") {
+            let _ = parse_rfc3339(&s);
+        }
+    }
+
+    #[test]
+    fn test_clock_override() {
+        assert_eq!(
+            now_with_override(Some("2026-09-01T00:00:00Z")),
+            1_788_220_800 * NS
+        );
+        // 2024-01-01 is a lower bound every real clock running this passes.
+        assert!(now_with_override(Some("yesterday")) > 1_704_067_200 * NS);
+        assert!(now_with_override(None) > 1_704_067_200 * NS);
     }
 
     #[test]

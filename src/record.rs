@@ -336,7 +336,9 @@ pub fn split(bytes: &[u8]) -> Result<(&[u8], &[u8]), RecordError> {
 /// number is informational), lines without `": "` are ignored, counters and
 /// depth parse leniently (bad → 0), and `session_id`, `root_commit` and
 /// `source_sha256` are required. A schema-1 record has no lineage keys and
-/// so reads as a main-thread record.
+/// so reads as a main-thread record. Reading checks shapes (ids, SHAs,
+/// times, vocabularies) but not the attribution rules of
+/// [`Lineage::validate`], so records written before those rules stay readable.
 pub fn parse(bytes: &[u8]) -> Result<(RecordMeta, &[u8]), RecordError> {
     let (header, body) = split(bytes)?;
     let header = std::str::from_utf8(header).map_err(|_| RecordError::NotUtf8)?;
@@ -726,6 +728,14 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn parse_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let mut with_fence = b"---\n".to_vec();
+            with_fence.extend_from_slice(&bytes);
+            let _ = parse(&bytes);
+            let _ = parse(&with_fence);
+        }
+
         #[test]
         fn render_parse_round_trips(
             body in proptest::collection::vec(any::<u8>(), 0..300),

@@ -506,6 +506,34 @@ mod tests {
         assert_eq!(resolve_repo_uncached(&f.repo).unwrap().root_sha, old_root);
     }
 
+    /// Cache-hit latency, the path every hook takes. Run in release:
+    /// `cargo test --release -p abcd --lib repo::tests::cache_hit_latency -- --ignored --nocapture`
+    #[test]
+    #[ignore = "timing report; run in release"]
+    fn cache_hit_latency() {
+        let f = fixture();
+        commit(&f, "first", "2020-01-01T00:00:00Z");
+        let sub = f.repo.join("src/deep/er");
+        std::fs::create_dir_all(&sub).unwrap();
+        resolve_repo(&sub, &f.abcd).unwrap();
+        let n = 10_000;
+        let mut times: Vec<_> = (0..n)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                resolve_repo(&sub, &f.abcd).unwrap();
+                t.elapsed()
+            })
+            .collect();
+        times.sort();
+        println!(
+            "resolve_repo cache hit over {n} runs: median {:?}, p99 {:?}, max {:?}",
+            times[n / 2],
+            times[n * 99 / 100],
+            times[n - 1]
+        );
+        assert!(times[n / 2] < std::time::Duration::from_millis(1));
+    }
+
     #[test]
     fn pick_root_rule() {
         let p = Path::new("/r");

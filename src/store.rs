@@ -123,8 +123,9 @@ impl Lane {
     }
 
     /// The lane when it already exists as a real directory, without creating
-    /// anything (for read-only verbs and surveys). A level that exists but is
-    /// a symlink, not a directory or foreign-owned is an error, not `None`.
+    /// or changing anything (for read-only verbs and surveys). A level or
+    /// leaf that exists but is a symlink, not a directory or foreign-owned is
+    /// an error, not `None`.
     pub fn open_existing(home: &Path, root_sha: &str) -> Result<Option<Lane>, StoreError> {
         validate_root_sha(root_sha)?;
         let dir = lane_dir(home, root_sha);
@@ -139,6 +140,14 @@ impl Lane {
                     }))
                 }
                 Ok(_) => prove_existing_dir(&level)?,
+            }
+        }
+        // Leaves are proven too (a foreign-owned records leaf refuses reads
+        // as well as writes); a missing leaf is fine — it reads as empty.
+        for leaf in LANE_LEAVES {
+            let path = dir.join(leaf);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                prove_existing_dir(&path)?;
             }
         }
         Ok(Some(Lane {
@@ -372,6 +381,29 @@ mod tests {
         );
         assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
         assert!(Lane::open_existing(&home, SHA1).is_err());
+    }
+
+    #[test]
+    fn lane_open_refuses_a_foreign_owned_leaf() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: chown to another uid needs root");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let lane = Lane::open(t.path(), SHA1).unwrap();
+        std::os::unix::fs::chown(lane.records_dir(), Some(4242), None).unwrap();
+        let msg = Lane::open(t.path(), SHA1).unwrap_err().to_string();
+        assert!(
+            msg.contains("owned by another account") && msg.contains("uid 4242"),
+            "{msg}"
+        );
+        assert!(msg.contains("records"), "{msg}");
+        let msg = Lane::open_existing(t.path(), SHA1)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("owned by another account"), "{msg}");
     }
 
     #[test]

@@ -57,10 +57,9 @@ fn hooks_manifest_names_live_subverbs() {
         let h = &handlers[0];
         assert_eq!(h["type"], "command", "{event}");
         let cmd = h["command"].as_str().unwrap();
-        assert_eq!(
-            cmd,
-            format!("sh \"${{CLAUDE_PLUGIN_ROOT}}/hooks/run-hook.sh\" {verb}"),
-            "{event}"
+        assert!(
+            cmd.contains(&format!("exec sh \"$f\" {verb};")),
+            "{event}: {cmd}"
         );
         let timeout = h["timeout"].as_u64().unwrap();
         assert!((1..=60).contains(&timeout), "{event} timeout {timeout}");
@@ -90,6 +89,24 @@ fn hooks_manifest_names_live_subverbs() {
             std::fs::read_to_string(&seen).unwrap(),
             format!("args:hook {verb}\n"),
             "{event}"
+        );
+
+        // A plugin root without the wrapper still fails as 1, never 2.
+        let bare = tempfile::tempdir().unwrap();
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(cmd)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("CLAUDE_PLUGIN_ROOT", bare.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{event}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.contains("capture is OFF") && err.contains(verb),
+            "{event}: {err}"
         );
     }
 }
@@ -189,6 +206,36 @@ fn wrapper_runs_the_plugin_binary_with_verb_and_stdin() {
         );
         std::fs::remove_file(&out_file).unwrap();
     }
+}
+
+#[test]
+fn wrapper_turns_a_binary_exit_two_into_one() {
+    let t = tempfile::tempdir().unwrap();
+    let plugin = t.path().join("plugin");
+    write_exe(
+        &plugin.join("bin/abcd"),
+        "#!/bin/sh\necho 'usage: abcd' >&2\nexit 2\n",
+        0o755,
+    );
+    let out = run(
+        "subagent-stop",
+        &[("CLAUDE_PLUGIN_ROOT", plugin.as_path()), ("PATH", t.path())],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit 2 would block the sub-agent"
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("exited 2"), "{err}");
+    write_exe(&plugin.join("bin/abcd"), "#!/bin/sh\nexit 3\n", 0o755);
+    let out = run(
+        "stop",
+        &[("CLAUDE_PLUGIN_ROOT", plugin.as_path()), ("PATH", t.path())],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3), "other codes pass through");
 }
 
 #[test]

@@ -217,6 +217,14 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let _ = HookPayload::parse(&bytes);
+            let _ = super::transcript_settled(&bytes);
+        }
+    }
+
     // Seed: TestTranscriptSettled.
     #[test]
     fn transcript_settled() {
