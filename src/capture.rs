@@ -44,7 +44,13 @@ pub enum CaptureError {
 
 impl CaptureError {
     pub fn is_deterministic(&self) -> bool {
-        matches!(self, CaptureError::Refused { deterministic: true, .. })
+        matches!(
+            self,
+            CaptureError::Refused {
+                deterministic: true,
+                ..
+            }
+        )
     }
 }
 
@@ -70,7 +76,10 @@ pub fn prepare(
     kind: &str,
 ) -> Result<Prepared, CaptureError> {
     let text = std::str::from_utf8(raw).map_err(|e| CaptureError::Refused {
-        reason: format!("the transcript is not valid UTF-8 (first bad byte at offset {})", e.valid_up_to()),
+        reason: format!(
+            "the transcript is not valid UTF-8 (first bad byte at offset {})",
+            e.valid_up_to()
+        ),
         deterministic: true,
     })?;
     lineage.validate().map_err(|e| CaptureError::Refused {
@@ -102,7 +111,10 @@ pub fn prepare(
     }
     // Identifiers key the corpus; one that redaction would change cannot be
     // stored changed (it would no longer find its session) nor unchanged.
-    for (i, name) in ["session_id", "agent_id", "parent_agent_id"].iter().enumerate() {
+    for (i, name) in ["session_id", "agent_id", "parent_agent_id"]
+        .iter()
+        .enumerate()
+    {
         if out[i + 1].text != scalars[i] {
             return Err(CaptureError::Refused {
                 reason: format!("the lineage identifier {name} matches a redaction rule"),
@@ -162,16 +174,22 @@ pub fn commit(
     let Prepared { mut meta, body } = prepared;
     let index = locked.index();
     let agent = meta.agent_id.as_deref();
-    let result = |record: String, wrote: bool, superseded: Vec<String>, meta: &RecordMeta| CaptureResult {
-        record,
-        wrote,
-        superseded,
-        session_id: meta.session_id.clone(),
-        agent_id: meta.agent_id.clone(),
-        redacted_secrets: meta.redacted_secrets,
-        redacted_home_paths: meta.redacted_home_paths,
-    };
-    let idem = idem_key(&meta.source_sha256, &meta.session_id, agent, &meta.source_kind);
+    let result =
+        |record: String, wrote: bool, superseded: Vec<String>, meta: &RecordMeta| CaptureResult {
+            record,
+            wrote,
+            superseded,
+            session_id: meta.session_id.clone(),
+            agent_id: meta.agent_id.clone(),
+            redacted_secrets: meta.redacted_secrets,
+            redacted_home_paths: meta.redacted_home_paths,
+        };
+    let idem = idem_key(
+        &meta.source_sha256,
+        &meta.session_id,
+        agent,
+        &meta.source_kind,
+    );
     let mut already = index.record_for_idem(&idem)?;
     let mut supersedes = Vec::new();
     if already.is_none() {

@@ -177,14 +177,18 @@ fn home() -> Result<PathBuf, String> {
 fn repo_info(cli_repo: &Option<PathBuf>, home: &Path) -> Result<repo::RepoInfo, String> {
     let dir = match cli_repo {
         Some(p) => p.clone(),
-        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
     };
     repo::resolve_repo(&dir, home).map_err(|e| {
         format!("{e}\n  abcd keys its corpus by the repository's root commit: run it inside a git repository with at least one commit, or pass --repo <path>")
     })
 }
 
-fn open_corpus(cli_repo: &Option<PathBuf>, create: bool) -> Result<(Option<Corpus>, repo::RepoInfo, PathBuf), String> {
+fn open_corpus(
+    cli_repo: &Option<PathBuf>,
+    create: bool,
+) -> Result<(Option<Corpus>, repo::RepoInfo, PathBuf), String> {
     let home = home()?;
     let info = repo_info(cli_repo, &home)?;
     let corpus = if create {
@@ -214,13 +218,20 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                 "user-prompt-submit" | "prompt-router" => HookVerb::UserPromptSubmit,
                 other => {
                     // Hooks fail open: an unknown verb explains itself and exits 0.
-                    let _ = writeln!(err, "abcd hook: unknown hook verb {:?}; nothing done", sanitize(other));
+                    let _ = writeln!(
+                        err,
+                        "abcd hook: unknown hook verb {:?}; nothing done",
+                        sanitize(other)
+                    );
                     return Ok(0);
                 }
             };
             let mut stdin = Vec::new();
             let cap = crate::hook::payload::PAYLOAD_CAP;
-            let r = io::stdin().lock().take(cap as u64 + 1).read_to_end(&mut stdin);
+            let r = io::stdin()
+                .lock()
+                .take(cap as u64 + 1)
+                .read_to_end(&mut stdin);
             let result = if r.is_err() || stdin.len() > cap {
                 let _ = writeln!(
                     err,
@@ -248,7 +259,13 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                     .map(|i| i.root)
             });
             let input = r.file.as_deref().filter(|f| *f != "-").map(Path::new);
-            Ok(abcd_redact::run_redact_command(input, r.report || json, root.as_deref(), out, err))
+            Ok(abcd_redact::run_redact_command(
+                input,
+                r.report || json,
+                root.as_deref(),
+                out,
+                err,
+            ))
         }
         Command::History(cmd) => history_cmd(cmd, &cli.repo, json, out, err),
         Command::Journal(cmd) => crate::journal_cli::run(cmd, &cli.repo, json, out, err),
@@ -315,21 +332,42 @@ fn history_cmd(
             let m = &shown.record.meta;
             w(out, format!("session:    {}", m.session_id))?;
             if let Some(a) = &m.agent_id {
-                w(out, format!("agent:      agent {a} ({})", m.agent_type.as_deref().unwrap_or("type unknown")))?;
+                w(
+                    out,
+                    format!(
+                        "agent:      agent {a} ({})",
+                        m.agent_type.as_deref().unwrap_or("type unknown")
+                    ),
+                )?;
                 if let Some(p) = &m.parent_agent_id {
                     w(out, format!("parent:     {p}"))?;
                 }
                 if m.spawn_depth > 0 {
                     w(out, format!("depth:      {}", m.spawn_depth))?;
                 }
-                w(out, format!("spawn:      {}", m.spawn_attribution.as_deref().unwrap_or("unattributed")))?;
+                w(
+                    out,
+                    format!(
+                        "spawn:      {}",
+                        m.spawn_attribution.as_deref().unwrap_or("unattributed")
+                    ),
+                )?;
             }
             w(out, format!("captured:   {}", m.captured_at))?;
             w(out, format!("source:     {}", m.source_kind))?;
             w(out, format!("path:       {}", shown.record.path))?;
-            w(out, format!("redacted:   secrets={} home={}", m.redacted_secrets, m.redacted_home_paths))?;
+            w(
+                out,
+                format!(
+                    "redacted:   secrets={} home={}",
+                    m.redacted_secrets, m.redacted_home_paths
+                ),
+            )?;
             if !shown.session_records.is_empty() {
-                w(out, format!("also in this session ({}):", shown.session_records.len()))?;
+                w(
+                    out,
+                    format!("also in this session ({}):", shown.session_records.len()),
+                )?;
                 for r in &shown.session_records {
                     w(out, format!("  {}", list_line(r)))?;
                 }
@@ -362,15 +400,28 @@ fn history_cmd(
                         line.push_str(&format!("  {} OVERDUE", b.overdue));
                     }
                     if b.quarantined > 0 {
-                        line.push_str(&format!("  {} quarantined ({} bytes)", b.quarantined, b.quarantined_bytes));
+                        line.push_str(&format!(
+                            "  {} quarantined ({} bytes)",
+                            b.quarantined, b.quarantined_bytes
+                        ));
                     }
                     if let Some(o) = &b.oldest_staged_at {
                         line.push_str(&format!("  oldest {}", &o[..10.min(o.len())]));
                     }
                     w(out, line)?;
                 }
-                let total: u64 = survey.iter().map(|b| b.staged_bytes + b.quarantined_bytes).sum();
-                w(out, format!("\n{} repositor{} hold {total} bytes of UNREDACTED transcript text.", survey.len(), if survey.len() == 1 { "y" } else { "ies" }))?;
+                let total: u64 = survey
+                    .iter()
+                    .map(|b| b.staged_bytes + b.quarantined_bytes)
+                    .sum();
+                w(
+                    out,
+                    format!(
+                        "\n{} repositor{} hold {total} bytes of UNREDACTED transcript text.",
+                        survey.len(),
+                        if survey.len() == 1 { "y" } else { "ies" }
+                    ),
+                )?;
                 return Ok(0);
             }
             let (corpus, _, _) = open_corpus(repo_arg, false)?;
@@ -378,7 +429,10 @@ fn history_cmd(
                 if json {
                     print_json(out, &serde_json::json!({"staged": [], "quarantined": []}))?;
                 } else {
-                    w(out, "abcd history — nothing staged; every ended session is stored".into())?;
+                    w(
+                        out,
+                        "abcd history — nothing staged; every ended session is stored".into(),
+                    )?;
                 }
                 return Ok(0);
             };
@@ -388,25 +442,46 @@ fn history_cmd(
                 return Ok(0);
             }
             if rep.staged.is_empty() && rep.quarantined.is_empty() {
-                w(out, "abcd history — nothing staged; every ended session is stored".into())?;
+                w(
+                    out,
+                    "abcd history — nothing staged; every ended session is stored".into(),
+                )?;
             }
             for e in &rep.staged {
                 let who = match &e.agent_id {
-                    Some(a) => format!("{} agent {a}{}", e.session_id, e.agent_type.as_ref().map(|t| format!(" ({t})")).unwrap_or_default()),
+                    Some(a) => format!(
+                        "{} agent {a}{}",
+                        e.session_id,
+                        e.agent_type
+                            .as_ref()
+                            .map(|t| format!(" ({t})"))
+                            .unwrap_or_default()
+                    ),
                     None => e.session_id.clone(),
                 };
                 let state = match (&e.error, e.overdue) {
                     (Some(why), _) => format!("NOT DRAINABLE: {why}"),
-                    (None, true) => "OVERDUE (staged more than 7 days ago), awaiting redaction".into(),
+                    (None, true) => {
+                        "OVERDUE (staged more than 7 days ago), awaiting redaction".into()
+                    }
                     (None, false) => "awaiting redaction".into(),
                 };
-                w(out, format!("{}  {who}  {} bytes  {state}  {}.raw", e.staged_at, e.bytes, e.stem))?;
+                w(
+                    out,
+                    format!(
+                        "{}  {who}  {} bytes  {state}  {}.raw",
+                        e.staged_at, e.bytes, e.stem
+                    ),
+                )?;
             }
             if !rep.staged.is_empty() {
                 w(out, format!("\n{} staged transcript(s) hold UNREDACTED text until drained; run `abcd history drain`.", rep.staged.len()))?;
             }
             if !rep.quarantined.is_empty() {
-                w(out, "\nQUARANTINED — these can never be redacted; nothing will retry them:".into())?;
+                w(
+                    out,
+                    "\nQUARANTINED — these can never be redacted; nothing will retry them:".into(),
+                )?;
                 let mut total = 0;
                 for q in &rep.quarantined {
                     total += q.bytes;
@@ -414,7 +489,16 @@ fn history_cmd(
                         Some(a) => format!("{} agent {a}", q.session_id),
                         None => q.session_id.clone(),
                     };
-                    w(out, format!("{}  {who}  {} bytes  {}.raw\n    {}", q.quarantined_at.as_deref().unwrap_or("?"), q.bytes, q.stem, q.reason.as_deref().unwrap_or("(no reason note)")))?;
+                    w(
+                        out,
+                        format!(
+                            "{}  {who}  {} bytes  {}.raw\n    {}",
+                            q.quarantined_at.as_deref().unwrap_or("?"),
+                            q.bytes,
+                            q.stem,
+                            q.reason.as_deref().unwrap_or("(no reason note)")
+                        ),
+                    )?;
                 }
                 w(out, format!("\n{} quarantined transcript(s) hold {total} bytes of UNREDACTED text indefinitely. Read one, then remove it deliberately with `abcd history discard <file> --yes`.", rep.quarantined.len()))?;
             }
@@ -427,33 +511,84 @@ fn history_cmd(
             let (corpus, info, _) = open_corpus(repo_arg, true)?;
             let corpus = corpus.expect("created");
             let root = info.root.clone();
-            let rep = drain::drain(&corpus, &|| scanner_for(&root), Budget::UNBOUNDED, now).map_err(|e| e.to_string())?;
+            let rep = drain::drain(&corpus, &|| scanner_for(&root), Budget::UNBOUNDED, now)
+                .map_err(|e| e.to_string())?;
             let failed = rep.failed.len();
             if json {
                 print_json(out, &rep)?;
             } else {
-                if rep.captured.is_empty() && rep.already_stored.is_empty() && rep.failed.is_empty() {
-                    w(out, "abcd history — nothing staged; nothing to drain".into())?;
+                if rep.captured.is_empty() && rep.already_stored.is_empty() && rep.failed.is_empty()
+                {
+                    w(
+                        out,
+                        "abcd history — nothing staged; nothing to drain".into(),
+                    )?;
                 }
                 for c in &rep.captured {
-                    w(out, format!("stored  {}{}  redacted secrets={} home={}  {}", c.session_id, c.agent_id.as_ref().map(|a| format!(" agent {a}")).unwrap_or_default(), c.redacted_secrets, c.redacted_home_paths, c.record))?;
+                    w(
+                        out,
+                        format!(
+                            "stored  {}{}  redacted secrets={} home={}  {}",
+                            c.session_id,
+                            c.agent_id
+                                .as_ref()
+                                .map(|a| format!(" agent {a}"))
+                                .unwrap_or_default(),
+                            c.redacted_secrets,
+                            c.redacted_home_paths,
+                            c.record
+                        ),
+                    )?;
                 }
                 for c in &rep.already_stored {
-                    w(out, format!("already stored  {}{}  {}", c.session_id, c.agent_id.as_ref().map(|a| format!(" agent {a}")).unwrap_or_default(), c.record))?;
+                    w(
+                        out,
+                        format!(
+                            "already stored  {}{}  {}",
+                            c.session_id,
+                            c.agent_id
+                                .as_ref()
+                                .map(|a| format!(" agent {a}"))
+                                .unwrap_or_default(),
+                            c.record
+                        ),
+                    )?;
                 }
                 for f in &rep.failed {
-                    let what = if f.quarantined { "QUARANTINED" } else { "FAILED" };
-                    w(out, format!("{what}  {}  {}\n  raw transcript kept (unredacted): {}", f.session_id, f.error, f.path))?;
+                    let what = if f.quarantined {
+                        "QUARANTINED"
+                    } else {
+                        "FAILED"
+                    };
+                    w(
+                        out,
+                        format!(
+                            "{what}  {}  {}\n  raw transcript kept (unredacted): {}",
+                            f.session_id, f.error, f.path
+                        ),
+                    )?;
                 }
                 if rep.extended > 0 {
-                    w(out, format!("{} transcript(s) had grown since staging; the longer copy was stored", rep.extended))?;
+                    w(
+                        out,
+                        format!(
+                            "{} transcript(s) had grown since staging; the longer copy was stored",
+                            rep.extended
+                        ),
+                    )?;
                 }
                 for a in &rep.adopted {
-                    w(out, format!("adopted {a} (left by a crashed writer without a journal entry)"))?;
+                    w(
+                        out,
+                        format!("adopted {a} (left by a crashed writer without a journal entry)"),
+                    )?;
                 }
             }
             if failed > 0 {
-                let _ = writeln!(err, "abcd history: {failed} staged transcript(s) could not be stored");
+                let _ = writeln!(
+                    err,
+                    "abcd history: {failed} staged transcript(s) could not be stored"
+                );
                 return Ok(EXIT_FAILURE);
             }
             Ok(0)
@@ -461,7 +596,9 @@ fn history_cmd(
         HistoryCmd::Discard { file, yes } => {
             let (corpus, _, _) = open_corpus(repo_arg, false)?;
             let Some(corpus) = corpus else {
-                return Err(format!("history discard: {file} is neither staged nor quarantined for this repository"));
+                return Err(format!(
+                    "history discard: {file} is neither staged nor quarantined for this repository"
+                ));
             };
             let rep = history::discard(&corpus, &file, yes).map_err(|e| e.to_string())?;
             if json {
@@ -490,12 +627,16 @@ fn history_cmd(
                     .read_to_end(&mut v)
                     .map_err(|e| format!("cannot read stdin: {e}"))?;
                 if v.len() as u64 > stage::RAW_CAP {
-                    return Err(format!("stdin is over the {}-byte cap; nothing captured", stage::RAW_CAP));
+                    return Err(format!(
+                        "stdin is over the {}-byte cap; nothing captured",
+                        stage::RAW_CAP
+                    ));
                 }
                 (v, None)
             } else {
                 let p = Path::new(&file);
-                let raw = crate::fsutil::guarded_read(p, stage::RAW_CAP).map_err(|e| format!("cannot read {file}: {e}"))?;
+                let raw = crate::fsutil::guarded_read(p, stage::RAW_CAP)
+                    .map_err(|e| format!("cannot read {file}: {e}"))?;
                 (raw, p.file_stem().map(|s| s.to_string_lossy().into_owned()))
             };
             let session_id = session
@@ -503,23 +644,38 @@ fn history_cmd(
                 .ok_or("history capture: --session is required when reading stdin")?;
             let lineage = crate::lineage::Lineage {
                 session_id,
-                spawn_attribution: agent.as_ref().map(|_| crate::lineage::SpawnAttribution::Unattributed),
+                spawn_attribution: agent
+                    .as_ref()
+                    .map(|_| crate::lineage::SpawnAttribution::Unattributed),
                 agent_id: agent,
                 agent_type,
                 ..Default::default()
             };
             let scanner = scanner_for(&info.root);
-            let prepared = crate::capture::prepare(&scanner, &lineage, &raw, &info.root_sha, crate::capture::KIND_NATIVE)
-                .map_err(|e| format!("history capture: {e}; nothing was written"))?;
+            let prepared = crate::capture::prepare(
+                &scanner,
+                &lineage,
+                &raw,
+                &info.root_sha,
+                crate::capture::KIND_NATIVE,
+            )
+            .map_err(|e| format!("history capture: {e}; nothing was written"))?;
             let locked = corpus.lock().map_err(|e| e.to_string())?;
-            let r = crate::capture::commit(&locked, prepared, None, false).map_err(|e| e.to_string())?;
+            let r = crate::capture::commit(&locked, prepared, None, false)
+                .map_err(|e| e.to_string())?;
             drop(locked);
             if json {
                 print_json(out, &r)?;
             } else if r.wrote {
                 w(out, format!("abcd history capture — stored {}\n  path:     {}\n  redacted: secrets={} home={}", r.session_id, corpus.lane.records_dir().join(&r.record).display(), r.redacted_secrets, r.redacted_home_paths))?;
             } else {
-                w(out, format!("abcd history capture — {} already stored as {} (no-op)", r.session_id, r.record))?;
+                w(
+                    out,
+                    format!(
+                        "abcd history capture — {} already stored as {} (no-op)",
+                        r.session_id, r.record
+                    ),
+                )?;
             }
             let _ = err;
             Ok(0)
@@ -531,7 +687,10 @@ fn list_line(r: &history::Listed) -> String {
     let m = &r.meta;
     let at = &m.captured_at[..19.min(m.captured_at.len())];
     let who = match &m.agent_id {
-        Some(a) => format!(" agent {a} ({})", m.agent_type.as_deref().unwrap_or("type unknown")),
+        Some(a) => format!(
+            " agent {a} ({})",
+            m.agent_type.as_deref().unwrap_or("type unknown")
+        ),
         None => String::new(),
     };
     format!(
@@ -543,4 +702,37 @@ fn list_line(r: &history::Listed) -> String {
 /// True when progress should be drawn (stderr is a terminal).
 pub fn progress_enabled() -> bool {
     io::stderr().is_terminal()
+}
+
+/// The command reference (`commands/reference.md`), generated from the clap
+/// definitions so it cannot drift: `tests/cli_reference.rs` fails when the
+/// checked-in file differs.
+pub fn reference_markdown() -> String {
+    use clap::CommandFactory;
+    fn walk(cmd: &mut clap::Command, path: &str, out: &mut String) {
+        let name = if path.is_empty() {
+            cmd.get_name().to_owned()
+        } else {
+            format!("{path} {}", cmd.get_name())
+        };
+        let help = cmd.render_long_help().to_string();
+        out.push_str(&format!(
+            "## `{name}`\n\n```text\n{}\n```\n\n",
+            help.trim_end()
+        ));
+        let mut subs: Vec<clap::Command> = cmd.get_subcommands().cloned().collect();
+        for sub in subs.iter_mut() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            walk(sub, &name, out);
+        }
+    }
+    let mut out = String::from(
+        "# abcd command reference\n\nGenerated from the CLI definitions by `ABCD_UPDATE_REFERENCE=1 cargo test --test cli_reference`; CI fails when it is stale.\n\n",
+    );
+    let mut cmd = Cli::command();
+    cmd.build();
+    walk(&mut cmd, "", &mut out);
+    out
 }

@@ -218,7 +218,10 @@ impl Locked<'_> {
 /// `.stage-<pid>-<nonce>.tmp`) no longer runs, or it is older than
 /// `STALE_TMP_AGE` (covers pid reuse).
 fn remove_if_stale(path: &Path) {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let pid = name
         .strip_prefix(".stage-")
         .and_then(|r| r.split('-').next())

@@ -139,11 +139,19 @@ fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &m
         report.failed.push(failure(entry, why, false, false));
         return;
     };
-    let blob = corpus.lane.staging_dir().join(format!("{}.raw", entry.stem));
+    let blob = corpus
+        .lane
+        .staging_dir()
+        .join(format!("{}.raw", entry.stem));
     let staged = match fsutil::guarded_read(&blob, RAW_CAP) {
         Ok(b) => b,
         Err(e) => {
-            report.failed.push(failure(entry, format!("staged copy unreadable: {e}"), false, false));
+            report.failed.push(failure(
+                entry,
+                format!("staged copy unreadable: {e}"),
+                false,
+                false,
+            ));
             return;
         }
     };
@@ -230,7 +238,9 @@ fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &m
                     .quarantine_dir()
                     .join(format!("{}.raw", entry.stem))
                     .exists();
-            report.failed.push(failure(entry, e.to_string(), permanent, quarantined));
+            report
+                .failed
+                .push(failure(entry, e.to_string(), permanent, quarantined));
         }
     }
 }

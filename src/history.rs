@@ -226,9 +226,12 @@ pub struct StagedReport {
 }
 
 pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError> {
-    let gap = fsutil::guarded_read(&corpus.lane.gap_marker_path(), crate::projection::SMALL_FILE_CAP)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let gap = fsutil::guarded_read(
+        &corpus.lane.gap_marker_path(),
+        crate::projection::SMALL_FILE_CAP,
+    )
+    .ok()
+    .and_then(|b| serde_json::from_slice(&b).ok());
     Ok(StagedReport {
         staged: stage::list_staged(corpus, now_ns)?,
         quarantined: stage::list_quarantined(corpus)?,
@@ -305,7 +308,9 @@ pub fn discard(corpus: &Corpus, name: &str, yes: bool) -> Result<DiscardReport, 
         && name != ".."
         && name.ends_with(".raw");
     if !bare {
-        return Err(HistoryError::BadDiscardName { name: name.to_owned() });
+        return Err(HistoryError::BadDiscardName {
+            name: name.to_owned(),
+        });
     }
     let stem = name.trim_end_matches(".raw").to_owned();
     let locked = corpus.lock()?;
@@ -316,10 +321,14 @@ pub fn discard(corpus: &Corpus, name: &str, yes: bool) -> Result<DiscardReport, 
     } else if fs::symlink_metadata(&quarantine).is_ok_and(|m| m.is_file()) {
         (BlobPlace::Quarantine, quarantine)
     } else {
-        return Err(HistoryError::NothingToDiscard { name: name.to_owned() });
+        return Err(HistoryError::NothingToDiscard {
+            name: name.to_owned(),
+        });
     };
     if !yes {
-        return Err(HistoryError::NeedsConfirmation { name: name.to_owned() });
+        return Err(HistoryError::NeedsConfirmation {
+            name: name.to_owned(),
+        });
     }
     let bytes = fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
     let dir = path.parent().expect("has parent").to_path_buf();

@@ -20,12 +20,18 @@ fn lane_journal(repo_arg: &Option<PathBuf>) -> Result<(store::Lane, PathBuf), St
     let home = store::abcd_home().map_err(|e| e.to_string())?;
     let dir = match repo_arg {
         Some(p) => p.clone(),
-        None => std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
     };
     let info = repo::resolve_repo(&dir, &home).map_err(|e| e.to_string())?;
     let lane = store::Lane::open_existing(&home, &info.root_sha)
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("nothing is stored for this repository ({}) yet, so there is no journal to inspect", info.root_sha))?;
+        .ok_or_else(|| {
+            format!(
+                "nothing is stored for this repository ({}) yet, so there is no journal to inspect",
+                info.root_sha
+            )
+        })?;
     let dir = lane.journal_dir();
     Ok((lane, dir))
 }
@@ -64,7 +70,10 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
             json!({"stem": s.stem, "session_id": s.lineage.session_id, "agent_id": s.lineage.agent_id, "bytes": s.bytes, "raw_sha256": s.raw_sha256, "adopted": s.adopted}),
         ),
         Event::Restaged(r) => (
-            format!("{} bytes={} replaced_bytes={}", r.stem, r.bytes, r.replaced_bytes),
+            format!(
+                "{} bytes={} replaced_bytes={}",
+                r.stem, r.bytes, r.replaced_bytes
+            ),
             json!({"stem": r.stem, "bytes": r.bytes, "raw_sha256": r.raw_sha256, "replaced_bytes": r.replaced_bytes, "adopted": r.adopted}),
         ),
         Event::Captured(c) => {
@@ -85,7 +94,10 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
                     json!({"outcome": "stored", "record": record_name, "session_id": meta.session_id, "agent_id": meta.agent_id, "body_bytes": body.len(), "supersedes": supersedes, "retires": retires, "extended": c.extended}),
                 ),
                 CaptureOutcome::AlreadyStored { record_name } => (
-                    format!("already-stored {record_name} retires={}", retires.as_deref().unwrap_or("-")),
+                    format!(
+                        "already-stored {record_name} retires={}",
+                        retires.as_deref().unwrap_or("-")
+                    ),
                     json!({"outcome": "already-stored", "record": record_name, "retires": retires}),
                 ),
             }
@@ -100,7 +112,10 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
         ),
         Event::LineageMigrated(m) => (m.record_name.clone(), json!({"record": m.record_name})),
         Event::SessionNoted(n) => (n.session_id.clone(), json!({"session_id": n.session_id})),
-        Event::SubagentGapSighted(g) => (g.hook_event_name.clone(), json!({"hook_event_name": g.hook_event_name})),
+        Event::SubagentGapSighted(g) => (
+            g.hook_event_name.clone(),
+            json!({"hook_event_name": g.hook_event_name}),
+        ),
     }
 }
 
@@ -198,9 +213,13 @@ pub fn run(
             let corpus = Corpus::open(&home, &lane.root_sha).map_err(|e| e.to_string())?;
             let started = std::time::Instant::now();
             let r = if rebuild {
-                let lock = crate::fsutil::FileLock::acquire(&corpus.lane.lock_path(), crate::corpus::STORE_LOCK_TIMEOUT)
+                let lock = crate::fsutil::FileLock::acquire(
+                    &corpus.lane.lock_path(),
+                    crate::corpus::STORE_LOCK_TIMEOUT,
+                )
+                .map_err(|e| e.to_string())?;
+                let r = projection::rebuild(&corpus.lane, &corpus.journal)
                     .map_err(|e| e.to_string())?;
-                let r = projection::rebuild(&corpus.lane, &corpus.journal).map_err(|e| e.to_string())?;
                 drop(lock);
                 r
             } else {
@@ -210,23 +229,47 @@ pub fn run(
             if json_out {
                 w(out, json!({"rebuilt": r.rebuilt, "applied": r.applied, "head_seq": r.head_seq, "seconds": secs}).to_string())?;
             } else if r.rebuilt {
-                w(out, format!("rebuilt every projection from {} event(s) (head seq {}) in {secs:.3}s", r.applied, r.head_seq))?;
+                w(
+                    out,
+                    format!(
+                        "rebuilt every projection from {} event(s) (head seq {}) in {secs:.3}s",
+                        r.applied, r.head_seq
+                    ),
+                )?;
             } else {
-                w(out, format!("projections caught up: {} new event(s) applied (head seq {})", r.applied, r.head_seq))?;
+                w(
+                    out,
+                    format!(
+                        "projections caught up: {} new event(s) applied (head seq {})",
+                        r.applied, r.head_seq
+                    ),
+                )?;
             }
             Ok(0)
         }
         JournalCmd::Dump => {
             let (_, dir) = lane_journal(repo_arg)?;
             let journal = Journal::open_existing(&dir).map_err(|e| e.to_string())?;
-            for frame in journal.read_from(&journal.start()).map_err(|e| e.to_string())? {
+            for frame in journal
+                .read_from(&journal.start())
+                .map_err(|e| e.to_string())?
+            {
                 let frame = frame.map_err(|e| e.to_string())?;
                 let ts = clock::rfc3339_nanos(frame.ts_unix_ns);
                 if frame.kind != FrameKind::Event {
                     if json_out {
                         w(out, json!({"seq": frame.seq, "offset": frame.offset, "ts": ts, "frame": frame.kind.name(), "payload_bytes": frame.payload.len()}).to_string())?;
                     } else {
-                        w(out, format!("{:>8}  {:>10}  {ts}  {}  payload_bytes={}", frame.seq, frame.offset, frame.kind.name(), frame.payload.len()))?;
+                        w(
+                            out,
+                            format!(
+                                "{:>8}  {:>10}  {ts}  {}  payload_bytes={}",
+                                frame.seq,
+                                frame.offset,
+                                frame.kind.name(),
+                                frame.payload.len()
+                            ),
+                        )?;
                     }
                     continue;
                 }
@@ -236,14 +279,28 @@ pub fn run(
                         if json_out {
                             w(out, json!({"seq": frame.seq, "offset": frame.offset, "ts": ts, "event_id": frame.id.to_hex(), "event": env.event.name(), "fields": fields}).to_string())?;
                         } else {
-                            w(out, format!("{:>8}  {:>10}  {ts}  {:<20}  {text}", frame.seq, frame.offset, env.event.name()))?;
+                            w(
+                                out,
+                                format!(
+                                    "{:>8}  {:>10}  {ts}  {:<20}  {text}",
+                                    frame.seq,
+                                    frame.offset,
+                                    env.event.name()
+                                ),
+                            )?;
                         }
                     }
                     Err(e) => {
                         if json_out {
                             w(out, json!({"seq": frame.seq, "offset": frame.offset, "ts": ts, "error": e.to_string()}).to_string())?;
                         } else {
-                            w(out, format!("{:>8}  {:>10}  {ts}  UNDECODABLE  {e}", frame.seq, frame.offset))?;
+                            w(
+                                out,
+                                format!(
+                                    "{:>8}  {:>10}  {ts}  UNDECODABLE  {e}",
+                                    frame.seq, frame.offset
+                                ),
+                            )?;
                         }
                     }
                 }
@@ -255,34 +312,47 @@ pub fn run(
             let r = abcd_journal::repair(&dir, yes).map_err(|e| e.to_string())?;
             if r.applied {
                 // The journal changed under the projections: rebuild them.
-                let lock = crate::fsutil::FileLock::acquire(&lane.lock_path(), crate::corpus::STORE_LOCK_TIMEOUT)
-                    .map_err(|e| e.to_string())?;
+                let lock = crate::fsutil::FileLock::acquire(
+                    &lane.lock_path(),
+                    crate::corpus::STORE_LOCK_TIMEOUT,
+                )
+                .map_err(|e| e.to_string())?;
                 let journal = Journal::open_existing(&dir).map_err(|e| e.to_string())?;
                 projection::rebuild(&lane, &journal).map_err(|e| e.to_string())?;
                 drop(lock);
             }
             if json_out {
-                w(out, json!({
-                    "status_before": status_name(r.status_before),
-                    "applied": r.applied,
-                    "plan": r.plan,
-                    "cut_offset": r.cut_offset,
-                    "cut_bytes": r.cut_bytes,
-                    "recoverable_events": r.recoverable_events,
-                    "unrecoverable_frames": r.unrecoverable_frames,
-                    "spool_files": r.spool_files,
-                    "moved_to": r.moved_to.as_ref().map(|p| p.display().to_string()),
-                    "recovered_appended": r.recovered_appended,
-                    "spool_drained": r.spool_drained,
-                }).to_string())?;
+                w(
+                    out,
+                    json!({
+                        "status_before": status_name(r.status_before),
+                        "applied": r.applied,
+                        "plan": r.plan,
+                        "cut_offset": r.cut_offset,
+                        "cut_bytes": r.cut_bytes,
+                        "recoverable_events": r.recoverable_events,
+                        "unrecoverable_frames": r.unrecoverable_frames,
+                        "spool_files": r.spool_files,
+                        "moved_to": r.moved_to.as_ref().map(|p| p.display().to_string()),
+                        "recovered_appended": r.recovered_appended,
+                        "spool_drained": r.spool_drained,
+                    })
+                    .to_string(),
+                )?;
             } else {
                 for line in &r.plan {
-                    w(out, format!("{}{line}", if r.applied { "done: " } else { "would: " }))?;
+                    w(
+                        out,
+                        format!("{}{line}", if r.applied { "done: " } else { "would: " }),
+                    )?;
                 }
                 if r.applied {
                     w(out, format!("repaired: {} event(s) re-appended, {} spooled event(s) appended; projections rebuilt", r.recovered_appended, r.spool_drained))?;
                 } else if r.plan.is_empty() {
-                    w(out, "nothing to repair: the journal is clean and the spool is empty".into())?;
+                    w(
+                        out,
+                        "nothing to repair: the journal is clean and the spool is empty".into(),
+                    )?;
                 } else {
                     let _ = writeln!(err, "abcd journal repair: nothing changed; re-run with --yes to apply this plan");
                 }
@@ -294,41 +364,76 @@ pub fn run(
             let s = abcd_journal::stats(&dir).map_err(|e| e.to_string())?;
             let cp = projection::read_checkpoint(&lane);
             if json_out {
-                w(out, json!({
-                    "file_bytes": s.file_bytes,
-                    "frames": s.frames,
-                    "events": s.events,
-                    "repairs": s.repairs,
-                    "first_seq": s.first_seq,
-                    "last_seq": s.last_seq,
-                    "first_ts": s.first_ts_unix_ns.map(clock::rfc3339_nanos),
-                    "last_ts": s.last_ts_unix_ns.map(clock::rfc3339_nanos),
-                    "trailing_bytes": s.trailing_bytes,
-                    "spool_events": s.spool_events,
-                    "torn_files": s.torn_files,
-                    "quarantine_files": s.quarantine_files,
-                    "journal_id": hex::encode(s.journal_id),
-                    "projection_seq": cp.as_ref().map(|c| c.seq),
-                }).to_string())?;
+                w(
+                    out,
+                    json!({
+                        "file_bytes": s.file_bytes,
+                        "frames": s.frames,
+                        "events": s.events,
+                        "repairs": s.repairs,
+                        "first_seq": s.first_seq,
+                        "last_seq": s.last_seq,
+                        "first_ts": s.first_ts_unix_ns.map(clock::rfc3339_nanos),
+                        "last_ts": s.last_ts_unix_ns.map(clock::rfc3339_nanos),
+                        "trailing_bytes": s.trailing_bytes,
+                        "spool_events": s.spool_events,
+                        "torn_files": s.torn_files,
+                        "quarantine_files": s.quarantine_files,
+                        "journal_id": hex::encode(s.journal_id),
+                        "projection_seq": cp.as_ref().map(|c| c.seq),
+                    })
+                    .to_string(),
+                )?;
             } else {
                 w(out, format!("journal:     {}", dir.display()))?;
-                w(out, format!("frames:      {} ({} events, {} repair frames)", s.frames, s.events, s.repairs))?;
+                w(
+                    out,
+                    format!(
+                        "frames:      {} ({} events, {} repair frames)",
+                        s.frames, s.events, s.repairs
+                    ),
+                )?;
                 w(out, format!("bytes:       {}", s.file_bytes))?;
                 if let (Some(a), Some(b)) = (s.first_seq, s.last_seq) {
                     w(out, format!("seq:         {a}..{b}"))?;
                 }
                 if let (Some(a), Some(b)) = (s.first_ts_unix_ns, s.last_ts_unix_ns) {
-                    w(out, format!("time:        {} .. {}", clock::rfc3339_nanos(a), clock::rfc3339_nanos(b)))?;
+                    w(
+                        out,
+                        format!(
+                            "time:        {} .. {}",
+                            clock::rfc3339_nanos(a),
+                            clock::rfc3339_nanos(b)
+                        ),
+                    )?;
                 }
-                w(out, format!("projections: caught up to seq {}", cp.map(|c| c.seq).unwrap_or(0)))?;
+                w(
+                    out,
+                    format!(
+                        "projections: caught up to seq {}",
+                        cp.map(|c| c.seq).unwrap_or(0)
+                    ),
+                )?;
                 if s.trailing_bytes > 0 {
                     w(out, format!("trailing:    {} byte(s) after the last good frame (run `abcd journal verify`)", s.trailing_bytes))?;
                 }
                 if s.spool_events > 0 {
-                    w(out, format!("spool:       {} event(s) waiting (run `abcd journal repair`)", s.spool_events))?;
+                    w(
+                        out,
+                        format!(
+                            "spool:       {} event(s) waiting (run `abcd journal repair`)",
+                            s.spool_events
+                        ),
+                    )?;
                 }
                 if s.torn_files + s.quarantine_files > 0 {
-                    w(out, format!("set aside:   {} torn-tail file(s), {} quarantined range(s)", s.torn_files, s.quarantine_files))?;
+                    w(
+                        out,
+                        format!(
+                            "set aside:   {} torn-tail file(s), {} quarantined range(s)",
+                            s.torn_files, s.quarantine_files
+                        ),
+                    )?;
                 }
             }
             Ok(0)

@@ -2,19 +2,20 @@
 //!
 //! See ARCHITECTURE.md for the code map.
 
-pub mod clock;
-pub mod fsutil;
-pub mod hook;
-pub mod lineage;
-pub mod record;
-pub mod repo;
-pub mod store;
 pub mod capture;
 pub mod cli;
+pub mod clock;
 pub mod corpus;
 pub mod drain;
 pub mod event;
+pub mod fsutil;
+pub mod fuzz;
 pub mod history;
+pub mod hook;
 pub mod journal_cli;
+pub mod lineage;
 pub mod projection;
+pub mod record;
+pub mod repo;
 pub mod stage;
+pub mod store;

@@ -237,8 +237,19 @@ pub fn staged_key(session_id: &str, agent_id: Option<&str>) -> String {
 }
 
 /// Idempotency key of a capture: (source_sha256, session, agent, kind).
-pub fn idem_key(source_sha256: &str, session_id: &str, agent_id: Option<&str>, kind: &str) -> String {
-    key_hash(&["idem", source_sha256, session_id, agent_id.unwrap_or(""), kind])
+pub fn idem_key(
+    source_sha256: &str,
+    session_id: &str,
+    agent_id: Option<&str>,
+    kind: &str,
+) -> String {
+    key_hash(&[
+        "idem",
+        source_sha256,
+        session_id,
+        agent_id.unwrap_or(""),
+        kind,
+    ])
 }
 
 /// Stream key for supersession: (session, agent, kind).
@@ -316,16 +327,28 @@ impl<'a> Projector<'a> {
         match &env.event {
             Event::Staged(s) => {
                 let sidecar = StageSidecar::from_staged(s);
-                self.write(&self.lane.staging_dir().join(format!("{}.stage.json", s.stem)), &sidecar.to_bytes())?;
+                self.write(
+                    &self
+                        .lane
+                        .staging_dir()
+                        .join(format!("{}.stage.json", s.stem)),
+                    &sidecar.to_bytes(),
+                )?;
                 let key = staged_key(&s.lineage.session_id, s.lineage.agent_id.as_deref());
                 index.write_list("staged", &key, &[s.stem.clone()], self.durable)?;
             }
             Event::Restaged(r) => {
-                let path = self.lane.staging_dir().join(format!("{}.stage.json", r.stem));
+                let path = self
+                    .lane
+                    .staging_dir()
+                    .join(format!("{}.stage.json", r.stem));
                 // The sidecar written by the Staged event carries the lineage;
                 // a restage changes only the bytes, digest, source and time.
-                let mut sidecar = StageSidecar::read(&path)
-                    .map_err(|why| ProjectionError::Record { path: path.clone(), why })?;
+                let mut sidecar =
+                    StageSidecar::read(&path).map_err(|why| ProjectionError::Record {
+                        path: path.clone(),
+                        why,
+                    })?;
                 sidecar.raw_sha256 = r.raw_sha256.clone();
                 sidecar.bytes = r.bytes;
                 sidecar.staged_at = clock::rfc3339_nanos(r.staged_at_ns);
@@ -444,24 +467,64 @@ impl<'a> Projector<'a> {
         self.index_record(index, name, meta)
     }
 
-    fn index_record(&self, index: &Index<'_>, name: &str, meta: &RecordMeta) -> Result<(), ProjectionError> {
+    fn index_record(
+        &self,
+        index: &Index<'_>,
+        name: &str,
+        meta: &RecordMeta,
+    ) -> Result<(), ProjectionError> {
         let agent = meta.agent_id.as_deref();
         let kind = meta.source_kind.as_str();
-        index.list_insert("idem", &idem_key(&meta.source_sha256, &meta.session_id, agent, kind), name, self.durable)?;
-        index.list_insert("stream", &stream_key(&meta.session_id, agent, kind), name, self.durable)?;
-        index.list_insert("session", &key_hash(&[&meta.session_id]), name, self.durable)?;
+        index.list_insert(
+            "idem",
+            &idem_key(&meta.source_sha256, &meta.session_id, agent, kind),
+            name,
+            self.durable,
+        )?;
+        index.list_insert(
+            "stream",
+            &stream_key(&meta.session_id, agent, kind),
+            name,
+            self.durable,
+        )?;
+        index.list_insert(
+            "session",
+            &key_hash(&[&meta.session_id]),
+            name,
+            self.durable,
+        )?;
         if let Some(a) = agent {
             index.list_insert("agent", &key_hash(&[a]), name, self.durable)?;
         }
         Ok(())
     }
 
-    fn unindex_record(&self, index: &Index<'_>, name: &str, meta: &RecordMeta) -> Result<(), ProjectionError> {
+    fn unindex_record(
+        &self,
+        index: &Index<'_>,
+        name: &str,
+        meta: &RecordMeta,
+    ) -> Result<(), ProjectionError> {
         let agent = meta.agent_id.as_deref();
         let kind = meta.source_kind.as_str();
-        index.list_remove("idem", &idem_key(&meta.source_sha256, &meta.session_id, agent, kind), name, self.durable)?;
-        index.list_remove("stream", &stream_key(&meta.session_id, agent, kind), name, self.durable)?;
-        index.list_remove("session", &key_hash(&[&meta.session_id]), name, self.durable)?;
+        index.list_remove(
+            "idem",
+            &idem_key(&meta.source_sha256, &meta.session_id, agent, kind),
+            name,
+            self.durable,
+        )?;
+        index.list_remove(
+            "stream",
+            &stream_key(&meta.session_id, agent, kind),
+            name,
+            self.durable,
+        )?;
+        index.list_remove(
+            "session",
+            &key_hash(&[&meta.session_id]),
+            name,
+            self.durable,
+        )?;
         if let Some(a) = agent {
             index.list_remove("agent", &key_hash(&[a]), name, self.durable)?;
         }
@@ -506,9 +569,14 @@ impl<'a> Projector<'a> {
         let quarantine = self.lane.quarantine_dir();
         let sidecar_from = staging.join(format!("{}.stage.json", q.stem));
         let sidecar_to = quarantine.join(format!("{}.stage.json", q.stem));
-        let sidecar = StageSidecar::read(&sidecar_from).or_else(|_| StageSidecar::read(&sidecar_to));
+        let sidecar =
+            StageSidecar::read(&sidecar_from).or_else(|_| StageSidecar::read(&sidecar_to));
         let (session_id, agent_id, staged_at) = match &sidecar {
-            Ok(sc) => (sc.session_id.clone(), sc.agent_id.clone(), sc.staged_at.clone()),
+            Ok(sc) => (
+                sc.session_id.clone(),
+                sc.agent_id.clone(),
+                sc.staged_at.clone(),
+            ),
             Err(_) => (String::new(), None, String::new()),
         };
         let note = QuarantineNote {
@@ -522,18 +590,27 @@ impl<'a> Projector<'a> {
         let mut text = serde_json::to_vec(&note).expect("note serialises");
         text.push(b'\n');
         // Note first, so a blob in quarantine always has its reason.
-        self.write(&quarantine.join(format!("{}.quarantine.json", q.stem)), &text)?;
+        self.write(
+            &quarantine.join(format!("{}.quarantine.json", q.stem)),
+            &text,
+        )?;
         let blob_from = staging.join(format!("{}.raw", q.stem));
         let blob_to = quarantine.join(format!("{}.raw", q.stem));
         if blob_from.exists() {
-            fs::rename(&blob_from, &blob_to).map_err(io_err("move blob to quarantine", &blob_from))?;
+            fs::rename(&blob_from, &blob_to)
+                .map_err(io_err("move blob to quarantine", &blob_from))?;
         }
         if let Ok(sc) = &sidecar {
             self.write(&sidecar_to, &sc.to_bytes())?;
         }
         self.remove(&sidecar_from)?;
         if !session_id.is_empty() {
-            index.list_remove("staged", &staged_key(&session_id, agent_id.as_deref()), &q.stem, self.durable)?;
+            index.list_remove(
+                "staged",
+                &staged_key(&session_id, agent_id.as_deref()),
+                &q.stem,
+                self.durable,
+            )?;
         }
         if self.durable {
             fsutil::sync_dir(&staging)?;
@@ -555,7 +632,8 @@ pub fn read_checkpoint(lane: &Lane) -> Option<Checkpoint> {
 }
 
 fn write_checkpoint(lane: &Lane, p: &Position) -> Result<(), ProjectionError> {
-    let mut text = serde_json::to_vec(&Checkpoint::from_position(p)).expect("checkpoint serialises");
+    let mut text =
+        serde_json::to_vec(&Checkpoint::from_position(p)).expect("checkpoint serialises");
     text.push(b'\n');
     // Not fsynced: every projection file it covers was written durably
     // first, and a lost checkpoint only makes the next open re-apply
@@ -645,28 +723,29 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
 }
 
 fn clear_projections(lane: &Lane) -> Result<(), ProjectionError> {
-    let remove_matching = |dir: PathBuf, keep: &dyn Fn(&str) -> bool| -> Result<(), ProjectionError> {
-        let rd = match fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io_err("list", &dir)(e)),
+    let remove_matching =
+        |dir: PathBuf, keep: &dyn Fn(&str) -> bool| -> Result<(), ProjectionError> {
+            let rd = match fs::read_dir(&dir) {
+                Ok(rd) => rd,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(io_err("list", &dir)(e)),
+            };
+            for entry in rd {
+                let entry = entry.map_err(io_err("list", &dir))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if keep(&name) {
+                    continue;
+                }
+                let path = entry.path();
+                let ft = entry.file_type().map_err(io_err("stat", &path))?;
+                if ft.is_dir() {
+                    fs::remove_dir_all(&path).map_err(io_err("remove", &path))?;
+                } else {
+                    fs::remove_file(&path).map_err(io_err("remove", &path))?;
+                }
+            }
+            Ok(())
         };
-        for entry in rd {
-            let entry = entry.map_err(io_err("list", &dir))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if keep(&name) {
-                continue;
-            }
-            let path = entry.path();
-            let ft = entry.file_type().map_err(io_err("stat", &path))?;
-            if ft.is_dir() {
-                fs::remove_dir_all(&path).map_err(io_err("remove", &path))?;
-            } else {
-                fs::remove_file(&path).map_err(io_err("remove", &path))?;
-            }
-        }
-        Ok(())
-    };
     remove_matching(lane.records_dir(), &|_| false)?;
     remove_matching(lane.index_dir(), &|_| false)?;
     remove_matching(lane.sessions_dir(), &|_| false)?;

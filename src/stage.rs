@@ -119,7 +119,8 @@ impl StageSidecar {
     /// Reads and validates a sidecar; the error says why it is unusable.
     pub fn read(path: &Path) -> Result<StageSidecar, String> {
         let bytes = fsutil::guarded_read(path, SMALL_FILE_CAP).map_err(|e| e.to_string())?;
-        let sc: StageSidecar = serde_json::from_slice(&bytes).map_err(|e| format!("not a stage sidecar: {e}"))?;
+        let sc: StageSidecar =
+            serde_json::from_slice(&bytes).map_err(|e| format!("not a stage sidecar: {e}"))?;
         if sc.schema != 1 {
             return Err(format!("unknown sidecar schema {}", sc.schema));
         }
@@ -136,8 +137,14 @@ impl StageSidecar {
             agent_type: self.agent_type.clone(),
             spawn_depth: self.spawn_depth,
             spawn_tool_use_id: self.spawn_tool_use_id.clone(),
-            lineage_source: self.lineage_source.as_deref().and_then(LineageSource::parse),
-            spawn_attribution: self.spawn_attribution.as_deref().and_then(SpawnAttribution::parse),
+            lineage_source: self
+                .lineage_source
+                .as_deref()
+                .and_then(LineageSource::parse),
+            spawn_attribution: self
+                .spawn_attribution
+                .as_deref()
+                .and_then(SpawnAttribution::parse),
         }
     }
 
@@ -181,12 +188,25 @@ pub fn blob_stem(staged_at_ns: u64, session_id: &str, agent_id: Option<&str>) ->
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum StageOutcome {
-    Staged { stem: String, bytes: u64 },
-    Restaged { stem: String, bytes: u64, replaced_bytes: u64 },
+    Staged {
+        stem: String,
+        bytes: u64,
+    },
+    Restaged {
+        stem: String,
+        bytes: u64,
+        replaced_bytes: u64,
+    },
     /// The same bytes are already staged under this key.
-    Unchanged { stem: String, bytes: u64 },
+    Unchanged {
+        stem: String,
+        bytes: u64,
+    },
     /// The same bytes are already captured into a record.
-    AlreadyStored { record: String, bytes: u64 },
+    AlreadyStored {
+        record: String,
+        bytes: u64,
+    },
 }
 
 /// Stages `raw` under (session, agent) with `lineage`.
@@ -235,7 +255,9 @@ fn stage_locked(
     let agent = lineage.agent_id.as_deref();
     let staging = corpus.lane.staging_dir();
     let now = clock::now_unix_ns();
-    let existing = index.staged_stem(&lineage.session_id, agent).map_err(CorpusError::from)?;
+    let existing = index
+        .staged_stem(&lineage.session_id, agent)
+        .map_err(CorpusError::from)?;
     if let Some(stem) = existing {
         let sidecar_path = staging.join(format!("{stem}.stage.json"));
         let sc = StageSidecar::read(&sidecar_path).map_err(|why| StageError::CorruptSidecar {
@@ -271,7 +293,9 @@ fn stage_locked(
     let mut at = now;
     let mut stem = blob_stem(at, &lineage.session_id, agent);
     // Stems are unique: a clash (same key within one nanosecond tick) moves on.
-    while staging.join(format!("{stem}.raw")).exists() || staging.join(format!("{stem}.stage.json")).exists() {
+    while staging.join(format!("{stem}.raw")).exists()
+        || staging.join(format!("{stem}.stage.json")).exists()
+    {
         at += 1;
         stem = blob_stem(at, &lineage.session_id, agent);
     }
@@ -290,7 +314,11 @@ fn stage_locked(
 
 fn write_tmp_blob(dir: &Path, raw: &[u8]) -> Result<PathBuf, StageError> {
     let nonce = abcd_journal::EventId::random();
-    let name = format!(".stage-{}-{}.tmp", std::process::id(), hex::encode(&nonce.0[..8]));
+    let name = format!(
+        ".stage-{}-{}.tmp",
+        std::process::id(),
+        hex::encode(&nonce.0[..8])
+    );
     let path = dir.join(name);
     let io = |source| StageError::Io {
         path: path.clone(),
@@ -305,7 +333,8 @@ fn write_tmp_blob(dir: &Path, raw: &[u8]) -> Result<PathBuf, StageError> {
         .map_err(io)?;
     // The mode is set exactly, whatever the umask.
     use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(fs::Permissions::from_mode(0o600)).map_err(io)?;
+    f.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(io)?;
     f.write_all(raw).map_err(io)?;
     f.sync_data().map_err(io)?;
     Ok(path)
@@ -365,14 +394,17 @@ pub fn list_quarantined(corpus: &Corpus) -> Result<Vec<QuarantinedEntry>, StageE
     let mut out = Vec::new();
     for stem in raw_stems(&dir)? {
         let sidecar = StageSidecar::read(&dir.join(format!("{stem}.stage.json"))).ok();
-        let note = fsutil::guarded_read(&dir.join(format!("{stem}.quarantine.json")), SMALL_FILE_CAP)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<crate::projection::QuarantineNote>(&b).ok());
+        let note =
+            fsutil::guarded_read(&dir.join(format!("{stem}.quarantine.json")), SMALL_FILE_CAP)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<crate::projection::QuarantineNote>(&b).ok());
         let bytes = fs::symlink_metadata(dir.join(format!("{stem}.raw")))
             .map(|m| m.len())
             .unwrap_or(0);
         let (session_id, agent_id) = match (&note, &sidecar, parse_blob_stem(&stem)) {
-            (Some(n), _, _) if !n.session_id.is_empty() => (n.session_id.clone(), n.agent_id.clone()),
+            (Some(n), _, _) if !n.session_id.is_empty() => {
+                (n.session_id.clone(), n.agent_id.clone())
+            }
             (_, Some(sc), _) => (sc.session_id.clone(), sc.agent_id.clone()),
             (_, _, Some((s, a))) => (s, a),
             _ => (String::new(), None),

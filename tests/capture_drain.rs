@@ -29,11 +29,17 @@ fn drain_takes_main_thread_first() {
     let env = Env::new();
     stage_agent(&env, "sub1", &jsonl(&[&line(SID, "a")]));
     stage_main(&env, SID, &jsonl(&[&line(SID, "main")]));
-    let out = env.hook("user-prompt-submit", &serde_json::json!({"session_id": SID, "cwd": env.repo}));
+    let out = env.hook(
+        "user-prompt-submit",
+        &serde_json::json!({"session_id": SID, "cwd": env.repo}),
+    );
     assert_eq!(hook_json(&out)["drain"]["captured"], 1);
     let recs = env.records();
     assert_eq!(recs.len(), 1);
-    assert!(recs[0].get("agent_id").is_none(), "the spine first: {recs:?}");
+    assert!(
+        recs[0].get("agent_id").is_none(),
+        "the spine first: {recs:?}"
+    );
 }
 
 #[test]
@@ -41,17 +47,30 @@ fn drain_takes_overdue_entries_first_and_never_deletes_by_age() {
     let env = Env::new();
     // Staged "eight days ago".
     let p = env.agent_transcript(SID, "old", &jsonl(&[&line(SID, "old")]), None);
-    let out = env.hook_env("subagent-stop", &env.subagent_payload(SID, "old", &p), &[("ABCD_TEST_NOW", "2020-01-01T00:00:00Z")]);
+    let out = env.hook_env(
+        "subagent-stop",
+        &env.subagent_payload(SID, "old", &p),
+        &[("ABCD_TEST_NOW", "2020-01-01T00:00:00Z")],
+    );
     assert_eq!(hook_json(&out)["outcome"], "staged");
     stage_main(&env, SID, &jsonl(&[&line(SID, "fresh main")]));
     let staged = env.staged();
-    let old = staged["staged"].as_array().unwrap().iter().find(|e| e["agent_id"] == "old").unwrap().clone();
+    let old = staged["staged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["agent_id"] == "old")
+        .unwrap()
+        .clone();
     assert_eq!(old["overdue"], true);
     let text = stdout(&env.abcd(&["history", "staged"]));
     assert!(text.contains("OVERDUE"), "{text}");
     // Age deletes nothing: it is still there after listing and opening.
     assert_eq!(env.staged()["staged"].as_array().unwrap().len(), 2);
-    let out = env.hook("user-prompt-submit", &serde_json::json!({"session_id": SID, "cwd": env.repo}));
+    let out = env.hook(
+        "user-prompt-submit",
+        &serde_json::json!({"session_id": SID, "cwd": env.repo}),
+    );
     assert_eq!(hook_json(&out)["drain"]["overdue"], 1);
     let recs = env.records();
     assert_eq!(recs.len(), 1);
@@ -77,13 +96,21 @@ fn drain_byte_budget_bounds_the_pass_and_always_makes_progress() {
 fn drain_budget_leaves_remainder_loudly() {
     let env = Env::new();
     for i in 0..40 {
-        stage_agent(&env, &format!("m{i:02}"), &jsonl(&[&line(SID, &format!("{i}"))]));
+        stage_agent(
+            &env,
+            &format!("m{i:02}"),
+            &jsonl(&[&line(SID, &format!("{i}"))]),
+        );
     }
     let out = env.hook("session-start", &env.start_payload("next"));
     let r = hook_json(&out);
     assert_eq!(r["drain"]["captured"], 32);
     assert_eq!(r["drain"]["remaining"], 8);
-    assert!(stderr(&out).contains("8 earlier transcript(s) are still awaiting capture"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("8 earlier transcript(s) are still awaiting capture"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -106,7 +133,8 @@ fn drain_rereads_a_longer_source_and_ignores_a_divergent_one() {
 #[test]
 fn drain_carries_sidecar_lineage_into_the_record() {
     let env = Env::new();
-    let meta = r#"{"agentType":"Plan","spawnDepth":2,"toolUseId":"toolu_9","parentAgentId":"parentA"}"#;
+    let meta =
+        r#"{"agentType":"Plan","spawnDepth":2,"toolUseId":"toolu_9","parentAgentId":"parentA"}"#;
     let p = env.agent_transcript(SID, "kid", &jsonl(&[&line(SID, "nested")]), Some(meta));
     env.hook("subagent-stop", &env.subagent_payload(SID, "kid", &p));
     env.drain();
@@ -120,7 +148,14 @@ fn drain_carries_sidecar_lineage_into_the_record() {
     assert!(text.starts_with("---\nschema: 2\n"), "{text}");
     assert!(text.contains("\nagent_id: kid\n"));
     assert!(text.contains("\nspawn_depth: 2\n"));
-    assert_eq!(fs::metadata(r["path"].as_str().unwrap()).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        fs::metadata(r["path"].as_str().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
 }
 
 #[test]
@@ -130,20 +165,45 @@ fn a_degraded_scanner_refuses_and_the_entry_stays_staged_and_retryable() {
     let cfg = env.repo.join(".abcd");
     fs::create_dir_all(&cfg).unwrap();
     // Every plausible config file name, each invalid.
-    for name in ["redact.toml", "redact.json", "redact.yaml", "redact.yml", "redact.conf"] {
+    for name in [
+        "redact.toml",
+        "redact.json",
+        "redact.yaml",
+        "redact.yml",
+        "redact.conf",
+    ] {
         fs::write(cfg.join(name), "this is [not valid {{{ in any format (((\n").unwrap();
     }
     let out = env.abcd(&["--json", "history", "drain"]);
-    assert_eq!(out.status.code(), Some(1), "a failed drain says so: {}", stdout(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed drain says so: {}",
+        stdout(&out)
+    );
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["failed"][0]["permanent"], false, "{d}");
     assert!(env.records().is_empty());
-    assert_eq!(env.staged()["staged"].as_array().unwrap().len(), 1, "still staged");
-    for name in ["redact.toml", "redact.json", "redact.yaml", "redact.yml", "redact.conf"] {
+    assert_eq!(
+        env.staged()["staged"].as_array().unwrap().len(),
+        1,
+        "still staged"
+    );
+    for name in [
+        "redact.toml",
+        "redact.json",
+        "redact.yaml",
+        "redact.yml",
+        "redact.conf",
+    ] {
         fs::remove_file(cfg.join(name)).unwrap();
     }
     let d = env.drain();
-    assert_eq!(d["captured"].as_array().unwrap().len(), 1, "retried and stored once the config is fixed");
+    assert_eq!(
+        d["captured"].as_array().unwrap().len(),
+        1,
+        "retried and stored once the config is fixed"
+    );
 }
 
 #[test]
@@ -168,7 +228,10 @@ fn a_deterministic_refusal_is_quarantined_not_retried_forever() {
         assert_eq!(m, 0o600);
     }
     let d = env.drain();
-    assert!(d["failed"].as_array().unwrap().is_empty(), "never retried: {d}");
+    assert!(
+        d["failed"].as_array().unwrap().is_empty(),
+        "never retried: {d}"
+    );
     // Discard is the only remover.
     let name = format!("{}.raw", q["stem"].as_str().unwrap());
     let out = env.abcd(&["history", "discard", &name]);
@@ -176,21 +239,38 @@ fn a_deterministic_refusal_is_quarantined_not_retried_forever() {
     assert!(stderr(&out).contains("--yes"));
     let out = env.abcd(&["history", "discard", &name, "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(fs::read_dir(env.lane().join("quarantine")).unwrap().count(), 0);
+    assert_eq!(
+        fs::read_dir(env.lane().join("quarantine")).unwrap().count(),
+        0
+    );
 }
 
 #[test]
 fn discard_refuses_anything_but_a_bare_staged_filename() {
     let env = Env::new();
     stage_agent(&env, "keep", &jsonl(&[&line(SID, "k")]));
-    for bad in ["../x.raw", "x.md", ".hidden.raw", "", "a/b.raw", "missing.raw"] {
+    for bad in [
+        "../x.raw",
+        "x.md",
+        ".hidden.raw",
+        "",
+        "a/b.raw",
+        "missing.raw",
+    ] {
         let out = env.abcd(&["history", "discard", bad, "--yes"]);
         assert_ne!(out.status.code(), Some(0), "{bad:?}");
     }
     assert_eq!(env.staged()["staged"].as_array().unwrap().len(), 1);
-    let stem = env.staged()["staged"][0]["stem"].as_str().unwrap().to_owned();
+    let stem = env.staged()["staged"][0]["stem"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let out = env.json(&["history", "discard", &format!("{stem}.raw"), "--yes"]);
-    assert_eq!(out["removed"].as_array().unwrap().len(), 2, "blob and sidecar");
+    assert_eq!(
+        out["removed"].as_array().unwrap().len(),
+        2,
+        "blob and sidecar"
+    );
     assert!(env.staged()["staged"].as_array().unwrap().is_empty());
 }
 
@@ -198,11 +278,20 @@ fn discard_refuses_anything_but_a_bare_staged_filename() {
 fn a_corrupt_sidecar_is_reported_never_drained_or_replaced() {
     let env = Env::new();
     let p = stage_agent(&env, "cs", &jsonl(&[&line(SID, "v1")]));
-    let stem = env.staged()["staged"][0]["stem"].as_str().unwrap().to_owned();
-    let sc = env.lane().join("staging").join(format!("{stem}.stage.json"));
+    let stem = env.staged()["staged"][0]["stem"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sc = env
+        .lane()
+        .join("staging")
+        .join(format!("{stem}.stage.json"));
     fs::write(&sc, b"{broken").unwrap();
     let staged = env.staged();
-    assert!(staged["staged"][0]["error"].as_str().unwrap().contains("corrupt sidecar"));
+    assert!(staged["staged"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("corrupt sidecar"));
     let d = env.abcd(&["--json", "history", "drain"]);
     assert_eq!(d.status.code(), Some(1));
     assert!(env.records().is_empty());

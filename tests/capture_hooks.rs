@@ -15,7 +15,8 @@ const SID: &str = "11111111-2222-4333-8444-555555555555";
 fn subagent_stop_stages_lineage_from_the_harness_sidecar() {
     let env = Env::new();
     let body = jsonl(&[&line(SID, "explore the parser")]);
-    let meta = r#"{"agentType":"Explore","description":"look","spawnDepth":1,"toolUseId":"toolu_01ABC"}"#;
+    let meta =
+        r#"{"agentType":"Explore","description":"look","spawnDepth":1,"toolUseId":"toolu_01ABC"}"#;
     let path = env.agent_transcript(SID, "a1b2c3", &body, Some(meta));
     let out = env.hook("subagent-stop", &env.subagent_payload(SID, "a1b2c3", &path));
     assert_eq!(out.status.code(), Some(0));
@@ -30,8 +31,15 @@ fn subagent_stop_stages_lineage_from_the_harness_sidecar() {
     assert_eq!(entries[0]["session_id"], SID);
     // The sidecar (staging view) carries the lineage.
     let stem = entries[0]["stem"].as_str().unwrap();
-    let sc: serde_json::Value =
-        serde_json::from_slice(&fs::read(env.lane().join("staging").join(format!("{stem}.stage.json"))).unwrap()).unwrap();
+    let sc: serde_json::Value = serde_json::from_slice(
+        &fs::read(
+            env.lane()
+                .join("staging")
+                .join(format!("{stem}.stage.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     assert_eq!(sc["spawn_depth"], 1);
     assert_eq!(sc["spawn_tool_use_id"], "toolu_01ABC");
     assert_eq!(sc["spawn_attribution"], "sidecar");
@@ -49,8 +57,16 @@ fn subagent_stop_stages_rather_than_captures() {
     let staged = env.staged();
     let p = staged["staged"][0]["path"].as_str().unwrap().to_owned();
     assert_eq!(fs::read(&p).unwrap(), fs::read(&path).unwrap());
-    assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
-    assert!(stdout(&env.hook_raw("subagent-stop", b"{}", &[])).lines().count() == 1);
+    assert_eq!(
+        fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(
+        stdout(&env.hook_raw("subagent-stop", b"{}", &[]))
+            .lines()
+            .count()
+            == 1
+    );
 }
 
 #[test]
@@ -73,15 +89,37 @@ fn subagent_stop_then_session_start_stores_the_record() {
 fn hooks_print_nothing_on_stdout_without_json() {
     let env = Env::new();
     let path = env.agent_transcript(SID, "quiet", &jsonl(&[&line(SID, "x")]), None);
-    for verb in ["subagent-stop", "session-start", "user-prompt-submit", "stop", "session-end"] {
+    for verb in [
+        "subagent-stop",
+        "session-start",
+        "user-prompt-submit",
+        "stop",
+        "session-end",
+    ] {
         let mut c = env.command(&env.repo);
-        c.args(["hook", verb]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        c.args(["hook", verb])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
         let mut child = c.spawn().unwrap();
         use std::io::Write;
-        child.stdin.take().unwrap().write_all(env.subagent_payload(SID, "quiet", &path).to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(
+                env.subagent_payload(SID, "quiet", &path)
+                    .to_string()
+                    .as_bytes(),
+            )
+            .unwrap();
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{verb}");
-        assert!(out.stdout.is_empty(), "{verb} printed on stdout: {:?}", stdout(&out));
+        assert!(
+            out.stdout.is_empty(),
+            "{verb} printed on stdout: {:?}",
+            stdout(&out)
+        );
     }
 }
 
@@ -96,7 +134,10 @@ fn subagent_stop_always_exits_zero() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     // An over-cap file (sparse, so the test stays fast).
     let big = dir.join("agent-big.jsonl");
-    fs::File::create(&big).unwrap().set_len((64 << 20) + 1).unwrap();
+    fs::File::create(&big)
+        .unwrap()
+        .set_len((64 << 20) + 1)
+        .unwrap();
     // A symlink to a real transcript.
     let real = env.agent_transcript(SID, "real", &jsonl(&[&line(SID, "x")]), None);
     let link = dir.join("agent-link.jsonl");
@@ -114,7 +155,10 @@ fn subagent_stop_always_exits_zero() {
     for (name, stdin) in cases {
         let out = env.hook_raw("subagent-stop", &stdin, &[]);
         assert_eq!(out.status.code(), Some(0), "{name}");
-        assert!(!stderr(&out).trim().is_empty(), "{name}: a reason on stderr");
+        assert!(
+            !stderr(&out).trim().is_empty(),
+            "{name}: a reason on stderr"
+        );
         assert_eq!(hook_json(&out)["outcome"], "not-captured", "{name}");
     }
     assert!(env.records().is_empty());
@@ -134,10 +178,15 @@ fn subagent_stop_marks_a_missing_payload_field() {
         assert_eq!(out.status.code(), Some(0));
         assert!(stderr(&out).contains("agent_transcript_path"));
     }
-    let marker: serde_json::Value = serde_json::from_slice(&fs::read(env.lane().join("subagent-payload-gap.json")).unwrap()).unwrap();
+    let marker: serde_json::Value =
+        serde_json::from_slice(&fs::read(env.lane().join("subagent-payload-gap.json")).unwrap())
+            .unwrap();
     assert_eq!(marker["count"], 2);
     assert_eq!(marker["event"], "SubagentStop");
-    assert_eq!(marker["first_seen"].as_str().unwrap() <= marker["last_seen"].as_str().unwrap(), true);
+    assert_eq!(
+        marker["first_seen"].as_str().unwrap() <= marker["last_seen"].as_str().unwrap(),
+        true
+    );
     let text = stdout(&env.abcd(&["history", "staged"]));
     assert!(text.contains("without an agent_transcript_path"), "{text}");
     assert_eq!(env.staged()["subagent_gap"]["count"], 2);
@@ -176,7 +225,11 @@ fn subagent_stop_refuses_a_session_two_stores_claim() {
     let out = env.hook("subagent-stop", &p);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(hook_json(&out)["outcome"], "not-captured");
-    assert!(stderr(&out).contains("refusing to guess") || stderr(&out).contains("claimed"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to guess") || stderr(&out).contains("claimed"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -197,11 +250,23 @@ fn stage_idempotency_is_per_session_and_agent() {
     let body = jsonl(&[&line(SID, "same")]);
     let p1 = env.agent_transcript(SID, "one", &body, None);
     let p2 = env.agent_transcript(SID, "two", &body, None);
-    assert_eq!(hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "one", &p1)))["outcome"], "staged");
-    assert_eq!(hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "one", &p1)))["outcome"], "unchanged");
-    assert_eq!(hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "two", &p2)))["outcome"], "staged");
+    assert_eq!(
+        hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "one", &p1)))["outcome"],
+        "staged"
+    );
+    assert_eq!(
+        hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "one", &p1)))["outcome"],
+        "unchanged"
+    );
+    assert_eq!(
+        hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "two", &p2)))["outcome"],
+        "staged"
+    );
     fs::write(&p1, jsonl(&[&line(SID, "same"), &line(SID, "more")])).unwrap();
-    assert_eq!(hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "one", &p1)))["outcome"], "restaged");
+    assert_eq!(
+        hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, "one", &p1)))["outcome"],
+        "restaged"
+    );
     assert_eq!(env.staged()["staged"].as_array().unwrap().len(), 2);
 }
 
@@ -209,10 +274,19 @@ fn stage_idempotency_is_per_session_and_agent() {
 fn session_end_and_stop_stage_the_main_thread() {
     let env = Env::new();
     let main = env.main_transcript(SID, &jsonl(&[&line(SID, "turn 1")]));
-    assert_eq!(hook_json(&env.hook("stop", &env.end_payload(SID, &main)))["outcome"], "staged");
+    assert_eq!(
+        hook_json(&env.hook("stop", &env.end_payload(SID, &main)))["outcome"],
+        "staged"
+    );
     fs::write(&main, jsonl(&[&line(SID, "turn 1"), &line(SID, "turn 2")])).unwrap();
-    assert_eq!(hook_json(&env.hook("stop", &env.end_payload(SID, &main)))["outcome"], "restaged");
-    assert_eq!(hook_json(&env.hook("session-end", &env.end_payload(SID, &main)))["outcome"], "unchanged");
+    assert_eq!(
+        hook_json(&env.hook("stop", &env.end_payload(SID, &main)))["outcome"],
+        "restaged"
+    );
+    assert_eq!(
+        hook_json(&env.hook("session-end", &env.end_payload(SID, &main)))["outcome"],
+        "unchanged"
+    );
     let staged = env.staged();
     assert_eq!(staged["staged"].as_array().unwrap().len(), 1);
     assert!(staged["staged"][0].get("agent_id").is_none());
@@ -224,8 +298,16 @@ fn session_end_and_stop_stage_the_main_thread() {
 fn prompt_router_drains_while_the_session_is_live() {
     let env = Env::new();
     for i in 0..3 {
-        let p = env.agent_transcript(SID, &format!("live{i}"), &jsonl(&[&line(SID, &format!("n{i}"))]), None);
-        env.hook("subagent-stop", &env.subagent_payload(SID, &format!("live{i}"), &p));
+        let p = env.agent_transcript(
+            SID,
+            &format!("live{i}"),
+            &jsonl(&[&line(SID, &format!("n{i}"))]),
+            None,
+        );
+        env.hook(
+            "subagent-stop",
+            &env.subagent_payload(SID, &format!("live{i}"), &p),
+        );
     }
     let prompt = json!({"session_id": SID, "cwd": env.repo, "prompt": "go on", "hook_event_name": "UserPromptSubmit"});
     let out = env.hook("user-prompt-submit", &prompt);
@@ -246,11 +328,17 @@ fn session_start_reports_another_repositorys_backlog() {
     let path = env.agent_transcript("s-other", "o1", &jsonl(&[&line("s-other", "x")]), None);
     let mut p = env.subagent_payload("s-other", "o1", &path);
     p["cwd"] = json!(other);
-    assert_eq!(hook_json(&env.hook("subagent-stop", &p))["outcome"], "staged");
+    assert_eq!(
+        hook_json(&env.hook("subagent-stop", &p))["outcome"],
+        "staged"
+    );
     let out = env.hook("session-start", &env.start_payload(SID));
     let err = stderr(&out);
     assert!(err.contains("1 other repository"), "{err}");
-    assert!(!err.contains("s-other"), "never another repository's session ids: {err}");
+    assert!(
+        !err.contains("s-other"),
+        "never another repository's session ids: {err}"
+    );
     let survey = env.json(&["history", "staged", "--all-repos"]);
     let arr = survey.as_array().unwrap();
     assert_eq!(arr.len(), 1);
@@ -273,7 +361,12 @@ fn concurrent_subagent_completions_all_stage() {
             .stderr(std::process::Stdio::piped());
         let mut child = c.spawn().unwrap();
         use std::io::Write;
-        child.stdin.take().unwrap().write_all(env.subagent_payload(SID, &agent, &p).to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(env.subagent_payload(SID, &agent, &p).to_string().as_bytes())
+            .unwrap();
         children.push(child);
     }
     for c in children {
@@ -286,7 +379,10 @@ fn concurrent_subagent_completions_all_stage() {
     assert_eq!(d["captured"].as_array().unwrap().len(), n);
     let recs = env.records();
     assert_eq!(recs.len(), n);
-    let mut agents: Vec<String> = recs.iter().map(|r| r["agent_id"].as_str().unwrap().to_owned()).collect();
+    let mut agents: Vec<String> = recs
+        .iter()
+        .map(|r| r["agent_id"].as_str().unwrap().to_owned())
+        .collect();
     agents.sort();
     agents.dedup();
     assert_eq!(agents.len(), n, "each exactly once");

@@ -53,7 +53,10 @@ fn a_second_stop_supersedes_the_first_record() {
     let recs = env.records();
     assert_eq!(recs.len(), 1, "one live record");
     assert_ne!(recs[0]["file"], first.as_str());
-    assert!(!env.lane().join("records").join(&first).exists(), "old file gone");
+    assert!(
+        !env.lane().join("records").join(&first).exists(),
+        "old file gone"
+    );
 }
 
 #[test]
@@ -118,7 +121,10 @@ fn read_resolves_filename_then_agent_then_session() {
     env.hook("session-end", &env.end_payload(SID, &m));
     env.drain();
     let by_session = env.json(&["history", "show", SID]);
-    assert!(by_session.get("agent_id").is_none(), "session id prefers the main thread");
+    assert!(
+        by_session.get("agent_id").is_none(),
+        "session id prefers the main thread"
+    );
     let by_agent = env.json(&["history", "show", "ag1"]);
     assert_eq!(by_agent["agent_id"], "ag1");
     let file = by_agent["file"].as_str().unwrap().to_owned();
@@ -143,8 +149,24 @@ fn subagent_record_filename_names_the_agent() {
 fn lineage_fields_are_redacted_with_the_body() {
     let env = Env::new();
     let secret = "ghp_R8m2kQ4vX9tLw3ZpN7cB1yH6sD0fJ5aE2gU4";
-    let p = env.agent_transcript(SID, "red", &jsonl(&[&line(SID, &format!("token {secret}"))]), None);
-    let r = capture(&env, &p, &["--session", SID, "--agent", "red", "--agent-type", &format!("Explore {secret}")]);
+    let p = env.agent_transcript(
+        SID,
+        "red",
+        &jsonl(&[&line(SID, &format!("token {secret}"))]),
+        None,
+    );
+    let r = capture(
+        &env,
+        &p,
+        &[
+            "--session",
+            SID,
+            "--agent",
+            "red",
+            "--agent-type",
+            &format!("Explore {secret}"),
+        ],
+    );
     assert_eq!(r["wrote"], true);
     let shown = env.json(&["history", "show", "red"]);
     let text = fs::read_to_string(shown["path"].as_str().unwrap()).unwrap();
@@ -158,10 +180,26 @@ fn capture_rejects_a_malformed_lineage_scalar() {
     let env = Env::new();
     let p = env.tmp.path().join("x.jsonl");
     fs::write(&p, jsonl(&[&line(SID, "x")])).unwrap();
-    let out = env.abcd(&["history", "capture", p.to_str().unwrap(), "--session", SID, "--agent", "ok", "--agent-type", "two\nlines"]);
+    let out = env.abcd(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        SID,
+        "--agent",
+        "ok",
+        "--agent-type",
+        "two\nlines",
+    ]);
     assert_ne!(out.status.code(), Some(0));
     assert!(env.records().is_empty());
-    let out = env.abcd(&["history", "capture", p.to_str().unwrap(), "--session", "bad/session"]);
+    let out = env.abcd(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        "bad/session",
+    ]);
     assert_ne!(out.status.code(), Some(0));
 }
 
@@ -169,12 +207,25 @@ fn capture_rejects_a_malformed_lineage_scalar() {
 fn nothing_secret_reaches_the_journal_or_records() {
     let env = Env::new();
     let secret = "AKIAQ3EGRTYB7NZXMP4K";
-    let p = env.agent_transcript(SID, "j", &jsonl(&[&line(SID, &format!("aws {secret}"))]), None);
+    let p = env.agent_transcript(
+        SID,
+        "j",
+        &jsonl(&[&line(SID, &format!("aws {secret}"))]),
+        None,
+    );
     env.hook("subagent-stop", &env.subagent_payload(SID, "j", &p));
     env.drain();
     let journal = fs::read(env.lane().join("journal").join("journal")).unwrap();
-    assert!(!journal.windows(secret.len()).any(|w| w == secret.as_bytes()), "raw text in the journal");
+    assert!(
+        !journal
+            .windows(secret.len())
+            .any(|w| w == secret.as_bytes()),
+        "raw text in the journal"
+    );
     for (path, bytes) in env.snapshot(&["records", "index", "sessions", "staging"]) {
-        assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "{path}");
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{path}"
+        );
     }
 }

@@ -29,7 +29,13 @@ fn seed() -> u64 {
     let s = std::env::var("ABCD_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1);
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
     eprintln!("crash test seed: ABCD_CRASH_SEED={s}");
     s
 }
@@ -41,11 +47,17 @@ const SID: &str = "dead0000-beef-4000-8000-000000000000";
 fn assert_nothing_untracked(env: &Env) {
     let staged = env.staged();
     for e in staged["staged"].as_array().unwrap() {
-        assert!(e.get("error").is_none(), "untracked or broken staged entry: {e}");
+        assert!(
+            e.get("error").is_none(),
+            "untracked or broken staged entry: {e}"
+        );
     }
     for e in fs::read_dir(env.lane().join("staging")).unwrap() {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(!name.ends_with(".tmp"), "temporary raw file left behind: {name}");
+        assert!(
+            !name.ends_with(".tmp"),
+            "temporary raw file left behind: {name}"
+        );
     }
 }
 
@@ -57,11 +69,24 @@ fn kill_during_stage_loses_nothing_acknowledged() {
     let mut acknowledged = BTreeSet::new();
     for round in 0..30 {
         let agent = format!("k{round:02}");
-        let p = env.agent_transcript(SID, &agent, &jsonl(&[&line(SID, &format!("{agent} {body}"))]), None);
+        let p = env.agent_transcript(
+            SID,
+            &agent,
+            &jsonl(&[&line(SID, &format!("{agent} {body}"))]),
+            None,
+        );
         let mut c = env.command(&env.repo);
-        c.args(["--json", "hook", "subagent-stop"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        c.args(["--json", "hook", "subagent-stop"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         let mut child = c.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(env.subagent_payload(SID, &agent, &p).to_string().as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(env.subagent_payload(SID, &agent, &p).to_string().as_bytes())
+            .unwrap();
         std::thread::sleep(Duration::from_micros(rng.next() % 6000));
         let _ = child.kill();
         let out = child.wait_with_output().unwrap();
@@ -88,7 +113,10 @@ fn kill_during_stage_loses_nothing_acknowledged() {
     let d = env.drain();
     assert!(d["failed"].as_array().unwrap().is_empty(), "{d}");
     let recs = env.records();
-    let agents: Vec<String> = recs.iter().map(|r| r["agent_id"].as_str().unwrap().to_owned()).collect();
+    let agents: Vec<String> = recs
+        .iter()
+        .map(|r| r["agent_id"].as_str().unwrap().to_owned())
+        .collect();
     let set: BTreeSet<_> = agents.iter().cloned().collect();
     assert_eq!(set.len(), agents.len(), "no duplicates");
     assert!(acknowledged.is_subset(&set));
@@ -102,22 +130,50 @@ fn kill_during_drain_loses_nothing() {
     let n = 24;
     for i in 0..n {
         let agent = format!("d{i:02}");
-        let p = env.agent_transcript(SID, &agent, &jsonl(&[&line(SID, &format!("{agent} {body}"))]), None);
-        assert_eq!(hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, &agent, &p)))["outcome"], "staged");
+        let p = env.agent_transcript(
+            SID,
+            &agent,
+            &jsonl(&[&line(SID, &format!("{agent} {body}"))]),
+            None,
+        );
+        assert_eq!(
+            hook_json(&env.hook("subagent-stop", &env.subagent_payload(SID, &agent, &p)))
+                ["outcome"],
+            "staged"
+        );
     }
     for _ in 0..12 {
-        let mut child = env.command(&env.repo).args(["history", "drain"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = env
+            .command(&env.repo)
+            .args(["history", "drain"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_micros(rng.next() % 40_000));
         let _ = child.kill();
         let _ = child.wait();
         // Invariant after every kill: each agent is staged or stored, never
         // both, never neither, never twice.
-        let staged: Vec<String> = env.staged()["staged"].as_array().unwrap().iter().map(|e| e["agent_id"].as_str().unwrap().to_owned()).collect();
-        let stored: Vec<String> = env.records().iter().map(|r| r["agent_id"].as_str().unwrap().to_owned()).collect();
+        let staged: Vec<String> = env.staged()["staged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["agent_id"].as_str().unwrap().to_owned())
+            .collect();
+        let stored: Vec<String> = env
+            .records()
+            .iter()
+            .map(|r| r["agent_id"].as_str().unwrap().to_owned())
+            .collect();
         let s1: BTreeSet<_> = staged.iter().cloned().collect();
         let s2: BTreeSet<_> = stored.iter().cloned().collect();
         assert_eq!(s2.len(), stored.len(), "a record stored twice");
-        assert!(s1.is_disjoint(&s2), "both staged and stored: {:?}", s1.intersection(&s2).collect::<Vec<_>>());
+        assert!(
+            s1.is_disjoint(&s2),
+            "both staged and stored: {:?}",
+            s1.intersection(&s2).collect::<Vec<_>>()
+        );
         assert_eq!(s1.len() + s2.len(), n, "an entry vanished");
         assert_nothing_untracked(&env);
     }

@@ -19,7 +19,12 @@ fn rebuild_reproduces_every_projection_byte_for_byte() {
     fs::write(&m, jsonl(&[&line(sid, "one"), &line(sid, "two")])).unwrap();
     env.hook("stop", &env.end_payload(sid, &m));
     for a in ["r1", "r2"] {
-        let p = env.agent_transcript(sid, a, &jsonl(&[&line(sid, a)]), Some(r#"{"agentType":"Explore","spawnDepth":1,"toolUseId":"toolu_x"}"#));
+        let p = env.agent_transcript(
+            sid,
+            a,
+            &jsonl(&[&line(sid, a)]),
+            Some(r#"{"agentType":"Explore","spawnDepth":1,"toolUseId":"toolu_x"}"#),
+        );
         env.hook("subagent-stop", &env.subagent_payload(sid, a, &p));
     }
     env.drain();
@@ -29,7 +34,10 @@ fn rebuild_reproduces_every_projection_byte_for_byte() {
     env.abcd(&["history", "drain"]);
     let keep = env.agent_transcript(sid, "keep", &jsonl(&[&line(sid, "staged only")]), None);
     env.hook("subagent-stop", &env.subagent_payload(sid, "keep", &keep));
-    env.hook("subagent-stop", &serde_json::json!({"session_id": sid, "cwd": env.repo, "agent_id": "g"}));
+    env.hook(
+        "subagent-stop",
+        &serde_json::json!({"session_id": sid, "cwd": env.repo, "agent_id": "g"}),
+    );
 
     let dirs = ["records", "staging", "quarantine", "sessions", "index"];
     let before = env.snapshot(&dirs);
@@ -41,11 +49,17 @@ fn rebuild_reproduces_every_projection_byte_for_byte() {
     let out = env.abcd(&["--json", "journal", "replay", "--rebuild"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let after = env.snapshot(&dirs);
-    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
     for (k, v) in &before {
         assert_eq!(v, &after[k], "{k} differs after rebuild");
     }
-    assert_eq!(gap_before, fs::read(env.lane().join("subagent-payload-gap.json")).unwrap());
+    assert_eq!(
+        gap_before,
+        fs::read(env.lane().join("subagent-payload-gap.json")).unwrap()
+    );
 
     // Deleting the projections entirely and replaying also restores them.
     fs::remove_dir_all(env.lane().join("records")).unwrap();
@@ -56,7 +70,11 @@ fn rebuild_reproduces_every_projection_byte_for_byte() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let again = env.snapshot(&dirs);
     for (k, v) in &before {
-        assert_eq!(Some(v), again.get(k), "{k} differs after a rebuild from nothing");
+        assert_eq!(
+            Some(v),
+            again.get(k),
+            "{k} differs after a rebuild from nothing"
+        );
     }
 }
 

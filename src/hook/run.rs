@@ -183,10 +183,7 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
                     note_session(ctx, &corpus, session_id);
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     ctx.result.resolved_via = Some("cwd".into());
-                    return Some(Resolved {
-                        corpus,
-                        via: "cwd",
-                    });
+                    return Some(Resolved { corpus, via: "cwd" });
                 }
                 Err(e) => {
                     ctx.warn(format!("the transcript store could not be opened ({e})"));
@@ -259,10 +256,14 @@ fn report_stage(ctx: &mut Ctx<'_>, what: &str, outcome: Result<StageOutcome, sta
         Ok(StageOutcome::Staged { bytes, .. }) => {
             ctx.result.outcome = "staged".into();
             ctx.result.bytes = Some(bytes);
-            ctx.say(format!("staged {what} ({bytes} bytes); the next drain redacts and stores it"));
+            ctx.say(format!(
+                "staged {what} ({bytes} bytes); the next drain redacts and stores it"
+            ));
         }
         Ok(StageOutcome::Restaged {
-            bytes, replaced_bytes, ..
+            bytes,
+            replaced_bytes,
+            ..
         }) => {
             ctx.result.outcome = "restaged".into();
             ctx.result.bytes = Some(bytes);
@@ -273,7 +274,9 @@ fn report_stage(ctx: &mut Ctx<'_>, what: &str, outcome: Result<StageOutcome, sta
         Ok(StageOutcome::Unchanged { bytes, .. }) => {
             ctx.result.outcome = "unchanged".into();
             ctx.result.bytes = Some(bytes);
-            ctx.say(format!("{what} already staged with identical bytes (no-op)"));
+            ctx.say(format!(
+                "{what} already staged with identical bytes (no-op)"
+            ));
         }
         Ok(StageOutcome::AlreadyStored { bytes, record }) => {
             ctx.result.outcome = "already-stored".into();
@@ -304,7 +307,10 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         return;
     };
     let Some(path) = p.agent_transcript_path.as_deref().filter(|s| !s.is_empty()) else {
-        let event = p.hook_event_name.clone().unwrap_or_else(|| "SubagentStop".into());
+        let event = p
+            .hook_event_name
+            .clone()
+            .unwrap_or_else(|| "SubagentStop".into());
         let r = resolved.corpus.lock().and_then(|l| {
             l.append(&Event::SubagentGapSighted(GapSighted {
                 hook_event_name: event,
@@ -312,15 +318,25 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
             }))
         });
         if let Err(e) = r {
-            ctx.warn(format!("could not record the missing-transcript marker ({e})"));
+            ctx.warn(format!(
+                "could not record the missing-transcript marker ({e})"
+            ));
         }
         ctx.warn("this harness fired SubagentStop with no agent_transcript_path, so no sub-agent transcript can be captured; `abcd history staged` reports this");
         return;
     };
-    let (raw, settled) = match payload::read_settled(Path::new(path), RAW_CAP, SETTLE_ATTEMPTS, SETTLE_PAUSE, &mut std::thread::sleep) {
+    let (raw, settled) = match payload::read_settled(
+        Path::new(path),
+        RAW_CAP,
+        SETTLE_ATTEMPTS,
+        SETTLE_PAUSE,
+        &mut std::thread::sleep,
+    ) {
         Ok(x) => x,
         Err(e) => {
-            ctx.warn(format!("the sub-agent transcript could not be read ({e}); staging nothing"));
+            ctx.warn(format!(
+                "the sub-agent transcript could not be read ({e}); staging nothing"
+            ));
             return;
         }
     };
@@ -328,7 +344,10 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     if !settled {
         ctx.warn("the transcript's last line never became complete JSON; staging it anyway (the copy may be short; the drain re-reads the source)");
     }
-    let agent_type = p.agent_type.clone().filter(|t| !t.contains(['\r', '\n']) && !t.is_empty());
+    let agent_type = p
+        .agent_type
+        .clone()
+        .filter(|t| !t.contains(['\r', '\n']) && !t.is_empty());
     let mut lin = Lineage {
         session_id: session_id.clone(),
         agent_id: Some(agent_id.clone()),
@@ -353,7 +372,9 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let what = format!(
         "sub-agent {agent_id} of session {session_id} (repo resolved via {}, spawn {})",
         resolved.via,
-        lin.spawn_attribution.map(|a| a.as_str()).unwrap_or("unattributed")
+        lin.spawn_attribution
+            .map(|a| a.as_str())
+            .unwrap_or("unattributed")
     );
     let outcome = stage::stage(&resolved.corpus, &lin, &raw, Some(path));
     report_stage(ctx, &what, outcome);
@@ -373,7 +394,9 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let raw = match crate::fsutil::guarded_read(Path::new(path), RAW_CAP) {
         Ok(b) => b,
         Err(e) => {
-            ctx.warn(format!("the session transcript could not be read ({e}); this session was not captured"));
+            ctx.warn(format!(
+                "the session transcript could not be read ({e}); this session was not captured"
+            ));
             return;
         }
     };
@@ -424,13 +447,20 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
             .collect();
         if !others.is_empty() {
             let staged: usize = others.iter().map(|b| b.staged).sum();
-            let bytes: u64 = others.iter().map(|b| b.staged_bytes + b.quarantined_bytes).sum();
+            let bytes: u64 = others
+                .iter()
+                .map(|b| b.staged_bytes + b.quarantined_bytes)
+                .sum();
             let overdue: usize = others.iter().map(|b| b.overdue).sum();
             let quarantined: usize = others.iter().map(|b| b.quarantined).sum();
             let names: Vec<String> = others
                 .iter()
                 .take(5)
-                .map(|b| b.name.clone().unwrap_or_else(|| b.root_sha[..12].to_owned()))
+                .map(|b| {
+                    b.name
+                        .clone()
+                        .unwrap_or_else(|| b.root_sha[..12].to_owned())
+                })
                 .collect();
             let more = others.len().saturating_sub(5);
             ctx.warn(format!(
@@ -457,7 +487,10 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         return;
     };
     let anything = std::fs::read_dir(lane.staging_dir())
-        .map(|rd| rd.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".raw")))
+        .map(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".raw"))
+        })
         .unwrap_or(false);
     if !anything {
         return;
@@ -471,9 +504,16 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         }
     };
     let root = info.root.clone();
-    match drain::drain(&corpus, &|| scanner_for(&root), Budget::PROMPT, clock::now_unix_ns()) {
+    match drain::drain(
+        &corpus,
+        &|| scanner_for(&root),
+        Budget::PROMPT,
+        clock::now_unix_ns(),
+    ) {
         Ok(r) => report_drain(ctx, &r),
-        Err(e) => ctx.warn(format!("the drain could not run ({e}); staged transcripts stay staged")),
+        Err(e) => ctx.warn(format!(
+            "the drain could not run ({e}); staged transcripts stay staged"
+        )),
     }
 }
 
@@ -521,7 +561,9 @@ fn report_drain(ctx: &mut Ctx<'_>, r: &DrainReport) {
         ));
     }
     for a in &r.adopted {
-        ctx.warn(format!("adopted the staged file {a}, which a crashed writer left without a journal entry"));
+        ctx.warn(format!(
+            "adopted the staged file {a}, which a crashed writer left without a journal entry"
+        ));
     }
     ctx.result.drain = Some(summary);
 }

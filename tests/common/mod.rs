@@ -38,7 +38,11 @@ fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_EMAIL", "author@example.com")
         .output()
         .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
@@ -99,7 +103,10 @@ impl Env {
 
     /// Runs `abcd args…` in the repository.
     pub fn abcd(&self, args: &[&str]) -> Output {
-        self.command(&self.repo).args(args).output().expect("abcd runs")
+        self.command(&self.repo)
+            .args(args)
+            .output()
+            .expect("abcd runs")
     }
 
     /// Runs `abcd args…` with extra environment.
@@ -123,7 +130,10 @@ impl Env {
 
     pub fn hook_raw(&self, verb: &str, stdin: &[u8], env: &[(&str, &str)]) -> Output {
         let mut c = self.command(&self.repo);
-        c.args(["--json", "hook", verb]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.args(["--json", "hook", verb])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for (k, v) in env {
             c.env(k, v);
         }
@@ -140,7 +150,13 @@ impl Env {
     }
 
     /// Writes a sub-agent transcript (and optional harness sidecar).
-    pub fn agent_transcript(&self, session: &str, agent: &str, body: &str, meta: Option<&str>) -> PathBuf {
+    pub fn agent_transcript(
+        &self,
+        session: &str,
+        agent: &str,
+        body: &str,
+        meta: Option<&str>,
+    ) -> PathBuf {
         let dir = self.claude.join(session).join("subagents");
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join(format!("agent-{agent}.jsonl"));
@@ -192,11 +208,19 @@ impl Env {
             String::from_utf8_lossy(&out.stderr),
             String::from_utf8_lossy(&out.stdout)
         );
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("abcd {args:?}: bad JSON {e}: {}", String::from_utf8_lossy(&out.stdout)))
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "abcd {args:?}: bad JSON {e}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
     }
 
     pub fn records(&self) -> Vec<Value> {
-        self.json(&["history", "list"]).as_array().cloned().unwrap_or_default()
+        self.json(&["history", "list"])
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub fn staged(&self) -> Value {
@@ -226,7 +250,10 @@ fn walk(dir: &Path, base: &Path, out: &mut std::collections::BTreeMap<String, Ve
         if p.is_dir() {
             walk(&p, base, out);
         } else {
-            out.insert(p.strip_prefix(base).unwrap().display().to_string(), fs::read(&p).unwrap());
+            out.insert(
+                p.strip_prefix(base).unwrap().display().to_string(),
+                fs::read(&p).unwrap(),
+            );
         }
     }
 }
@@ -256,6 +283,11 @@ pub fn stderr(o: &Output) -> String {
 pub fn hook_json(o: &Output) -> Value {
     let s = stdout(o);
     let lines: Vec<&str> = s.lines().collect();
-    assert_eq!(lines.len(), 1, "hook --json prints exactly one line, got {s:?}; stderr {}", stderr(o));
+    assert_eq!(
+        lines.len(),
+        1,
+        "hook --json prints exactly one line, got {s:?}; stderr {}",
+        stderr(o)
+    );
     serde_json::from_str(lines[0]).expect("hook result is JSON")
 }

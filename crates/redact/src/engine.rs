@@ -63,7 +63,9 @@ pub struct Rule {
 pub enum Needle {
     /// The caller's home directory; `single` when it has one path segment
     /// (`/root`), which tightens the leading boundary.
-    Home { single: bool },
+    Home {
+        single: bool,
+    },
     Word,
     Email,
 }
@@ -193,16 +195,68 @@ pub fn b64_decode(s: &[u8], out: &mut Vec<u8>, cap: usize) -> bool {
 }
 
 const STOPWORDS: &[&str] = &[
-    "true", "false", "null", "none", "nil", "undefined", "string", "str", "int", "bool",
-    "boolean", "number", "required", "optional", "secret", "password", "token", "bearer",
-    "basic", "object", "hidden", "default", "empty", "present", "missing", "redacted",
-    "changeme", "example", "sample", "dummy", "placeholder", "value", "function", "return",
-    "string;", "unknown", "invalid", "expired", "revoked", "enabled", "disabled",
+    "true",
+    "false",
+    "null",
+    "none",
+    "nil",
+    "undefined",
+    "string",
+    "str",
+    "int",
+    "bool",
+    "boolean",
+    "number",
+    "required",
+    "optional",
+    "secret",
+    "password",
+    "token",
+    "bearer",
+    "basic",
+    "object",
+    "hidden",
+    "default",
+    "empty",
+    "present",
+    "missing",
+    "redacted",
+    "changeme",
+    "example",
+    "sample",
+    "dummy",
+    "placeholder",
+    "value",
+    "function",
+    "return",
+    "string;",
+    "unknown",
+    "invalid",
+    "expired",
+    "revoked",
+    "enabled",
+    "disabled",
 ];
 
 const PLACEHOLDER_MARKS: &[&str] = &[
-    "xxxx", "****", "...", "your_", "your-", "yourpass", "example", "placeholder", "redacted",
-    "<", ">", "${", "{{", "$(", "%s", "process.env", "os.environ", "getenv",
+    "xxxx",
+    "****",
+    "...",
+    "your_",
+    "your-",
+    "yourpass",
+    "example",
+    "placeholder",
+    "redacted",
+    "<",
+    ">",
+    "${",
+    "{{",
+    "$(",
+    "%s",
+    "process.env",
+    "os.environ",
+    "getenv",
 ];
 
 fn lower(v: &[u8]) -> Vec<u8> {
@@ -253,8 +307,10 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     if matches!(next, Some(b'(')) {
         return false;
     }
-    if matches!(v[0], b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&')
-        || v.starts_with(b"./")
+    if matches!(
+        v[0],
+        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&'
+    ) || v.starts_with(b"./")
     {
         return false;
     }
@@ -265,7 +321,9 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     {
         return false;
     }
-    if v.iter().all(|b| b.is_ascii_digit() || *b == b'.' || *b == b'-') {
+    if v.iter()
+        .all(|b| b.is_ascii_digit() || *b == b'.' || *b == b'-')
+    {
         return false;
     }
     if v.iter().all(|&b| b == v[0]) {
@@ -338,7 +396,11 @@ fn check_mac(v: &[u8]) -> bool {
     if v.iter().skip(2).step_by(3).any(|&b| b != sep) {
         return false;
     }
-    let hex: Vec<u8> = v.iter().copied().filter(|b| b.is_ascii_hexdigit()).collect();
+    let hex: Vec<u8> = v
+        .iter()
+        .copied()
+        .filter(|b| b.is_ascii_hexdigit())
+        .collect();
     !(hex.iter().all(|&b| b == b'0') || hex.iter().all(|&b| b == b'f' || b == b'F'))
 }
 
@@ -352,14 +414,50 @@ const PUBLIC_HOSTS: &[&str] = &[
 ];
 
 const HOME_NAME_STOPLIST: &[&str] = &[
-    "shared", "public", "guest", "default", "all users", "user", "username", "you", "me",
-    "your-name", "yourname", "name", "runner", "linuxbrew", "ubuntu", "node", "vscode", "dev",
-    "admin", "root", "app", "user1", "<user>", "$user", "...", "*", "you.",
+    "shared",
+    "public",
+    "guest",
+    "default",
+    "all users",
+    "user",
+    "username",
+    "you",
+    "me",
+    "your-name",
+    "yourname",
+    "name",
+    "runner",
+    "linuxbrew",
+    "ubuntu",
+    "node",
+    "vscode",
+    "dev",
+    "admin",
+    "root",
+    "app",
+    "user1",
+    "<user>",
+    "$user",
+    "...",
+    "*",
+    "you.",
 ];
 
 impl Engine {
-    fn push(&self, hits: &mut Vec<Hit>, views: &Views, layer: usize, s: usize, e: usize, meta: usize) {
-        let (start, end) = if layer == 0 { (s, e) } else { views.to_raw(layer, s, e) };
+    fn push(
+        &self,
+        hits: &mut Vec<Hit>,
+        views: &Views,
+        layer: usize,
+        s: usize,
+        e: usize,
+        meta: usize,
+    ) {
+        let (start, end) = if layer == 0 {
+            (s, e)
+        } else {
+            views.to_raw(layer, s, e)
+        };
         if start < end {
             hits.push(Hit { start, end, meta });
         }
@@ -379,7 +477,11 @@ impl Engine {
         let first = hits.len();
         if *pem_open > 0 {
             if self.pem_continuation(raw, pem_open) {
-                hits.push(Hit { start: 0, end: raw.len(), meta: self.pem_meta() });
+                hits.push(Hit {
+                    start: 0,
+                    end: raw.len(),
+                    meta: self.pem_meta(),
+                });
                 return;
             }
         }
@@ -443,10 +545,26 @@ impl Engine {
                 continue;
             }
             match &rule.matcher {
-                Matcher::Regex { re, group, check, min_entropy, allow } => {
+                Matcher::Regex {
+                    re,
+                    group,
+                    check,
+                    min_entropy,
+                    allow,
+                } => {
                     self.run_regex(
-                        v, layer, views, re, *group, *check, *min_entropy, allow, rule.meta,
-                        scratch, found, hits,
+                        v,
+                        layer,
+                        views,
+                        re,
+                        *group,
+                        *check,
+                        *min_entropy,
+                        allow,
+                        rule.meta,
+                        scratch,
+                        found,
+                        hits,
                     );
                 }
                 Matcher::Pem => {
@@ -491,8 +609,14 @@ impl Engine {
         let mut locs = re.capture_locations();
         let mut at = 0;
         while at <= v.len() {
-            let Some(m) = re.captures_read_at(&mut locs, v, at) else { break };
-            at = if m.end() > m.start() { m.end() } else { m.end() + 1 };
+            let Some(m) = re.captures_read_at(&mut locs, v, at) else {
+                break;
+            };
+            at = if m.end() > m.start() {
+                m.end()
+            } else {
+                m.end() + 1
+            };
             let (s, e) = if group == 0 {
                 (m.start(), m.end())
             } else {
@@ -537,19 +661,21 @@ impl Engine {
                         && check_ipv4(val)
                 }
                 Check::Ipv6 => {
-                    !prev.is_some_and(|b| b.is_ascii_hexdigit() || b == b':')
-                        && check_ipv6(val)
+                    !prev.is_some_and(|b| b.is_ascii_hexdigit() || b == b':') && check_ipv6(val)
                 }
                 Check::Mac => {
                     !prev.is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
-                        && !next.is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
+                        && !next
+                            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
                         && check_mac(val)
                 }
                 Check::Host => {
                     let l = lower(val);
                     !prev.is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
                         && !next.is_some_and(|b| is_alnum(b) || b == b'-')
-                        && !PUBLIC_HOSTS.iter().any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
+                        && !PUBLIC_HOSTS
+                            .iter()
+                            .any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
                         && !self.path_allowed(val)
                 }
                 Check::None => true,
@@ -594,14 +720,24 @@ impl Engine {
 
     /// Finds `-----BEGIN … PRIVATE KEY…-----` and its END within
     /// [`MAX_PEM_BYTES`]; without an END, takes the run of key-body bytes.
-    fn run_pem(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) -> bool {
+    fn run_pem(
+        &self,
+        v: &[u8],
+        layer: usize,
+        views: &Views,
+        meta: usize,
+        hits: &mut Vec<Hit>,
+    ) -> bool {
         let mut to_end = false;
         let finder = memchr::memmem::Finder::new(b"-----BEGIN ");
         let mut at = 0;
         while let Some(off) = finder.find(&v[at..]) {
             let s = at + off;
             let label_start = s + 11;
-            let label_end = match memchr::memmem::find(&v[label_start..v.len().min(label_start + 64)], b"-----") {
+            let label_end = match memchr::memmem::find(
+                &v[label_start..v.len().min(label_start + 64)],
+                b"-----",
+            ) {
                 Some(p) => label_start + p,
                 None => {
                     at = label_start;
@@ -655,7 +791,14 @@ impl Engine {
         true
     }
 
-    fn run_other_home(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
+    fn run_other_home(
+        &self,
+        v: &[u8],
+        layer: usize,
+        views: &Views,
+        meta: usize,
+        hits: &mut Vec<Hit>,
+    ) {
         for prefix in [&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"] {
             let finder = memchr::memmem::Finder::new(prefix);
             for p in finder.find_iter(v) {
@@ -670,10 +813,13 @@ impl Engine {
                 }
                 let name = &v[s..s + len];
                 let l = lower(name);
-                if HOME_NAME_STOPLIST.iter().any(|w| l == w.as_bytes()) || name.iter().all(|&b| b == b'.') {
+                if HOME_NAME_STOPLIST.iter().any(|w| l == w.as_bytes())
+                    || name.iter().all(|&b| b == b'.')
+                {
                     continue;
                 }
-                if self.path_allowed(&v[p..s + len]) || self.allow_values.iter().any(|a| a == name) {
+                if self.path_allowed(&v[p..s + len]) || self.allow_values.iter().any(|a| a == name)
+                {
                     continue;
                 }
                 self.push(hits, views, layer, s, s + len, meta);
@@ -700,7 +846,9 @@ impl Engine {
             let s = p + 8;
             let len = v[s..]
                 .iter()
-                .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_')))
+                .position(|&b| {
+                    !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_'))
+                })
                 .unwrap_or(v.len() - s);
             at = s + len.max(1);
             if at > v.len() {
@@ -708,7 +856,9 @@ impl Engine {
             }
             let head_start = p.saturating_sub(100);
             let head = &v[head_start..p];
-            let Some(d) = memchr::memmem::rfind(head, b"data:") else { continue };
+            let Some(d) = memchr::memmem::rfind(head, b"data:") else {
+                continue;
+            };
             let mime = lower(&head[d + 5..]);
             if mime.starts_with(b"image/") || mime.starts_with(b"font/") || len < 16 {
                 continue;
@@ -719,9 +869,22 @@ impl Engine {
                 let mut inner_found = Vec::new();
                 let empty = Views::default();
                 let mut sub = Scratch::default();
-                self.scan_view(&dec, 0, &empty, &mut sub, known, &mut inner_found, &mut inner, 1);
+                self.scan_view(
+                    &dec,
+                    0,
+                    &empty,
+                    &mut sub,
+                    known,
+                    &mut inner_found,
+                    &mut inner,
+                    1,
+                );
                 if let Some(h) = inner.first() {
-                    let m = if self.metas[h.meta].class == Class::Secret { h.meta } else { meta };
+                    let m = if self.metas[h.meta].class == Class::Secret {
+                        h.meta
+                    } else {
+                        meta
+                    };
                     found.push((v[s..s + len].to_vec(), m));
                     self.push(hits, views, layer, s, s + len, m);
                 }
@@ -741,7 +904,9 @@ impl Engine {
                 Needle::Home { single } => {
                     !next.is_some_and(is_alnum)
                         && !(single
-                            && prev.is_some_and(|b| is_alnum(b) || matches!(b, b'.' | b'_' | b'-' | b'~' | b'/')))
+                            && prev.is_some_and(|b| {
+                                is_alnum(b) || matches!(b, b'.' | b'_' | b'-' | b'~' | b'/')
+                            }))
                 }
                 Needle::Word => !prev.is_some_and(is_alnum) && !next.is_some_and(is_alnum),
                 Needle::Email => {
@@ -762,18 +927,29 @@ impl Engine {
         out.clear();
         for m in self.fields.find_iter(raw) {
             let s = m.end();
-            let Some(len) = memchr::memchr(b'"', &raw[s..]) else { continue };
+            let Some(len) = memchr::memchr(b'"', &raw[s..]) else {
+                continue;
+            };
             let val = &raw[s..s + len];
             let field = m.pattern().as_usize();
             let ok = match field {
                 // signature / data: base64 only; data only as image/document source.
-                0 => val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')),
+                0 => val
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')),
                 1 => {
                     memchr::memmem::find(raw, br#""type":"base64""#).is_some()
-                        && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+                        && val
+                            .iter()
+                            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
                 }
                 // ids: uuid / msg_ / toolu_ / req_ / agent ids.
-                _ => val.len() <= 128 && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_')),
+                _ => {
+                    val.len() <= 128
+                        && val
+                            .iter()
+                            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+                }
             };
             if ok {
                 out.push((s, s + len));
@@ -783,7 +959,11 @@ impl Engine {
 }
 
 fn is_pem_body(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n' | b':' | b',' | b'-' | b'.')
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n' | b':' | b',' | b'-' | b'.'
+        )
 }
 
 /// The transcript fields [`Engine::mark_allowed`] trusts, in the order its

@@ -57,8 +57,26 @@ const BUILTIN_PATTERN_BYTES: usize = 8 << 20;
 /// would shred ordinary prose ("root commit", "admin panel") and identify no
 /// one. Their home paths are still swept.
 const GENERIC_USERS: &[&str] = &[
-    "root", "admin", "user", "ubuntu", "runner", "node", "app", "dev", "test", "guest", "vscode",
-    "codespace", "ec2-user", "nobody", "www-data", "build", "ci", "docker", "default", "home",
+    "root",
+    "admin",
+    "user",
+    "ubuntu",
+    "runner",
+    "node",
+    "app",
+    "dev",
+    "test",
+    "guest",
+    "vscode",
+    "codespace",
+    "ec2-user",
+    "nobody",
+    "www-data",
+    "build",
+    "ci",
+    "docker",
+    "default",
+    "home",
 ];
 
 /// One detection. Never carries the detected bytes.
@@ -119,7 +137,9 @@ impl RedactError {
     pub fn is_deterministic(&self) -> bool {
         matches!(
             self,
-            RedactError::Residual { .. } | RedactError::JsonBroken { .. } | RedactError::LineTooLong { .. }
+            RedactError::Residual { .. }
+                | RedactError::JsonBroken { .. }
+                | RedactError::LineTooLong { .. }
         )
     }
 }
@@ -203,7 +223,9 @@ impl Scanner {
                 if let Some(s) = c.severity.get(key) {
                     match config::parse_severity(s) {
                         Ok(n) if n >= sev => out = out.max(n),
-                        Ok(_) => errors.push(format!("severity of {key:?} cannot be lowered below the built-in")),
+                        Ok(_) => errors.push(format!(
+                            "severity of {key:?} cannot be lowered below the built-in"
+                        )),
                         Err(e) => errors.push(format!("severity of {key:?}: {e}")),
                     }
                 }
@@ -213,7 +235,10 @@ impl Scanner {
         for def in rules::builtin() {
             let sev = raise(def.id, def.kind, def.severity, &mut b.errors);
             let meta = b.meta(def.id, def.kind, sev, def.class);
-            match RegexBuilder::new(def.pattern).size_limit(BUILTIN_PATTERN_BYTES).build() {
+            match RegexBuilder::new(def.pattern)
+                .size_limit(BUILTIN_PATTERN_BYTES)
+                .build()
+            {
                 Ok(re) => {
                     let kws: Vec<String> = def.keywords.iter().map(|s| s.to_string()).collect();
                     let matcher = Matcher::Regex {
@@ -225,7 +250,9 @@ impl Scanner {
                     };
                     b.rule(meta, matcher, &kws);
                 }
-                Err(e) => b.errors.push(format!("built-in rule {} failed to compile: {e}", def.id)),
+                Err(e) => b
+                    .errors
+                    .push(format!("built-in rule {} failed to compile: {e}", def.id)),
             }
         }
         let sev = raise("private-key", "private-key", Severity::Block, &mut b.errors);
@@ -233,8 +260,22 @@ impl Scanner {
         b.rule(m, Matcher::Pem, &["-----begin ".into()]);
         let sev = raise("other-home", "home-user", Severity::Block, &mut b.errors);
         let m = b.meta("other-home", "home-user", sev, Class::Network);
-        b.rule(m, Matcher::OtherHome, &["/users/".into(), "/home/".into(), "\\users\\".into(), "/users\\".into()]);
-        let m = b.meta("data-uri-base64", "encoded-secret", Severity::Block, Class::Secret);
+        b.rule(
+            m,
+            Matcher::OtherHome,
+            &[
+                "/users/".into(),
+                "/home/".into(),
+                "\\users\\".into(),
+                "/users\\".into(),
+            ],
+        );
+        let m = b.meta(
+            "data-uri-base64",
+            "encoded-secret",
+            Severity::Block,
+            Class::Secret,
+        );
         b.rule(m, Matcher::DataUri, &[";base64,".into()]);
 
         let identity_set = Self::identity(&mut b, &identity, &raise);
@@ -279,18 +320,33 @@ impl Scanner {
             (Err(e), _) | (_, Err(e)) => {
                 b.errors.push(format!("keyword automaton: {e}"));
                 let empty: [&str; 0] = [];
-                (AhoCorasick::new(empty).expect("empty automaton"), AhoCorasick::new(empty).expect("empty automaton"))
+                (
+                    AhoCorasick::new(empty).expect("empty automaton"),
+                    AhoCorasick::new(empty).expect("empty automaton"),
+                )
             }
         };
         let repeat_meta_base = b.metas.len();
         let (allow_values, allow_paths) = match &cfg {
             Some(c) => (
-                c.allow_values.iter().filter(|v| !v.is_empty()).map(|v| v.as_bytes().to_vec()).collect(),
-                c.allow_paths.iter().filter(|v| !v.is_empty()).map(|v| v.as_bytes().to_vec()).collect(),
+                c.allow_values
+                    .iter()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.as_bytes().to_vec())
+                    .collect(),
+                c.allow_paths
+                    .iter()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.as_bytes().to_vec())
+                    .collect(),
             ),
             None => (Vec::new(), Vec::new()),
         };
-        let degraded = if b.errors.is_empty() { None } else { Some(b.errors.join("; ")) };
+        let degraded = if b.errors.is_empty() {
+            None
+        } else {
+            Some(b.errors.join("; "))
+        };
         Scanner {
             engine: Engine {
                 metas: b.metas,
@@ -332,7 +388,9 @@ impl Scanner {
             needles.push((needle, meta));
         };
         let usable_user = |u: &str| {
-            u.len() >= 3 && !GENERIC_USERS.iter().any(|g| g.eq_ignore_ascii_case(u)) && !u.contains(['"', '\\'])
+            u.len() >= 3
+                && !GENERIC_USERS.iter().any(|g| g.eq_ignore_ascii_case(u))
+                && !u.contains(['"', '\\'])
         };
         if let Some(h) = &id.home {
             if h.len() >= 2 && h.starts_with('/') && !h.contains(['"', '\\']) {
@@ -421,7 +479,10 @@ impl Scanner {
                 text.extend_from_slice(&line_buf);
                 text.extend_from_slice(nl);
             }
-            out.push(Redaction { text: into_string(text), findings });
+            out.push(Redaction {
+                text: into_string(text),
+                findings,
+            });
         }
         if !residual.is_empty() {
             residual.sort();
@@ -434,7 +495,9 @@ impl Scanner {
     /// Findings only (what [`Scanner::redact`] would replace). Works on a
     /// degraded scanner too, since it writes nothing.
     pub fn scan(&self, text: &str) -> Vec<Finding> {
-        let Ok((hits, _)) = self.detect(&[text]) else { return Vec::new() };
+        let Ok((hits, _)) = self.detect(&[text]) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         let mut sink = Vec::new();
         for (li, line) in split_lines(text.as_bytes()).enumerate() {
@@ -454,7 +517,11 @@ impl Scanner {
     /// the largest line. A value found on one line is redacted on every later
     /// line. On `Err`, `w` holds the lines before the refused one (each of
     /// them already verified); callers that need all-or-nothing discard it.
-    pub fn redact_stream(&self, mut r: impl BufRead, mut w: impl Write) -> Result<Report, RedactError> {
+    pub fn redact_stream(
+        &self,
+        mut r: impl BufRead,
+        mut w: impl Write,
+    ) -> Result<Report, RedactError> {
         self.check_degraded()?;
         let mut report = Report::default();
         let mut line = Vec::new();
@@ -477,19 +544,34 @@ impl Scanner {
             let (body, nl) = strip_nl(&line);
             hits.clear();
             found.clear();
-            self.engine.scan_line(body, &mut scratch, &known, &mut pem_open, &mut found, &mut hits);
+            self.engine.scan_line(
+                body,
+                &mut scratch,
+                &known,
+                &mut pem_open,
+                &mut found,
+                &mut hits,
+            );
             for (v, m) in found.drain(..) {
                 known.add(&v, m);
             }
             known.refresh();
             if hits.is_empty() {
-                w.write_all(&line).map_err(|e| io_err("writing redacted output", e))?;
+                w.write_all(&line)
+                    .map_err(|e| io_err("writing redacted output", e))?;
                 report.bytes_out += n as u64;
                 continue;
             }
             out.clear();
             let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
-            self.check_line(body, &out, report.lines, &mut verify_scratch, &known, &mut residual)?;
+            self.check_line(
+                body,
+                &out,
+                report.lines,
+                &mut verify_scratch,
+                &known,
+                &mut residual,
+            )?;
             if !residual.is_empty() {
                 residual.sort();
                 residual.dedup();
@@ -502,10 +584,12 @@ impl Scanner {
                     report.findings.push(self.finding(m, report.lines));
                 }
             }
-            w.write_all(&out).map_err(|e| io_err("writing redacted output", e))?;
+            w.write_all(&out)
+                .map_err(|e| io_err("writing redacted output", e))?;
             report.bytes_out += out.len() as u64;
         }
-        w.flush().map_err(|e| io_err("flushing redacted output", e))?;
+        w.flush()
+            .map_err(|e| io_err("flushing redacted output", e))?;
         Ok(report)
     }
 
@@ -534,11 +618,21 @@ impl Scanner {
             let mut per_line = Vec::new();
             for (li, line) in split_lines(part.as_bytes()).enumerate() {
                 if line.len() > MAX_LINE_BYTES {
-                    return Err(RedactError::LineTooLong { line: li + 1, cap: MAX_LINE_BYTES });
+                    return Err(RedactError::LineTooLong {
+                        line: li + 1,
+                        cap: MAX_LINE_BYTES,
+                    });
                 }
                 let (body, _) = strip_nl(line);
                 let mut hits = Vec::new();
-                self.engine.scan_line(body, &mut scratch, &known, &mut pem_open, &mut found, &mut hits);
+                self.engine.scan_line(
+                    body,
+                    &mut scratch,
+                    &known,
+                    &mut pem_open,
+                    &mut found,
+                    &mut hits,
+                );
                 per_line.push(hits);
             }
             all.push(per_line);
@@ -556,9 +650,17 @@ impl Scanner {
                     for layer in 0..=views.count() {
                         let v: &[u8] = if layer == 0 { body } else { views.layer(layer) };
                         for m in ac.find_iter(v) {
-                            let (s, e) = if layer == 0 { (m.start(), m.end()) } else { views.to_raw(layer, m.start(), m.end()) };
+                            let (s, e) = if layer == 0 {
+                                (m.start(), m.end())
+                            } else {
+                                views.to_raw(layer, m.start(), m.end())
+                            };
                             let meta = known.metas[m.pattern().as_usize()];
-                            all[pi][li].push(Hit { start: s, end: e, meta });
+                            all[pi][li].push(Hit {
+                                start: s,
+                                end: e,
+                                meta,
+                            });
                         }
                     }
                 }
@@ -590,7 +692,8 @@ impl Scanner {
         let mut hits = Vec::new();
         let mut found = Vec::new();
         let mut pem_open = 0;
-        self.engine.scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+        self.engine
+            .scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
         for h in hits {
             let m = &self.engine.metas[h.meta];
             if m.severity == Severity::Block {
@@ -612,7 +715,10 @@ impl Scanner {
 }
 
 fn io_err(context: &str, source: std::io::Error) -> RedactError {
-    RedactError::Io { context: context.to_string(), source }
+    RedactError::Io {
+        context: context.to_string(),
+        source,
+    }
 }
 
 fn into_string(v: Vec<u8>) -> String {
@@ -648,7 +754,11 @@ fn strip_nl(line: &[u8]) -> (&[u8], &[u8]) {
 
 /// `read_until` with the line cap enforced while reading, so a newline-free
 /// stream cannot grow the buffer without bound.
-fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, line: usize) -> Result<usize, RedactError> {
+fn read_line_capped(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    line: usize,
+) -> Result<usize, RedactError> {
     loop {
         let avail = match r.fill_buf() {
             Ok(a) => a,
@@ -663,7 +773,10 @@ fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, line: usize) -> Res
             None => (avail.len(), false),
         };
         if buf.len() + take > MAX_LINE_BYTES {
-            return Err(RedactError::LineTooLong { line, cap: MAX_LINE_BYTES });
+            return Err(RedactError::LineTooLong {
+                line,
+                cap: MAX_LINE_BYTES,
+            });
         }
         buf.extend_from_slice(&avail[..take]);
         r.consume(take);
@@ -703,17 +816,29 @@ pub mod fuzzing {
         match s.redact(&text) {
             Ok(r) => {
                 for f in s.scan(&r.text) {
-                    assert!(f.severity != Severity::Block, "redacted output still has a blocking {} finding", f.kind);
+                    assert!(
+                        f.severity != Severity::Block,
+                        "redacted output still has a blocking {} finding",
+                        f.kind
+                    );
                 }
-                let again = s.redact(&r.text).expect("redacting redacted text must succeed");
+                let again = s
+                    .redact(&r.text)
+                    .expect("redacting redacted text must succeed");
                 assert_eq!(again.text, r.text, "redaction is not idempotent");
                 for (a, b) in split_lines(text.as_bytes()).zip(split_lines(r.text.as_bytes())) {
                     if serde_json::from_slice::<serde_json::Value>(a).is_ok() {
-                        assert!(serde_json::from_slice::<serde_json::Value>(b).is_ok(), "valid JSON line became invalid");
+                        assert!(
+                            serde_json::from_slice::<serde_json::Value>(b).is_ok(),
+                            "valid JSON line became invalid"
+                        );
                     }
                 }
             }
-            Err(e) => assert!(e.is_deterministic() || matches!(e, RedactError::Io { .. }), "unexpected error {e}"),
+            Err(e) => assert!(
+                e.is_deterministic() || matches!(e, RedactError::Io { .. }),
+                "unexpected error {e}"
+            ),
         }
         let mut sink = Vec::new();
         let _ = s.redact_stream(data, &mut sink);

@@ -45,7 +45,11 @@ fn populate(corpus: &Corpus, n: usize) {
         );
         let ev = Event::Captured(Box::new(Captured {
             outcome: CaptureOutcome::Stored {
-                record_name: abcd::record::record_filename(meta.captured_at_ns, &session, Some(&agent)),
+                record_name: abcd::record::record_filename(
+                    meta.captured_at_ns,
+                    &session,
+                    Some(&agent),
+                ),
                 meta,
                 body,
                 supersedes: vec![],
@@ -55,7 +59,8 @@ fn populate(corpus: &Corpus, n: usize) {
         }));
         batch.push((EventId::random(), event::encode(0, &ev).unwrap()));
         if batch.len() == 2000 || i + 1 == n {
-            let refs: Vec<(EventId, &[u8])> = batch.iter().map(|(id, p)| (*id, p.as_slice())).collect();
+            let refs: Vec<(EventId, &[u8])> =
+                batch.iter().map(|(id, p)| (*id, p.as_slice())).collect();
             corpus.journal.append_batch(&refs).unwrap();
             batch.clear();
         }
@@ -70,15 +75,24 @@ fn populate(corpus: &Corpus, n: usize) {
     );
 }
 
-fn measure(corpus: &Corpus, scanner: &abcd_redact::Scanner, runs: usize, body: &[u8]) -> (f64, f64) {
+fn measure(
+    corpus: &Corpus,
+    scanner: &abcd_redact::Scanner,
+    runs: usize,
+    body: &[u8],
+) -> (f64, f64) {
     let mut total = Vec::new();
     let mut locked_part = Vec::new();
     for i in 0..runs {
-        let lin = lineage("measured-session", &format!("m{i:04}-{}", corpus.lane.root_sha.len()));
+        let lin = lineage(
+            "measured-session",
+            &format!("m{i:04}-{}", corpus.lane.root_sha.len()),
+        );
         let mut raw = body.to_vec();
         raw.extend_from_slice(format!("{{\"run\":{i}}}\n").as_bytes());
         let t = Instant::now();
-        let prepared = capture::prepare(scanner, &lin, &raw, &corpus.lane.root_sha, KIND_NATIVE).unwrap();
+        let prepared =
+            capture::prepare(scanner, &lin, &raw, &corpus.lane.root_sha, KIND_NATIVE).unwrap();
         let t2 = Instant::now();
         let locked = corpus.lock().unwrap();
         let r = capture::commit(&locked, prepared, None, false).unwrap();

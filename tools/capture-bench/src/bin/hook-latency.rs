@@ -18,7 +18,11 @@ fn main() {
     let bin = abcd_bin(args.next());
     let env = BenchEnv::new();
     let session = "bench-session-0000-4000-8000-000000000000";
-    let dir = env.home.join(".claude/projects/-repo").join(session).join("subagents");
+    let dir = env
+        .home
+        .join(".claude/projects/-repo")
+        .join(session)
+        .join("subagents");
     std::fs::create_dir_all(&dir).unwrap();
     let body = transcript(session, 1 << 20, 1);
     let run = |agent: &str, verb: &str, path: &std::path::Path| -> f64 {
@@ -38,7 +42,12 @@ fn main() {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn abcd");
-        child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(payload.as_bytes())
+            .unwrap();
         let st = child.wait().unwrap();
         assert!(st.success());
         t.elapsed().as_secs_f64() * 1e3
@@ -63,13 +72,23 @@ fn main() {
     for _ in 0..runs.min(50) {
         noop.push(run("a00000", "subagent-stop", &p));
     }
-    println!("subagent-stop, identical re-stage (no-op): median {:.2} ms", median(&mut noop));
+    println!(
+        "subagent-stop, identical re-stage (no-op): median {:.2} ms",
+        median(&mut noop)
+    );
     // A process that does nothing but start: the floor.
     let mut floor = Vec::new();
     for _ in 0..runs.min(50) {
         let t = Instant::now();
-        Command::new(&bin).arg("--version").stdout(Stdio::null()).status().unwrap();
+        Command::new(&bin)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
         floor.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    println!("floor (abcd --version): median {:.2} ms", median(&mut floor));
+    println!(
+        "floor (abcd --version): median {:.2} ms",
+        median(&mut floor)
+    );
 }
