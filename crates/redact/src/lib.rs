@@ -303,6 +303,11 @@ impl Scanner {
                 allow_paths,
                 fields,
                 repeat_meta_base,
+                examples: rules::builtin()
+                    .iter()
+                    .flat_map(|d| d.allow.iter().map(|a| a.as_bytes().to_vec()))
+                    .collect(),
+                home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
             },
             degraded,
         }
