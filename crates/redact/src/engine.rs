@@ -31,6 +31,10 @@ pub const MAX_PEM_BYTES: usize = 32 * 1024;
 /// lines are consumed as key body (an 8192-bit key is ~100 lines).
 pub const MAX_PEM_LINES: usize = 512;
 
+/// Prefixed tokens whose bytes are this repetitive are documentation
+/// placeholders (`ghp_xxxx…`); real tokens sit near 5 bits per byte.
+pub const MIN_TOKEN_ENTROPY: f64 = 3.0;
+
 /// What a rule is, as far as placement and reporting go.
 pub struct Meta {
     pub id: String,
@@ -98,6 +102,11 @@ pub struct Engine {
     /// Transcript fields whose values are never secrets.
     pub fields: AhoCorasick,
     pub repeat_meta_base: usize,
+    /// Every rule's documented provider examples: never a finding under any
+    /// rule (a generic `api_key = <stripe doc key>` is still the doc key).
+    pub examples: Vec<Vec<u8>>,
+    /// The caller's home: other-home never claims it (it becomes `~`).
+    pub home: Option<Vec<u8>>,
 }
 
 /// Per-call scratch, reused across lines so the hot loop does not allocate.
@@ -120,7 +129,10 @@ pub struct Known {
 
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
-        if v.len() < MIN_REPEAT_LEN || self.values.iter().any(|x| x == v) {
+        if v.len() < MIN_REPEAT_LEN
+            || self.values.iter().any(|x| x == v)
+            || memchr::memmem::find(v, b"[REDACTED:").is_some()
+        {
             return;
         }
         self.values.push(v.to_vec());
@@ -496,6 +508,20 @@ impl Engine {
                 *pem_open = MAX_PEM_LINES;
             }
         }
+        // Placeholders are never findings (idempotence): drop hits that lie
+        // wholly inside one.
+        if memchr::memmem::find(raw, b"[REDACTED:").is_some() {
+            let spans = placeholder_spans(raw);
+            let mut i = first;
+            while i < hits.len() {
+                let h = hits[i];
+                if spans.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
+                    hits.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        }
         if json {
             self.mark_allowed(raw, &mut scratch.allowed);
             let allowed = &scratch.allowed;
@@ -630,7 +656,9 @@ impl Engine {
             let next = v.get(e).copied();
             let ok = match check {
                 Check::Token => {
-                    !prev.is_some_and(is_alnum)
+                    entropy(val) >= MIN_TOKEN_ENTROPY
+                        && !PLACEHOLDER_MARKS.iter().any(|p| contains(&lower(val), p))
+                        && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
                 Check::Generic => generic_ok(val, next, false, min_entropy),
@@ -680,10 +708,10 @@ impl Engine {
                 }
                 Check::None => true,
             };
-            if !ok || e <= s {
+            if !ok || e <= s || val.starts_with(b"[REDACTED:") {
                 continue;
             }
-            if allow.iter().any(|a| a == val) {
+            if allow.iter().any(|a| a == val) || self.examples.iter().any(|a| a == val) {
                 continue;
             }
             let m = &self.metas[meta];
@@ -812,6 +840,12 @@ impl Engine {
                     continue;
                 }
                 let name = &v[s..s + len];
+                if let Some(h) = &self.home {
+                    let tail = &v[p..];
+                    if tail.starts_with(h) && !tail.get(h.len()).is_some_and(|&b| is_alnum(b)) {
+                        continue;
+                    }
+                }
                 let l = lower(name);
                 if HOME_NAME_STOPLIST.iter().any(|w| l == w.as_bytes())
                     || name.iter().all(|&b| b == b'.')
@@ -956,6 +990,23 @@ impl Engine {
             }
         }
     }
+}
+
+fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    for s in memchr::memmem::find_iter(raw, b"[REDACTED:") {
+        let rest = &raw[s + 10..];
+        let len = rest
+            .iter()
+            .take(crate::config::MAX_KIND_LEN + 1)
+            .position(|&b| !(b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
+        if let Some(l) = len {
+            if l > 0 && rest[l] == b']' {
+                out.push((s, s + 10 + l + 1));
+            }
+        }
+    }
+    out
 }
 
 fn is_pem_body(b: u8) -> bool {

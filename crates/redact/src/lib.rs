@@ -359,6 +359,11 @@ impl Scanner {
                 allow_paths,
                 fields,
                 repeat_meta_base,
+                examples: rules::builtin()
+                    .iter()
+                    .flat_map(|d| d.allow.iter().map(|a| a.as_bytes().to_vec()))
+                    .collect(),
+                home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
             },
             degraded,
         }
@@ -396,6 +401,11 @@ impl Scanner {
             if h.len() >= 2 && h.starts_with('/') && !h.contains(['"', '\\']) {
                 let single = h.matches('/').count() == 1;
                 add(b, h, Needle::Home { single }, "home-path", "home-path");
+                // Claude Code names project directories after the cwd with
+                // `/` spelled `-` (`~/.claude/projects/-home-zed-repo`).
+                if !single {
+                    add(b, &h.replace('/', "-"), Needle::Home { single: false }, "home-path", "home-path");
+                }
                 if let Some(base) = h.rsplit('/').next().filter(|u| usable_user(u)) {
                     add(b, base, Needle::Word, "user-name", "user-name");
                 }

@@ -1,0 +1,59 @@
+//! Shared helpers for the redaction tests: a fixed identity, deterministic
+//! fake-secret bodies (secrets are built at run time so no token-shaped
+//! literal sits in the source tree), and the encodings every positive is
+//! tried through.
+#![allow(dead_code)]
+
+use abcd_redact::{Identity, Scanner};
+
+pub const HOME: &str = "/home/zed";
+
+pub fn identity() -> Identity {
+    Identity {
+        home: Some(HOME.into()),
+        user: Some("zed".into()),
+        git_names: vec!["Zed Quimby".into()],
+        git_emails: vec!["zed.quimby@example.org".into()],
+        github_owner: Some("zquimby".into()),
+    }
+}
+
+pub fn scanner() -> Scanner {
+    Scanner::new(identity(), None)
+}
+
+pub const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+pub const HEX: &str = "0123456789abcdef";
+pub const UPPER_NUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+pub const B64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+pub const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+
+/// Deterministic pseudo-random string (xorshift), so failures reproduce.
+pub fn rs(seed: u64, alphabet: &str, len: usize) -> String {
+    let a = alphabet.as_bytes();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            a[(x % a.len() as u64) as usize] as char
+        })
+        .collect()
+}
+
+pub fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+pub fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
