@@ -197,7 +197,12 @@ fn open_corpus(
         Corpus::open_existing(&home, &info.root_sha).map_err(|e| e.to_string())?
     };
     if let Some(c) = &corpus {
-        c.refresh().map_err(|e| e.to_string())?;
+        let (_, adopted) = c.refresh().map_err(|e| e.to_string())?;
+        // Blobs a crashed writer left without a journal entry were just
+        // adopted as staged: say so once, whatever the verb.
+        for a in adopted {
+            eprintln!("abcd: adopted the staged file {a}, left by a crashed writer (or an older abcd) without a journal entry");
+        }
     }
     Ok((corpus, info, home))
 }

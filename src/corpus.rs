@@ -222,10 +222,13 @@ fn remove_if_stale(path: &Path) {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let pid = name
-        .strip_prefix(".stage-")
-        .and_then(|r| r.split('-').next())
-        .and_then(|p| p.parse::<i32>().ok());
+    // Blob temporaries are `.stage-<pid>-<nonce>.tmp`; projection
+    // temporaries (fsutil::write_atomic) are `.<name>.<pid>.<nonce>.tmp`.
+    let pid = match name.strip_prefix(".stage-") {
+        Some(r) => r.split('-').next(),
+        None => name.strip_suffix(".tmp").and_then(|r| r.rsplit('.').nth(1)),
+    }
+    .and_then(|p| p.parse::<i32>().ok());
     if let Some(pid) = pid {
         // SAFETY: kill with signal 0 only checks for existence.
         let gone = unsafe { libc::kill(pid, 0) } != 0

@@ -43,7 +43,7 @@ echo; echo "== drain: redact and store"
 echo; echo "== the corpus"
 "$ABCD" history list --session "$SID"
 echo; echo "== one sub-agent record (first lines)"
-"$ABCD" history show a490235204f1c154d | head -n 14
+"$ABCD" history show a490235204f1c154d | head -n 12 | cut -c1-160
 echo; echo "== the journal behind it"
 "$ABCD" journal verify
 "$ABCD" journal dump | cut -c1-150
