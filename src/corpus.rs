@@ -101,6 +101,14 @@ impl Corpus {
         locked.adopt_orphans()
     }
 
+    /// Makes every projection written so far durable and records the
+    /// synced checkpoint.
+    pub fn sync_projections(&self) -> Result<(), CorpusError> {
+        let _l = FileLock::acquire(&self.lane.lock_path(), STORE_LOCK_TIMEOUT)?;
+        projection::sync(&self.lane)?;
+        Ok(())
+    }
+
     /// Brings projections up to date for a reader, then releases the lock.
     pub fn refresh(&self) -> Result<(CatchUp, Vec<String>), CorpusError> {
         let l = self.lock()?;

@@ -15,7 +15,7 @@ use abcd_redact::Scanner;
 use serde::Serialize;
 
 use crate::capture::{self, CaptureError, CaptureResult, KIND_NATIVE};
-use crate::corpus::{Corpus, CorpusError};
+use crate::corpus::Corpus;
 use crate::event::{Event, Quarantined, Restaged, StagedRef};
 use crate::fsutil;
 use crate::stage::{self, StageError, StagedEntry, RAW_CAP};
@@ -118,6 +118,8 @@ pub fn drain(
         consumed += entry.bytes;
         drain_one(corpus, &scanner, entry, &mut report);
     }
+    // The records this pass wrote become durable together (one syncfs).
+    corpus.sync_projections()?;
     Ok(report)
 }
 
@@ -145,6 +147,17 @@ fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &m
         .join(format!("{}.raw", entry.stem));
     let staged = match fsutil::guarded_read(&blob, RAW_CAP) {
         Ok(b) => b,
+        // The blob is gone (a file system that lost its rename): the source
+        // still holding exactly the journaled bytes is the same transcript.
+        Err(e) if e.is_not_found() && source_matches(sidecar) => {
+            match fsutil::guarded_read(Path::new(sidecar.source_path.as_deref().unwrap_or("")), RAW_CAP) {
+                Ok(b) => b,
+                Err(e) => {
+                    report.failed.push(failure(entry, format!("staged copy missing and source unreadable: {e}"), false, false));
+                    return;
+                }
+            }
+        }
         Err(e) => {
             report.failed.push(failure(
                 entry,
@@ -245,16 +258,8 @@ fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &m
     }
 }
 
-impl From<CorpusError> for Failure {
-    fn from(e: CorpusError) -> Self {
-        Failure {
-            stem: String::new(),
-            session_id: String::new(),
-            agent_id: None,
-            path: String::new(),
-            error: e.to_string(),
-            permanent: false,
-            quarantined: false,
-        }
-    }
+fn source_matches(sc: &crate::stage::StageSidecar) -> bool {
+    sc.source_path.as_deref().is_some_and(|p| {
+        fsutil::guarded_read(Path::new(p), RAW_CAP).is_ok_and(|b| fsutil::sha256_hex(&b) == sc.raw_sha256)
+    })
 }

@@ -87,6 +87,12 @@ pub struct Checkpoint {
     pub seq: u64,
     pub offset: u64,
     pub hash: String,
+    /// The kernel boot the projection files it covers were written in. They
+    /// are written without fsync, so a checkpoint from another boot proves
+    /// nothing about them (a power loss may have dropped them) and the
+    /// catch-up restarts from the last *synced* checkpoint instead.
+    #[serde(default)]
+    pub boot_id: String,
 }
 
 impl Checkpoint {
@@ -96,6 +102,7 @@ impl Checkpoint {
             seq: p.seq,
             offset: p.offset,
             hash: hex::encode(p.hash),
+            boot_id: boot_id().to_owned(),
         }
     }
     fn position(&self) -> Option<Position> {
@@ -620,24 +627,71 @@ impl<'a> Projector<'a> {
     }
 }
 
+/// After this many events past the last synced checkpoint, a catch-up syncs
+/// the file system and advances it, bounding the re-application work after a
+/// power loss (re-applying is idempotent, so this is only about time).
+pub const SYNC_EVERY_EVENTS: u64 = 1024;
+
 fn checkpoint_path(lane: &Lane) -> PathBuf {
     lane.index_dir().join("checkpoint.json")
 }
 
-/// Reads the checkpoint; `None` when absent or written by another layout.
-pub fn read_checkpoint(lane: &Lane) -> Option<Checkpoint> {
-    let b = fsutil::guarded_read(&checkpoint_path(lane), SMALL_FILE_CAP).ok()?;
+fn synced_checkpoint_path(lane: &Lane) -> PathBuf {
+    lane.index_dir().join("checkpoint.synced.json")
+}
+
+/// The current kernel boot (Linux `boot_id`); empty where unavailable, in
+/// which case every checkpoint is trusted as on a system without the file.
+pub fn boot_id() -> &'static str {
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    })
+}
+
+fn read_cp(path: &Path) -> Option<Checkpoint> {
+    let b = fsutil::guarded_read(path, SMALL_FILE_CAP).ok()?;
     let c: Checkpoint = serde_json::from_slice(&b).ok()?;
     (c.format == PROJECTION_FORMAT).then_some(c)
+}
+
+/// The last synced checkpoint: every projection file it covers was on disk
+/// when it was written.
+pub fn read_synced_checkpoint(lane: &Lane) -> Option<Checkpoint> {
+    read_cp(&synced_checkpoint_path(lane))
+}
+
+/// Makes every projection file written so far durable (one `syncfs`), then
+/// records the latest checkpoint as synced. Caller holds the store lock.
+pub fn sync(lane: &Lane) -> Result<(), ProjectionError> {
+    let Some(latest) = read_checkpoint(lane) else {
+        return Ok(());
+    };
+    if read_synced_checkpoint(lane).is_some_and(|s| s.seq == latest.seq && s.hash == latest.hash) {
+        return Ok(());
+    }
+    sync_tree(lane)?;
+    let mut text = serde_json::to_vec(&latest).expect("checkpoint serialises");
+    text.push(b'\n');
+    fsutil::write_atomic(&synced_checkpoint_path(lane), &text, true)?;
+    Ok(())
+}
+
+/// Reads the checkpoint; `None` when absent or written by another layout.
+pub fn read_checkpoint(lane: &Lane) -> Option<Checkpoint> {
+    read_cp(&checkpoint_path(lane))
 }
 
 fn write_checkpoint(lane: &Lane, p: &Position) -> Result<(), ProjectionError> {
     let mut text =
         serde_json::to_vec(&Checkpoint::from_position(p)).expect("checkpoint serialises");
     text.push(b'\n');
-    // Not fsynced: every projection file it covers was written durably
-    // first, and a lost checkpoint only makes the next open re-apply
-    // (idempotently) what it already applied.
+    // Not fsynced, like the projection files it covers: it is trusted only
+    // within the boot that wrote it (see `Checkpoint::boot_id`), and a lost
+    // checkpoint only makes the next open re-apply (idempotently) what it
+    // already applied.
     fsutil::write_atomic(&checkpoint_path(lane), &text, false)?;
     Ok(())
 }
@@ -646,7 +700,13 @@ fn write_checkpoint(lane: &Lane, p: &Position) -> Result<(), ProjectionError> {
 /// lock. Falls back to a full rebuild when the checkpoint does not match the
 /// journal (a repair rewrote it) or is missing while projections exist.
 pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionError> {
-    let start = match read_checkpoint(lane).and_then(|c| c.position()) {
+    // A checkpoint written in another boot may cover projection writes that
+    // a power loss dropped: resume from the last synced one instead.
+    let (trusted, from_latest) = match read_checkpoint(lane) {
+        Some(c) if c.boot_id == boot_id() => (Some(c), true),
+        _ => (read_synced_checkpoint(lane), false),
+    };
+    let start = match trusted.and_then(|c| c.position()) {
         Some(p) => p,
         None => {
             if projections_present(lane)? {
@@ -660,7 +720,7 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         Err(JournalError::CheckpointMismatch { .. }) => return rebuild(lane, journal),
         Err(e) => return Err(e.into()),
     };
-    let projector = Projector::new(lane, true);
+    let projector = Projector::new(lane, false);
     let mut out = CatchUp {
         head_seq: start.seq,
         ..CatchUp::default()
@@ -679,8 +739,15 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         out.head_seq = frame.seq;
         last = Some(frame.end);
     }
+    if last.is_none() && !from_latest {
+        last = Some(start);
+    }
     if let Some(p) = last {
         write_checkpoint(lane, &p)?;
+        let synced = read_synced_checkpoint(lane).map(|c| c.seq).unwrap_or(0);
+        if p.seq.saturating_sub(synced) >= SYNC_EVERY_EVENTS {
+            sync(lane)?;
+        }
     }
     Ok(out)
 }
@@ -717,8 +784,8 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
         out.head_seq = frame.seq;
         last = Some(frame.end);
     }
-    sync_tree(lane)?;
     write_checkpoint(lane, &last.unwrap_or(start))?;
+    sync(lane)?;
     Ok(out)
 }
 

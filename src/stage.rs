@@ -232,6 +232,15 @@ pub fn stage(
         });
     }
     let sha = fsutil::sha256_hex(raw);
+    // The common repeat (Stop fires every turn; SessionEnd after the last
+    // Stop) carries bytes that are already staged or stored: answer it
+    // without writing and syncing a blob.
+    {
+        let locked = corpus.lock()?;
+        if let Some(done) = already(&locked, lineage, &sha, raw.len() as u64)? {
+            return Ok(done);
+        }
+    }
     let staging = corpus.lane.staging_dir();
     // The slow part (writing and syncing up to 64 MiB) happens before the
     // lock, so concurrent hooks only serialise on the rename and the append.
@@ -240,6 +249,30 @@ pub fn stage(
     // On every path but a successful rename the temporary file is removed.
     let _ = fs::remove_file(&tmp);
     result
+}
+
+/// The no-op answers: identical bytes already staged under this key, or
+/// already captured. Caller holds the lock.
+fn already(
+    locked: &crate::corpus::Locked<'_>,
+    lineage: &Lineage,
+    sha: &str,
+    bytes: u64,
+) -> Result<Option<StageOutcome>, StageError> {
+    let index = locked.index();
+    let agent = lineage.agent_id.as_deref();
+    if let Some(stem) = index.staged_stem(&lineage.session_id, agent).map_err(CorpusError::from)? {
+        let path = locked.lane().staging_dir().join(format!("{stem}.stage.json"));
+        if StageSidecar::read(&path).is_ok_and(|sc| sc.raw_sha256 == sha) {
+            return Ok(Some(StageOutcome::Unchanged { stem, bytes }));
+        }
+        return Ok(None);
+    }
+    let idem = idem_key(sha, &lineage.session_id, agent, "native");
+    Ok(index
+        .record_for_idem(&idem)
+        .map_err(CorpusError::from)?
+        .map(|record| StageOutcome::AlreadyStored { record, bytes }))
 }
 
 fn stage_locked(
@@ -347,11 +380,15 @@ fn rename_into_place(tmp: &Path, dest: &Path) -> Result<(), StageError> {
             source: std::io::Error::other("refusing to replace a symlink in staging"),
         });
     }
+    // No directory fsync here: the blob's data is already synced, and the
+    // journal append that follows commits the file system's log (ext4, xfs
+    // and btrfs order metadata), which carries this rename with it. If a
+    // file system did lose the rename, the drain recovers the bytes from the
+    // source path when they still hash to the journaled digest.
     fs::rename(tmp, dest).map_err(|source| StageError::Io {
         path: dest.to_path_buf(),
         source,
     })?;
-    fsutil::sync_dir(dest.parent().expect("blob has a parent"))?;
     Ok(())
 }
 
