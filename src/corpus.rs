@@ -72,9 +72,12 @@ impl Corpus {
 
     /// Opens an existing corpus without creating anything.
     pub fn open_existing(home: &Path, root_sha: &str) -> Result<Option<Corpus>, CorpusError> {
-        let Some(lane) = Lane::open_existing(home, root_sha)? else {
+        if Lane::open_existing(home, root_sha)?.is_none() {
             return Ok(None);
-        };
+        }
+        // The lane exists: make sure every leaf does too (an older abcd
+        // created fewer of them).
+        let lane = Lane::open(home, root_sha)?;
         let journal = Journal::open(&lane.journal_dir())?;
         Ok(Some(Corpus {
             home: home.to_path_buf(),
@@ -91,12 +94,13 @@ impl Corpus {
     /// orphan blobs.
     pub fn lock(&self) -> Result<Locked<'_>, CorpusError> {
         let lock = FileLock::acquire(&self.lane.lock_path(), STORE_LOCK_TIMEOUT)?;
+        let legacy = self.adopt_legacy()?;
         let caught_up = projection::catch_up(&self.lane, &self.journal)?;
         let locked = Locked {
             corpus: self,
             _lock: lock,
             caught_up,
-            adopted: Vec::new(),
+            adopted: legacy,
         };
         locked.adopt_orphans()
     }
@@ -107,6 +111,89 @@ impl Corpus {
         let _l = FileLock::acquire(&self.lane.lock_path(), STORE_LOCK_TIMEOUT)?;
         projection::sync(&self.lane)?;
         Ok(())
+    }
+
+    /// First open of a lane an older abcd wrote (records and staged files
+    /// but no journal): journal what is there so the journal becomes the
+    /// source of truth and nothing is lost by the first rebuild. Records are
+    /// journaled as they are (same file name, metadata and body); staged
+    /// blobs keep the lineage their old sidecars carry. Caller holds the lock.
+    fn adopt_legacy(&self) -> Result<Vec<String>, CorpusError> {
+        if projection::read_checkpoint(&self.lane).is_some()
+            || projection::read_synced_checkpoint(&self.lane).is_some()
+            || self.journal.head()?.seq != 0
+        {
+            return Ok(Vec::new());
+        }
+        let mut adopted = Vec::new();
+        let mut batch: Vec<(EventId, Vec<u8>)> = Vec::new();
+        let now = clock::now_unix_ns();
+        let records = self.lane.records_dir();
+        let mut names: Vec<String> = fs::read_dir(&records)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.ends_with(".md") && !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        for name in names {
+            let Ok(bytes) = fsutil::guarded_read(&records.join(&name), projection::RECORD_READ_CAP) else {
+                continue;
+            };
+            let Ok((meta, body)) = crate::record::parse(&bytes) else {
+                continue; // kept aside by the rebuild, never deleted
+            };
+            let ev = Event::Captured(Box::new(crate::event::Captured {
+                outcome: crate::event::CaptureOutcome::Stored {
+                    record_name: name.clone(),
+                    meta,
+                    body: String::from_utf8_lossy(body).into_owned(),
+                    supersedes: Vec::new(),
+                },
+                retires: None,
+                extended: false,
+            }));
+            batch.push((EventId::random(), event::encode(now, &ev)?));
+            adopted.push(name);
+        }
+        let staging = self.lane.staging_dir();
+        let mut stems: Vec<String> = fs::read_dir(&staging)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter_map(|n| n.strip_suffix(".raw").map(str::to_owned))
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        stems.sort();
+        for stem in stems {
+            let Ok(sc) = StageSidecar::read_any(&staging.join(format!("{stem}.stage.json"))) else {
+                continue; // no sidecar: adopted as an orphan after catch-up
+            };
+            let Ok(bytes) = fsutil::guarded_read(&staging.join(format!("{stem}.raw")), crate::stage::RAW_CAP) else {
+                continue;
+            };
+            let ev = Event::Staged(Staged {
+                stem: stem.clone(),
+                raw_sha256: fsutil::sha256_hex(&bytes),
+                bytes: bytes.len() as u64,
+                lineage: sc.lineage(),
+                source_path: sc.source_path.clone(),
+                staged_at_ns: sc.staged_at_ns(),
+                adopted: true,
+            });
+            batch.push((EventId::random(), event::encode(now, &ev)?));
+            adopted.push(format!("{stem}.raw"));
+        }
+        for chunk in batch.chunks(1024) {
+            let refs: Vec<(EventId, &[u8])> = chunk.iter().map(|(id, p)| (*id, p.as_slice())).collect();
+            self.journal.append_batch(&refs)?;
+        }
+        Ok(adopted)
     }
 
     /// Brings projections up to date for a reader, then releases the lock.

@@ -122,6 +122,8 @@ pub struct CatchUp {
     pub applied: u64,
     pub rebuilt: bool,
     pub head_seq: u64,
+    /// Record files a rebuild did not reproduce, kept in `records.unjournaled/`.
+    pub set_aside: Vec<String>,
 }
 
 /// Digest key for index file names: 32 hex chars of SHA-256 over the parts.
@@ -763,6 +765,19 @@ fn projections_present(lane: &Lane) -> Result<bool, ProjectionError> {
 /// projections); files are written without per-file syncs and the result is
 /// made durable with one sync per directory at the end.
 pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionError> {
+    // Record files are what users read: the old directory is set aside and
+    // compared after the replay, so a file the journal does not reproduce is
+    // kept (in `records.unjournaled/`), never deleted.
+    let before = lane.dir.join("records.before-rebuild");
+    if !before.exists() {
+        fs::rename(lane.records_dir(), &before).map_err(io_err("set aside", &before))?;
+    } else {
+        // An interrupted rebuild: what is in records/ now is its partial
+        // output, and the set-aside copy still holds the originals.
+        let records = lane.records_dir();
+        fs::remove_dir_all(&records).map_err(io_err("remove partial rebuild", &records))?;
+    }
+    fsutil::ensure_private_dir(&lane.records_dir())?;
     clear_projections(lane)?;
     let projector = Projector::new(lane, false);
     let mut out = CatchUp {
@@ -784,9 +799,53 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
         out.head_seq = frame.seq;
         last = Some(frame.end);
     }
+    out.set_aside = reconcile_set_aside(lane, &before)?;
     write_checkpoint(lane, &last.unwrap_or(start))?;
     sync(lane)?;
     Ok(out)
+}
+
+/// Compares the set-aside record directory with the rebuilt one: files the
+/// replay reproduced (same metadata and body) are dropped, every other file
+/// moves to `records.unjournaled/`. Returns the names kept.
+fn reconcile_set_aside(lane: &Lane, before: &Path) -> Result<Vec<String>, ProjectionError> {
+    let mut kept = Vec::new();
+    let rd = match fs::read_dir(before) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(kept),
+        Err(e) => return Err(io_err("list", before)(e)),
+    };
+    let same = |a: &[u8], b: &[u8]| -> bool {
+        a == b
+            || matches!((record::parse(a), record::parse(b)), (Ok((ma, ba)), Ok((mb, bb))) if ma == mb && ba == bb)
+    };
+    for entry in rd {
+        let entry = entry.map_err(io_err("list", before))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let old = entry.path();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        let reproduced = is_file
+            && match (fs::read(&old), fs::read(lane.records_dir().join(&name))) {
+                (Ok(a), Ok(b)) => same(&a, &b),
+                _ => false,
+            };
+        if reproduced || name.starts_with('.') && name.ends_with(".tmp") {
+            fs::remove_file(&old).map_err(io_err("remove", &old))?;
+            continue;
+        }
+        let dir = lane.dir.join("records.unjournaled");
+        fsutil::ensure_private_dir(&dir)?;
+        let mut dest = dir.join(&name);
+        let mut n = 1;
+        while dest.exists() {
+            dest = dir.join(format!("{name}.{n}"));
+            n += 1;
+        }
+        fs::rename(&old, &dest).map_err(io_err("keep unjournaled record", &old))?;
+        kept.push(name);
+    }
+    fs::remove_dir(before).map_err(io_err("remove", before))?;
+    Ok(kept)
 }
 
 fn clear_projections(lane: &Lane) -> Result<(), ProjectionError> {
@@ -813,7 +872,6 @@ fn clear_projections(lane: &Lane) -> Result<(), ProjectionError> {
             }
             Ok(())
         };
-    remove_matching(lane.records_dir(), &|_| false)?;
     remove_matching(lane.index_dir(), &|_| false)?;
     remove_matching(lane.sessions_dir(), &|_| false)?;
     // Blobs stay; the staging view and quarantine notes are projections.

@@ -79,7 +79,10 @@ pub struct StageSidecar {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub source_path: Option<String>,
     pub staged_at: String,
+    /// Absent in the predecessor's sidecars (adopted on first open).
+    #[serde(default)]
     pub raw_sha256: String,
+    #[serde(default)]
     pub bytes: u64,
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub adopted: bool,
@@ -118,6 +121,15 @@ impl StageSidecar {
 
     /// Reads and validates a sidecar; the error says why it is unusable.
     pub fn read(path: &Path) -> Result<StageSidecar, String> {
+        let sc = Self::read_any(path)?;
+        if sc.raw_sha256.is_empty() {
+            return Err("a sidecar without a digest (written by an older abcd); it is adopted when the store is first opened by this version".into());
+        }
+        Ok(sc)
+    }
+
+    /// Reads a sidecar of this or the predecessor's format.
+    pub fn read_any(path: &Path) -> Result<StageSidecar, String> {
         let bytes = fsutil::guarded_read(path, SMALL_FILE_CAP).map_err(|e| e.to_string())?;
         let sc: StageSidecar =
             serde_json::from_slice(&bytes).map_err(|e| format!("not a stage sidecar: {e}"))?;
