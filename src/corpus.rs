@@ -140,7 +140,8 @@ impl Corpus {
             .unwrap_or_default();
         names.sort();
         for name in names {
-            let Ok(bytes) = fsutil::guarded_read(&records.join(&name), projection::RECORD_READ_CAP) else {
+            let Ok(bytes) = fsutil::guarded_read(&records.join(&name), projection::RECORD_READ_CAP)
+            else {
                 continue;
             };
             let Ok((meta, body)) = crate::record::parse(&bytes) else {
@@ -174,7 +175,9 @@ impl Corpus {
             let Ok(sc) = StageSidecar::read_any(&staging.join(format!("{stem}.stage.json"))) else {
                 continue; // no sidecar: adopted as an orphan after catch-up
             };
-            let Ok(bytes) = fsutil::guarded_read(&staging.join(format!("{stem}.raw")), crate::stage::RAW_CAP) else {
+            let Ok(bytes) =
+                fsutil::guarded_read(&staging.join(format!("{stem}.raw")), crate::stage::RAW_CAP)
+            else {
                 continue;
             };
             let ev = Event::Staged(Staged {
@@ -190,7 +193,8 @@ impl Corpus {
             adopted.push(format!("{stem}.raw"));
         }
         for chunk in batch.chunks(1024) {
-            let refs: Vec<(EventId, &[u8])> = chunk.iter().map(|(id, p)| (*id, p.as_slice())).collect();
+            let refs: Vec<(EventId, &[u8])> =
+                chunk.iter().map(|(id, p)| (*id, p.as_slice())).collect();
             self.journal.append_batch(&refs)?;
         }
         Ok(adopted)

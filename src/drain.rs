@@ -136,10 +136,18 @@ fn failure(entry: &StagedEntry, error: String, permanent: bool, quarantined: boo
 }
 
 fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &mut DrainReport) {
+    if let Some(staged) = load(corpus, entry, report) {
+        finish(corpus, scanner, entry, staged, report);
+    }
+}
+
+/// Reads an entry's staged bytes (or, when the blob was lost, the source
+/// that still hashes to them). `None` after recording a failure.
+fn load(corpus: &Corpus, entry: &StagedEntry, report: &mut DrainReport) -> Option<Vec<u8>> {
     let (Some(sidecar), None) = (&entry.sidecar, &entry.error) else {
         let why = entry.error.clone().unwrap_or_else(|| "no sidecar".into());
         report.failed.push(failure(entry, why, false, false));
-        return;
+        return None;
     };
     let blob = corpus
         .lane
@@ -150,11 +158,19 @@ fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &m
         // The blob is gone (a file system that lost its rename): the source
         // still holding exactly the journaled bytes is the same transcript.
         Err(e) if e.is_not_found() && source_matches(sidecar) => {
-            match fsutil::guarded_read(Path::new(sidecar.source_path.as_deref().unwrap_or("")), RAW_CAP) {
+            match fsutil::guarded_read(
+                Path::new(sidecar.source_path.as_deref().unwrap_or("")),
+                RAW_CAP,
+            ) {
                 Ok(b) => b,
                 Err(e) => {
-                    report.failed.push(failure(entry, format!("staged copy missing and source unreadable: {e}"), false, false));
-                    return;
+                    report.failed.push(failure(
+                        entry,
+                        format!("staged copy missing and source unreadable: {e}"),
+                        false,
+                        false,
+                    ));
+                    return None;
                 }
             }
         }
@@ -165,8 +181,23 @@ fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &m
                 false,
                 false,
             ));
-            return;
+            return None;
         }
+    };
+    Some(staged)
+}
+
+/// Redacts (no lock), then under the lock re-checks that the entry still
+/// holds the bytes read, and captures or quarantines it.
+fn finish(
+    corpus: &Corpus,
+    scanner: &Scanner,
+    entry: &StagedEntry,
+    staged: Vec<u8>,
+    report: &mut DrainReport,
+) {
+    let Some(sidecar) = &entry.sidecar else {
+        return;
     };
     let staged_sha = fsutil::sha256_hex(&staged);
     let lineage = sidecar.lineage();
@@ -260,6 +291,64 @@ fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &m
 
 fn source_matches(sc: &crate::stage::StageSidecar) -> bool {
     sc.source_path.as_deref().is_some_and(|p| {
-        fsutil::guarded_read(Path::new(p), RAW_CAP).is_ok_and(|b| fsutil::sha256_hex(&b) == sc.raw_sha256)
+        fsutil::guarded_read(Path::new(p), RAW_CAP)
+            .is_ok_and(|b| fsutil::sha256_hex(&b) == sc.raw_sha256)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lineage::{Lineage, LineageSource, SpawnAttribution};
+
+    fn agent() -> Lineage {
+        Lineage {
+            session_id: "s1".into(),
+            agent_id: Some("a1".into()),
+            lineage_source: Some(LineageSource::Hook),
+            spawn_attribution: Some(SpawnAttribution::Unattributed),
+            ..Lineage::default()
+        }
+    }
+
+    /// TestDrainLeavesAReStagedCopyForTheNextPass: a hook re-stages new
+    /// bytes while the drain is redacting the old ones; the drain must not
+    /// store the old bytes as if they were current, nor retire the new ones.
+    #[test]
+    fn drain_leaves_a_restaged_copy_for_the_next_pass() {
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = Corpus::open(tmp.path(), &"a".repeat(40)).unwrap();
+        let v1 = b"{\"v\":1}\n".to_vec();
+        let v2 = b"{\"v\":1}\n{\"v\":2}\n".to_vec();
+        stage::stage(&corpus, &agent(), &v1, None).unwrap();
+        let now = crate::clock::now_unix_ns();
+        let entries = stage::list_staged(&corpus, now).unwrap();
+        let mut report = DrainReport::default();
+        let staged = load(&corpus, &entries[0], &mut report).unwrap();
+        assert_eq!(staged, v1);
+        // The re-stage lands between the read and the capture.
+        stage::stage(&corpus, &agent(), &v2, None).unwrap();
+        let scanner = Scanner::new(abcd_redact::Identity::default(), None);
+        finish(&corpus, &scanner, &entries[0], staged, &mut report);
+        assert!(
+            report.captured.is_empty() && report.failed.is_empty(),
+            "{report:?}"
+        );
+        let left = stage::list_staged(&corpus, now).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(
+            left[0].sidecar.as_ref().unwrap().raw_sha256,
+            fsutil::sha256_hex(&v2)
+        );
+        // The next pass stores the new bytes.
+        let report = drain(
+            &corpus,
+            &|| Scanner::new(abcd_redact::Identity::default(), None),
+            Budget::UNBOUNDED,
+            now,
+        )
+        .unwrap();
+        assert_eq!(report.captured.len(), 1);
+        assert!(stage::list_staged(&corpus, now).unwrap().is_empty());
+    }
 }

@@ -126,6 +126,17 @@ pub struct CatchUp {
     pub set_aside: Vec<String>,
 }
 
+/// Session notes older than this are pruned (the session is long over;
+/// its transcripts are stored or staged with their own lineage).
+pub const SESSION_NOTE_TTL_NS: u64 = 30 * 24 * 3600 * 1_000_000_000;
+
+/// When a session note was written (its content); `None` for a zero-byte
+/// note of an older abcd, which is kept.
+pub fn note_time(path: &Path) -> Option<u64> {
+    let b = fsutil::guarded_read(path, 256).ok()?;
+    clock::parse_rfc3339(String::from_utf8_lossy(&b).trim())
+}
+
 /// Digest key for index file names: 32 hex chars of SHA-256 over the parts.
 pub fn key_hash(parts: &[&str]) -> String {
     let mut h = Sha256::new();
@@ -416,9 +427,19 @@ impl<'a> Projector<'a> {
                 self.index_record(&index, &m.record_name, &m.meta)?;
             }
             Event::SessionNoted(n) => {
-                let path = self.lane.sessions_dir().join(&n.session_id);
-                if !path.is_file() {
-                    self.write(&path, b"")?;
+                let dir = self.lane.sessions_dir();
+                let text = format!("{}\n", clock::rfc3339_nanos(n.noted_at_ns));
+                self.write(&dir.join(&n.session_id), text.as_bytes())?;
+                // Prune by the event's own time, so a replay prunes the same
+                // notes: a session unseen for 30 days no longer claims a store.
+                let cutoff = n.noted_at_ns.saturating_sub(SESSION_NOTE_TTL_NS);
+                if let Ok(rd) = fs::read_dir(&dir) {
+                    for entry in rd.flatten() {
+                        let p = entry.path();
+                        if note_time(&p).is_some_and(|t| t < cutoff) {
+                            self.remove(&p)?;
+                        }
+                    }
                 }
             }
             Event::SubagentGapSighted(g) => {

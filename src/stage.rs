@@ -273,8 +273,14 @@ fn already(
 ) -> Result<Option<StageOutcome>, StageError> {
     let index = locked.index();
     let agent = lineage.agent_id.as_deref();
-    if let Some(stem) = index.staged_stem(&lineage.session_id, agent).map_err(CorpusError::from)? {
-        let path = locked.lane().staging_dir().join(format!("{stem}.stage.json"));
+    if let Some(stem) = index
+        .staged_stem(&lineage.session_id, agent)
+        .map_err(CorpusError::from)?
+    {
+        let path = locked
+            .lane()
+            .staging_dir()
+            .join(format!("{stem}.stage.json"));
         if StageSidecar::read(&path).is_ok_and(|sc| sc.raw_sha256 == sha) {
             return Ok(Some(StageOutcome::Unchanged { stem, bytes }));
         }

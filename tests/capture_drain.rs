@@ -316,7 +316,12 @@ fn legacy_staged_file_without_sidecar_still_drains() {
     fs::write(&legacy, jsonl(&[&line("legacy-session", "old binary")])).unwrap();
     let out = env.abcd(&["--json", "history", "drain"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("adopted the staged file 20260101T000000.000000000Z-legacy-session.raw"), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("adopted the staged file 20260101T000000.000000000Z-legacy-session.raw"),
+        "{}",
+        stderr(&out)
+    );
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["captured"].as_array().unwrap().len(), 1, "{d}");
     let r = env.json(&["history", "show", "legacy-session"]);

@@ -389,3 +389,101 @@ fn concurrent_subagent_completions_all_stage() {
     let v = env.abcd(&["journal", "verify"]);
     assert_eq!(v.status.code(), Some(0), "{}", stdout(&v));
 }
+
+#[test]
+fn session_notes_are_pruned_after_thirty_days() {
+    let env = Env::new();
+    let old = env.main_transcript("old-sess", &jsonl(&[&line("old-sess", "x")]));
+    let out = env.hook_env(
+        "stop",
+        &env.end_payload("old-sess", &old),
+        &[("ABCD_TEST_NOW", "2026-01-01T00:00:00Z")],
+    );
+    assert_eq!(hook_json(&out)["outcome"], "staged");
+    assert!(env.lane().join("sessions/old-sess").is_file());
+    let new = env.main_transcript("new-sess", &jsonl(&[&line("new-sess", "y")]));
+    let out = env.hook_env(
+        "stop",
+        &env.end_payload("new-sess", &new),
+        &[("ABCD_TEST_NOW", "2026-03-01T00:00:00Z")],
+    );
+    assert_eq!(hook_json(&out)["outcome"], "staged");
+    assert!(
+        !env.lane().join("sessions/old-sess").exists(),
+        "pruned past 30 days"
+    );
+    assert!(env.lane().join("sessions/new-sess").is_file());
+}
+
+#[test]
+fn concurrent_stages_of_one_key_yield_one_copy() {
+    let env = Env::new();
+    let p = env.agent_transcript(SID, "same", &jsonl(&[&line(SID, "one copy")]), None);
+    let mut children = Vec::new();
+    for _ in 0..24 {
+        let mut c = env.command(&env.repo);
+        c.args(["--json", "hook", "subagent-stop"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(env.subagent_payload(SID, "same", &p).to_string().as_bytes())
+            .unwrap();
+        children.push(child);
+    }
+    let mut staged = 0;
+    for c in children {
+        let r = hook_json(&c.wait_with_output().unwrap());
+        match r["outcome"].as_str().unwrap() {
+            "staged" => staged += 1,
+            "unchanged" => {}
+            other => panic!("unexpected outcome {other}: {r}"),
+        }
+    }
+    assert_eq!(staged, 1, "exactly one process stages, the rest are no-ops");
+    assert_eq!(env.staged()["staged"].as_array().unwrap().len(), 1);
+    let blobs = fs::read_dir(env.lane().join("staging"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".raw")
+        })
+        .count();
+    assert_eq!(blobs, 1);
+}
+
+#[test]
+fn survey_skips_repositories_holding_nothing() {
+    let env = Env::new();
+    let p = env.agent_transcript(SID, "sv", &jsonl(&[&line(SID, "x")]), None);
+    env.hook("subagent-stop", &env.subagent_payload(SID, "sv", &p));
+    assert_eq!(
+        env.json(&["history", "staged", "--all-repos"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    env.drain();
+    // Records only: nothing unredacted, so the survey does not list it.
+    assert_eq!(
+        env.json(&["history", "staged", "--all-repos"])
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let text = stdout(&env.abcd(&["history", "staged", "--all-repos"]));
+    assert!(
+        text.contains("no repository in this store is holding unredacted transcript text"),
+        "{text}"
+    );
+}

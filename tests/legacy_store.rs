@@ -20,10 +20,18 @@ fn a_predecessor_lane_is_adopted_on_first_open() {
         "---\nschema: 1\nsession_id: old-session\nroot_commit: {sha}\ncaptured_at: 2026-09-09T06:24:22.051Z\nsource_kind: native\nsource_sha256: {}\nredacted_secrets: 2\nredacted_home_paths: 1\n---\n{{\"type\":\"user\"}}\n",
         "e".repeat(64)
     );
-    fs::write(lane.join("records/20260909T062422.051000000Z-old-session.md"), &old_record).unwrap();
+    fs::write(
+        lane.join("records/20260909T062422.051000000Z-old-session.md"),
+        &old_record,
+    )
+    .unwrap();
     fs::write(lane.join("records/notes.md"), "not a record at all\n").unwrap();
     let stem = "20260910T000000.000000000Z-agentold";
-    fs::write(lane.join(format!("staging/{stem}.raw")), jsonl(&[&line("sess-old", "staged by the old binary")])).unwrap();
+    fs::write(
+        lane.join(format!("staging/{stem}.raw")),
+        jsonl(&[&line("sess-old", "staged by the old binary")]),
+    )
+    .unwrap();
     fs::write(
         lane.join(format!("staging/{stem}.stage.json")),
         r#"{"schema":1,"session_id":"sess-old","agent_id":"agentold","agent_type":"Plan","spawn_depth":1,"spawn_tool_use_id":"toolu_old","lineage_source":"hook","spawn_attribution":"sidecar","source_path":"/nowhere/agent-agentold.jsonl","staged_at":"2026-09-10T00:00:00Z"}"#,

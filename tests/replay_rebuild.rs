@@ -113,8 +113,17 @@ fn after_a_power_loss_unsynced_projection_writes_are_reapplied() {
     // A manual capture writes its record without syncing.
     let p = env.tmp.path().join("later.jsonl");
     fs::write(&p, jsonl(&[&line(sid, "not yet synced")])).unwrap();
-    let r = env.json(&["history", "capture", p.to_str().unwrap(), "--session", "later-session"]);
-    let record = env.lane().join("records").join(r["record"].as_str().unwrap());
+    let r = env.json(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        "later-session",
+    ]);
+    let record = env
+        .lane()
+        .join("records")
+        .join(r["record"].as_str().unwrap());
     let bytes = fs::read(&record).unwrap();
     // Simulate the power loss: the record write is gone and the latest
     // checkpoint belongs to a boot that ended.
@@ -123,6 +132,10 @@ fn after_a_power_loss_unsynced_projection_writes_are_reapplied() {
     let mut c: serde_json::Value = serde_json::from_slice(&fs::read(&cp).unwrap()).unwrap();
     c["boot_id"] = serde_json::json!("a-previous-boot");
     fs::write(&cp, c.to_string()).unwrap();
-    assert_eq!(env.records().len(), 2, "the lost record is re-applied from the journal");
+    assert_eq!(
+        env.records().len(),
+        2,
+        "the lost record is re-applied from the journal"
+    );
     assert_eq!(fs::read(&record).unwrap(), bytes);
 }

@@ -219,12 +219,21 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
 
 /// Notes that this session ran against this store (one stat when already
 /// noted, so repeated hooks cost nothing).
+/// A note younger than this is not rewritten (one stat and a tiny read per
+/// hook); an older one is refreshed so a long session is never pruned.
+const NOTE_REFRESH_NS: u64 = 24 * 3600 * 1_000_000_000;
+
 fn note_session(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str) {
-    if !lineage::is_valid_id(session_id) || corpus.lane.sessions_dir().join(session_id).is_file() {
+    let path = corpus.lane.sessions_dir().join(session_id);
+    let fresh = |p: &Path| {
+        crate::projection::note_time(p)
+            .is_some_and(|t| clock::now_unix_ns().saturating_sub(t) < NOTE_REFRESH_NS)
+    };
+    if !lineage::is_valid_id(session_id) || fresh(&path) {
         return;
     }
     let r = corpus.lock().and_then(|l| {
-        if corpus.lane.sessions_dir().join(session_id).is_file() {
+        if fresh(&path) {
             return Ok(0);
         }
         l.append(&Event::SessionNoted(SessionNoted {
