@@ -200,7 +200,14 @@ fn finish(
         return;
     };
     let staged_sha = fsutil::sha256_hex(&staged);
-    let lineage = sidecar.lineage();
+    let mut lineage = sidecar.lineage();
+    // A nested agent's sidecar names the spawning tool call but not the
+    // agent that made it: find that call in a sibling transcript.
+    if lineage.spawn_depth >= 2 && lineage.parent_agent_id.is_none() {
+        if let (Some(src), Some(tool)) = (&sidecar.source_path, &lineage.spawn_tool_use_id) {
+            lineage.parent_agent_id = crate::lineage::find_parent_by_tool_use(Path::new(src), tool);
+        }
+    }
     // Source refresh: the harness may have flushed more lines after the hook
     // read the file. Only a strict byte-prefix extension is taken, so a
     // recycled path can never substitute a different transcript.

@@ -46,7 +46,17 @@ fn a_simulated_session_stores_every_thread_once_with_lineage() {
     let secret = "sk-ant-api03-Zq8XbN4mW2vK7pR1tY6uE3oI9aS5dF0gH2jK4lL6zX8cV1bN3mQ5wE7rT9yU1iO3pA5sD7fG9hJ1kL3zX5cV7bN9mQ1wE3rTAA";
     let a3 = sub_dir.join("agent-nested02.jsonl");
     fs::write(&a3, jsonl(&[&json!({"type":"user","sessionId":sid,"agentId":"nested02","isSidechain":true,"message":{"role":"user","content":format!("use key {secret}")}}).to_string()])).unwrap();
-    fs::write(sub_dir.join("agent-nested02.meta.json"), r#"{"agentType":"general-purpose","spawnDepth":2,"toolUseId":"toolu_nested","parentAgentId":"a490235204f1c154d"}"#).unwrap();
+    // Real sidecars name the spawning tool call, not the parent agent: the
+    // drain finds the call in the parent's own transcript.
+    fs::write(
+        sub_dir.join("agent-nested02.meta.json"),
+        r#"{"agentType":"general-purpose","spawnDepth":2,"toolUseId":"toolu_nested"}"#,
+    )
+    .unwrap();
+    let spawn = json!({"type":"assistant","agentId":"a490235204f1c154d","isSidechain":true,"message":{"role":"assistant","content":[{"type":"tool_use","id":"toolu_nested","name":"Agent","input":{"subagent_type":"general-purpose","prompt":"nested"}}]}});
+    let mut parent = fs::read_to_string(&a2).unwrap();
+    parent.push_str(&format!("{spawn}\n"));
+    fs::write(&a2, parent).unwrap();
     // A worktree agent whose cwd is gone by the time its hook runs.
     let a4 = sub_dir.join("agent-showcol1.jsonl");
     let sc = fx.join("claude-code-log/test/test_data/minimal_showcase/55550000-0000-4000-8000-000000000001/subagents");
