@@ -91,6 +91,18 @@ pub fn drain(
     budget: Budget,
     now_ns: u64,
 ) -> Result<DrainReport, StageError> {
+    drain_with_progress(corpus, make_scanner, budget, now_ns, &|_, _| {})
+}
+
+/// `drain`, calling `progress(attempted, total)` after each entry (the CLI
+/// draws it on a terminal).
+pub fn drain_with_progress(
+    corpus: &Corpus,
+    make_scanner: &dyn Fn() -> Scanner,
+    budget: Budget,
+    now_ns: u64,
+    progress: &dyn Fn(usize, usize),
+) -> Result<DrainReport, StageError> {
     let (_, adopted) = corpus.refresh()?;
     let mut entries = stage::list_staged(corpus, now_ns)?;
     let mut report = DrainReport {
@@ -117,6 +129,7 @@ pub fn drain(
         attempted += 1;
         consumed += entry.bytes;
         drain_one(corpus, &scanner, entry, &mut report);
+        progress(attempted, entries.len());
     }
     // The records this pass wrote become durable together (one syncfs).
     corpus.sync_projections()?;
