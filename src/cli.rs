@@ -516,8 +516,23 @@ fn history_cmd(
             let (corpus, info, _) = open_corpus(repo_arg, true)?;
             let corpus = corpus.expect("created");
             let root = info.root.clone();
-            let rep = drain::drain(&corpus, &|| scanner_for(&root), Budget::UNBOUNDED, now)
-                .map_err(|e| e.to_string())?;
+            let tty = progress_enabled();
+            let progress = |done: usize, total: usize| {
+                if tty && total > 1 {
+                    eprint!("\rdrain: {done}/{total} staged transcript(s) redacted");
+                    if done == total {
+                        eprintln!();
+                    }
+                }
+            };
+            let rep = drain::drain_with_progress(
+                &corpus,
+                &|| scanner_for(&root),
+                Budget::UNBOUNDED,
+                now,
+                &progress,
+            )
+            .map_err(|e| e.to_string())?;
             let failed = rep.failed.len();
             if json {
                 print_json(out, &rep)?;
