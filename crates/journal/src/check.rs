@@ -107,7 +107,10 @@ fn open_scanner(p: &Paths) -> Result<(Scanner, format::FileHeader, [u8; 32]), Jo
     Ok((Scanner::from_file(file, &p.journal)?, h, hh))
 }
 
-pub(crate) fn verify_paths(p: &Paths, opts: &VerifyOptions<'_>) -> Result<VerifyReport, JournalError> {
+pub(crate) fn verify_paths(
+    p: &Paths,
+    opts: &VerifyOptions<'_>,
+) -> Result<VerifyReport, JournalError> {
     let (mut sc, hdr, hh) = open_scanner(p)?;
     let tag = hdr.tag();
     let start = Position {
@@ -117,7 +120,13 @@ pub(crate) fn verify_paths(p: &Paths, opts: &VerifyOptions<'_>) -> Result<Verify
     };
     let size = sc.file_len;
     let cb = opts.progress.map(|f| move |off: u64| f(off, size));
-    let w = walk_mode(&mut sc, start.clone(), tag, opts.chain, cb.as_ref().map(|c| c as &dyn Fn(u64)))?;
+    let w = walk_mode(
+        &mut sc,
+        start.clone(),
+        tag,
+        opts.chain,
+        cb.as_ref().map(|c| c as &dyn Fn(u64)),
+    )?;
     let mut head = w.committed.clone();
     if !opts.chain && head.seq > 0 {
         if let Some((_, hash)) = sc.frame_ending_at(head.offset, tag)? {
@@ -141,7 +150,11 @@ pub(crate) fn verify_paths(p: &Paths, opts: &VerifyOptions<'_>) -> Result<Verify
         Tail::Ok(_) => return Ok(report),
         Tail::Torn { valid, .. } => {
             let reason = w.stop.clone().unwrap_or(Reason::IncompleteBatch);
-            let reason = if w.committed != w.last { Reason::IncompleteBatch } else { reason };
+            let reason = if w.committed != w.last {
+                Reason::IncompleteBatch
+            } else {
+                reason
+            };
             (VerifyStatus::TornTail, valid.offset, reason)
         }
         Tail::Corrupt { offset, reason } => (VerifyStatus::Corrupt, offset, reason),
@@ -167,7 +180,11 @@ pub(crate) fn verify_paths(p: &Paths, opts: &VerifyOptions<'_>) -> Result<Verify
 
 /// Every frame valid on its own (magic, lengths, CRC, tag) from `from` to
 /// EOF: after one, continue at its end; after damage, resync.
-fn collect_standalone(sc: &mut Scanner, from: u64, tag: [u8; 4]) -> Result<Vec<(u64, FrameHeader)>, JournalError> {
+fn collect_standalone(
+    sc: &mut Scanner,
+    from: u64,
+    tag: [u8; 4],
+) -> Result<Vec<(u64, FrameHeader)>, JournalError> {
     let mut out = Vec::new();
     let mut at = from;
     loop {
@@ -210,7 +227,11 @@ pub struct Stats {
 
 fn count_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(Result::ok).filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count())
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
         .unwrap_or(0)
 }
 
@@ -319,7 +340,14 @@ fn complete_units(frames: &[(u64, FrameHeader)]) -> (Vec<Vec<(u64, FrameHeader)>
 /// Layout of a REPAIR frame's payload (64 bytes, little-endian): cut offset
 /// u64, cut length u64, SHA-256 of the moved bytes, last good seq u64,
 /// recovered events u32, unrecoverable frames u32.
-pub fn encode_repair_payload(offset: u64, len: u64, sha: &[u8; 32], last_good_seq: u64, recovered: u32, lost: u32) -> Vec<u8> {
+pub fn encode_repair_payload(
+    offset: u64,
+    len: u64,
+    sha: &[u8; 32],
+    last_good_seq: u64,
+    recovered: u32,
+    lost: u32,
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(64);
     b.extend_from_slice(&offset.to_le_bytes());
     b.extend_from_slice(&len.to_le_bytes());
@@ -334,7 +362,13 @@ impl Journal {
     /// See [`repair`].
     pub fn repair(&self, apply: bool) -> Result<RepairReport, JournalError> {
         let lk = self.lock()?;
-        let v = verify_paths(&self.p, &VerifyOptions { chain: true, progress: None })?;
+        let v = verify_paths(
+            &self.p,
+            &VerifyOptions {
+                chain: true,
+                progress: None,
+            },
+        )?;
         let spool_files = spool::list(&self.p.spool)?.len();
         let mut rep = RepairReport {
             status_before: v.status,
@@ -402,7 +436,10 @@ impl Journal {
                 }
                 rep.recoverable_events = units.iter().map(|u| u.len()).sum();
                 rep.unrecoverable_frames = lost;
-                quarantine_bytes = sc.get(b, (size - b) as usize)?.map(|s| s.to_vec()).unwrap_or_default();
+                quarantine_bytes = sc
+                    .get(b, (size - b) as usize)?
+                    .map(|s| s.to_vec())
+                    .unwrap_or_default();
                 rep.plan.push(format!(
                     "move the damaged range [{b}, {size}) ({} bytes; first bad frame at {}: {}) to {}",
                     size - b,
@@ -414,7 +451,9 @@ impl Journal {
                     "re-append {} intact event(s) from it with their original ids ({} frame(s) cannot be recovered)",
                     rep.recoverable_events, rep.unrecoverable_frames
                 ));
-                rep.plan.push(format!("truncate the journal to {b} and append a REPAIR frame"));
+                rep.plan.push(format!(
+                    "truncate the journal to {b} and append a REPAIR frame"
+                ));
                 Some(b)
             }
         };
@@ -423,13 +462,18 @@ impl Journal {
             rep.cut_bytes = size - c;
         }
         if spool_files > 0 {
-            rep.plan.push(format!("append the {spool_files} spooled file(s) from {}", self.p.spool.display()));
+            rep.plan.push(format!(
+                "append the {spool_files} spooled file(s) from {}",
+                self.p.spool.display()
+            ));
         }
         if self.p.corrupt.exists() {
-            rep.plan.push(format!("remove {}", self.p.corrupt.display()));
+            rep.plan
+                .push(format!("remove {}", self.p.corrupt.display()));
         }
         if rep.plan.is_empty() {
-            rep.plan.push("nothing to do: the journal is clean and the spool is empty".into());
+            rep.plan
+                .push("nothing to do: the journal is clean and the spool is empty".into());
         }
         if !apply {
             return Ok(rep);
@@ -440,11 +484,18 @@ impl Journal {
             VerifyStatus::TornTail => {
                 let b = v.head.offset;
                 let mut bytes = vec![0u8; (size - b) as usize];
-                sys::pread_exact(&self.file, &mut bytes, b).map_err(|e| JournalError::io("read", &self.p.journal, e))?;
+                sys::pread_exact(&self.file, &mut bytes, b)
+                    .map_err(|e| JournalError::io("read", &self.p.journal, e))?;
                 sys::ensure_dir(&self.p.torn)?;
-                let to = self.p.torn.join(format!("{b}-{}-{}.bin", sys::now_unix_ns(), std::process::id()));
+                let to = self.p.torn.join(format!(
+                    "{b}-{}-{}.bin",
+                    sys::now_unix_ns(),
+                    std::process::id()
+                ));
                 sys::atomic_write(&to, &bytes)?;
-                self.file.set_len(b).map_err(|e| JournalError::io("truncate", &self.p.journal, e))?;
+                self.file
+                    .set_len(b)
+                    .map_err(|e| JournalError::io("truncate", &self.p.journal, e))?;
                 sys::fdatasync(&self.file, &self.p.journal)?;
                 rep.moved_to = Some(to);
             }
@@ -452,20 +503,32 @@ impl Journal {
                 let b = v.head.offset;
                 let sha = format::sha256(&quarantine_bytes);
                 sys::ensure_dir(&self.p.quarantine)?;
-                let to = self.p.quarantine.join(format!("{b}-{}-{}.bin", sys::now_unix_ns(), hex::encode(&sha[..8])));
+                let to = self.p.quarantine.join(format!(
+                    "{b}-{}-{}.bin",
+                    sys::now_unix_ns(),
+                    hex::encode(&sha[..8])
+                ));
                 sys::atomic_write(&to, &quarantine_bytes)?;
                 // Park the recovered events durably before truncating, so a
                 // crash from here on loses nothing: the spool drains them.
                 for u in &units {
-                    let refs: Vec<(EventId, &[u8])> = u.iter().map(|(_, id, p)| (*id, p.as_slice())).collect();
+                    let refs: Vec<(EventId, &[u8])> =
+                        u.iter().map(|(_, id, p)| (*id, p.as_slice())).collect();
                     spool::write(&self.p.spool, &format!("r{:020}", u[0].0), &refs)?;
                 }
-                self.file.set_len(b).map_err(|e| JournalError::io("truncate", &self.p.journal, e))?;
+                self.file
+                    .set_len(b)
+                    .map_err(|e| JournalError::io("truncate", &self.p.journal, e))?;
                 sys::fdatasync(&self.file, &self.p.journal)?;
                 self.remove_marker()?;
                 let mut ready = match self.prepare_no_drain(&lk)? {
                     Some(r) => r,
-                    None => return Err(JournalError::Damaged { offset: b, reason: Reason::Crc }),
+                    None => {
+                        return Err(JournalError::Damaged {
+                            offset: b,
+                            reason: Reason::Crc,
+                        })
+                    }
                 };
                 let payload = encode_repair_payload(
                     b,

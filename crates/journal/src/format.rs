@@ -199,7 +199,10 @@ impl FileHeader {
     /// Decode and validate a header; the error string says what is wrong.
     pub fn decode(b: &[u8]) -> Result<FileHeader, String> {
         if b.len() < HEADER_LEN {
-            return Err(format!("file is {} bytes, shorter than the header", b.len()));
+            return Err(format!(
+                "file is {} bytes, shorter than the header",
+                b.len()
+            ));
         }
         if b[0..8] != FILE_MAGIC {
             return Err("bad file magic (not an abcd journal)".into());
@@ -310,11 +313,13 @@ pub fn encode_frame(spec: &FrameSpec<'_>, out: &mut Vec<u8>) -> [u8; 32] {
 /// exceed `buf`.
 pub fn decode_head(buf: &[u8]) -> Result<FrameHeader, Reason> {
     if buf.len() < FRAME_HEAD_LEN {
-        return Err(if buf.is_empty() || buf[..buf.len().min(4)] == FRAME_MAGIC[..buf.len().min(4)] {
-            Reason::Truncated
-        } else {
-            Reason::BadMagic
-        });
+        return Err(
+            if buf.is_empty() || buf[..buf.len().min(4)] == FRAME_MAGIC[..buf.len().min(4)] {
+                Reason::Truncated
+            } else {
+                Reason::BadMagic
+            },
+        );
     }
     if buf[0..4] != FRAME_MAGIC {
         return Err(Reason::BadMagic);

@@ -102,18 +102,26 @@ fn slot_of(id: &[u8; 16], capacity: u64) -> u64 {
 impl IdIndex {
     /// Open the index if it is usable for this journal in this boot.
     pub fn open(path: &Path, journal_id: &[u8; 16]) -> Result<Option<IdIndex>, JournalError> {
-        let file = match std::fs::OpenOptions::new().read(true).write(true).open(path) {
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(JournalError::io("open", path, e)),
         };
         let mut b = [0u8; INDEX_HEADER_LEN as usize];
-        let ok = sys::pread_exact(&file, &mut b, 0).map_err(|e| JournalError::io("read", path, e))?;
+        let ok =
+            sys::pread_exact(&file, &mut b, 0).map_err(|e| JournalError::io("read", path, e))?;
         let h = match decode_header(&b) {
             Some(h) if ok => h,
             _ => return Ok(None),
         };
-        let len = file.metadata().map_err(|e| JournalError::io("stat", path, e))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| JournalError::io("stat", path, e))?
+            .len();
         let sane = h.journal_id == *journal_id
             && h.boot_id == sys::boot_id()
             && h.capacity >= MIN_CAPACITY
@@ -134,12 +142,24 @@ impl IdIndex {
 
     /// Create an empty index (high-water = `start`) atomically, replacing
     /// whatever is at `path`.
-    pub fn create(path: &Path, journal_id: &[u8; 16], capacity: u64, start: Position) -> Result<IdIndex, JournalError> {
+    pub fn create(
+        path: &Path,
+        journal_id: &[u8; 16],
+        capacity: u64,
+        start: Position,
+    ) -> Result<IdIndex, JournalError> {
         let slots = vec![0u8; (capacity * SLOT_LEN) as usize];
         Self::write_new(path, journal_id, capacity, 0, start, &slots)
     }
 
-    fn write_new(path: &Path, journal_id: &[u8; 16], capacity: u64, count: u64, hwm: Position, slots: &[u8]) -> Result<IdIndex, JournalError> {
+    fn write_new(
+        path: &Path,
+        journal_id: &[u8; 16],
+        capacity: u64,
+        count: u64,
+        hwm: Position,
+        slots: &[u8],
+    ) -> Result<IdIndex, JournalError> {
         let hdr = Header {
             journal_id: *journal_id,
             boot_id: sys::boot_id(),
@@ -152,14 +172,10 @@ impl IdIndex {
         bytes.extend_from_slice(slots);
         // Replaced by rename so a reader holding the old file sees a
         // consistent snapshot. No fsync: see the module doc.
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, &bytes).map_err(|e| JournalError::io("write", &tmp, e))?;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&tmp)
-            .map_err(|e| JournalError::io("open", &tmp, e))?;
-        sys::set_mode(&f, &tmp)?;
+        let tmp = path.with_file_name(format!(".journal.ids.tmp-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let f = sys::open_rw_create(&tmp, false)?;
+        sys::pwrite_all(&f, &bytes, 0).map_err(|e| JournalError::io("write", &tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| JournalError::io("rename", path, e))?;
         Ok(IdIndex {
             file: f,
@@ -194,7 +210,12 @@ impl IdIndex {
 
     /// Insert `id -> seq` unless the id is already present (the first
     /// occurrence wins, as in the journal). Caller holds the journal lock.
-    pub fn insert(&mut self, id: &[u8; 16], seq: u64, journal_id: &[u8; 16]) -> Result<(), JournalError> {
+    pub fn insert(
+        &mut self,
+        id: &[u8; 16],
+        seq: u64,
+        journal_id: &[u8; 16],
+    ) -> Result<(), JournalError> {
         if (self.count + 1) * MAX_LOAD_DEN > self.capacity * MAX_LOAD_NUM {
             self.grow(journal_id)?;
         }
@@ -253,7 +274,8 @@ impl IdIndex {
             count: self.count,
             hwm: self.hwm.clone(),
         };
-        sys::pwrite_all(&self.file, &encode_header(&hdr), 0).map_err(|e| JournalError::io("write", &self.path, e))
+        sys::pwrite_all(&self.file, &encode_header(&hdr), 0)
+            .map_err(|e| JournalError::io("write", &self.path, e))
     }
 }
 

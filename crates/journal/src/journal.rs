@@ -17,7 +17,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::error::JournalError;
-use crate::format::{self, FileHeader, FrameKind, FrameSpec, Reason, HEADER_LEN, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_PAYLOAD};
+use crate::format::{
+    self, FileHeader, FrameKind, FrameSpec, Reason, HEADER_LEN, MAX_BATCH_BYTES, MAX_BATCH_EVENTS,
+    MAX_PAYLOAD,
+};
 use crate::index::{self, IdIndex};
 use crate::scan::{self, Expect, Scanner, Step};
 use crate::spool;
@@ -173,9 +176,15 @@ impl Drop for Locked<'_> {
 pub(crate) enum Tail {
     Ok(Position),
     /// Nothing valid after `valid`; bytes `[valid.offset, size)` are torn.
-    Torn { valid: Position, size: u64 },
+    Torn {
+        valid: Position,
+        size: u64,
+    },
     /// Mid-file damage at `offset`.
-    Corrupt { offset: u64, reason: Reason },
+    Corrupt {
+        offset: u64,
+        reason: Reason,
+    },
 }
 
 /// State established under the lock before writing.
@@ -210,9 +219,16 @@ impl Journal {
     pub fn open_with(dir: &Path, opts: Options) -> Result<Journal, JournalError> {
         let p = Paths::new(dir);
         sys::ensure_dir(dir)?;
-        let lock_file = match OpenOptions::new().read(true).write(true).custom_flags(libc::O_CLOEXEC).open(&p.lock) {
+        let lock_file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&p.lock)
+        {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => sys::open_rw_create(&p.lock, false)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                sys::open_rw_create(&p.lock, false)?
+            }
             Err(e) => return Err(JournalError::io("open", &p.lock, e)),
         };
         if !p.journal.exists() {
@@ -222,7 +238,9 @@ impl Journal {
             let res = if p.journal.exists() {
                 Ok(())
             } else {
-                let id = opts.fixed_journal_id.unwrap_or_else(sys::random_bytes::<16>);
+                let id = opts
+                    .fixed_journal_id
+                    .unwrap_or_else(sys::random_bytes::<16>);
                 let ms = opts.fixed_clock_ns.unwrap_or_else(sys::now_unix_ns) / 1_000_000;
                 sys::atomic_write(&p.journal, &FileHeader::new(id, ms).encode())
             };
@@ -342,7 +360,14 @@ impl Journal {
     pub fn contains(&self, id: &EventId) -> Result<Option<u64>, JournalError> {
         let _lk = self.lock()?;
         let head = self.head()?;
-        match index::catch_up(&self.p.ids, &self.p.journal, &self.header.journal_id, self.tag(), &self.start(), &head) {
+        match index::catch_up(
+            &self.p.ids,
+            &self.p.journal,
+            &self.header.journal_id,
+            self.tag(),
+            &self.start(),
+            &head,
+        ) {
             Ok(idx) => idx.lookup(&id.0),
             Err(JournalError::Damaged { .. }) => {
                 // Damage between the index and the head: answer from a scan.
@@ -439,7 +464,10 @@ impl Journal {
         Ok(self.prepare_no_drain_inner(lk)?.ok())
     }
 
-    fn prepare_no_drain_inner(&self, lk: &Locked<'_>) -> Result<Result<Ready, Refusal>, JournalError> {
+    fn prepare_no_drain_inner(
+        &self,
+        lk: &Locked<'_>,
+    ) -> Result<Result<Ready, Refusal>, JournalError> {
         let head = match self.check_tail()? {
             Tail::Ok(p) => p,
             Tail::Torn { valid, size } => self.cut_torn(lk, valid, size)?,
@@ -451,7 +479,14 @@ impl Journal {
                 }));
             }
         };
-        let idx = match index::catch_up(&self.p.ids, &self.p.journal, &self.header.journal_id, self.tag(), &self.start(), &head) {
+        let idx = match index::catch_up(
+            &self.p.ids,
+            &self.p.journal,
+            &self.header.journal_id,
+            self.tag(),
+            &self.start(),
+            &head,
+        ) {
             Ok(i) => i,
             Err(JournalError::Damaged { offset, reason }) => {
                 self.write_marker(offset, &reason)?;
@@ -465,7 +500,11 @@ impl Journal {
         Ok(Ok(Ready { head, idx }))
     }
 
-    pub(crate) fn drain_locked(&self, lk: &Locked<'_>, ready: &mut Ready) -> Result<usize, JournalError> {
+    pub(crate) fn drain_locked(
+        &self,
+        lk: &Locked<'_>,
+        ready: &mut Ready,
+    ) -> Result<usize, JournalError> {
         let files = spool::list(&self.p.spool)?;
         let mut drained = Vec::new();
         let mut n = 0;
@@ -476,8 +515,11 @@ impl Journal {
                 Err(e) => return Err(JournalError::io("read", &path, e)),
             };
             // An undecodable spool file is left in place for an operator.
-            let Ok(events) = spool::decode(&bytes, &path) else { continue };
-            let refs: Vec<(EventId, &[u8])> = events.iter().map(|(i, p)| (*i, p.as_slice())).collect();
+            let Ok(events) = spool::decode(&bytes, &path) else {
+                continue;
+            };
+            let refs: Vec<(EventId, &[u8])> =
+                events.iter().map(|(i, p)| (*i, p.as_slice())).collect();
             self.write_locked(lk, ready, &refs, FrameKind::Event)?;
             n += events.len();
             drained.push(path);
@@ -528,7 +570,10 @@ impl Journal {
         if fresh.is_empty() {
             return Ok((acks, false));
         }
-        let total: usize = fresh.iter().map(|&i| format::frame_len_for(events[i].1.len())).sum();
+        let total: usize = fresh
+            .iter()
+            .map(|&i| format::frame_len_for(events[i].1.len()))
+            .sum();
         let mut buf = Vec::with_capacity(total);
         let mut prev = ready.head.hash;
         let mut seq = ready.head.seq;
@@ -564,11 +609,15 @@ impl Journal {
         if kind == FrameKind::Event {
             for &i in &fresh {
                 if let Appended::New { seq } = acks[i] {
-                    ready.idx.insert(&events[i].0 .0, seq, &self.header.journal_id)?;
+                    ready
+                        .idx
+                        .insert(&events[i].0 .0, seq, &self.header.journal_id)?;
                 }
             }
         }
-        ready.idx.set_hwm(new_head.clone(), &self.header.journal_id)?;
+        ready
+            .idx
+            .set_hwm(new_head.clone(), &self.header.journal_id)?;
         ready.head = new_head;
         Ok((acks, true))
     }
@@ -577,12 +626,18 @@ impl Journal {
     /// `frame_len` suffix) must be valid and batch-final. Otherwise a scan
     /// from the index high-water mark decides between torn and corrupt.
     pub(crate) fn check_tail(&self) -> Result<Tail, JournalError> {
-        let size = self.file.metadata().map_err(|e| JournalError::io("stat", &self.p.journal, e))?.len();
+        let size = self
+            .file
+            .metadata()
+            .map_err(|e| JournalError::io("stat", &self.p.journal, e))?
+            .len();
         if size == HEADER_LEN as u64 {
             return Ok(Tail::Ok(self.start()));
         }
         let mut sc = Scanner::from_file(
-            self.file.try_clone().map_err(|e| JournalError::io("dup", &self.p.journal, e))?,
+            self.file
+                .try_clone()
+                .map_err(|e| JournalError::io("dup", &self.p.journal, e))?,
             &self.p.journal,
         )?;
         if let Some((h, hash)) = sc.frame_ending_at(size, self.tag())? {
@@ -596,7 +651,7 @@ impl Journal {
         }
         let from = self.scan_start(&mut sc)?;
         let w = walk(&mut sc, from, self.tag(), None)?;
-        Ok(w.classify(&mut sc, self.tag())?)
+        w.classify(&mut sc, self.tag())
     }
 
     /// Best known valid position to scan from: the index high-water mark if
@@ -615,14 +670,27 @@ impl Journal {
     }
 
     /// Copy the torn bytes aside, then truncate to the last valid frame.
-    fn cut_torn(&self, _lk: &Locked<'_>, valid: Position, size: u64) -> Result<Position, JournalError> {
+    fn cut_torn(
+        &self,
+        _lk: &Locked<'_>,
+        valid: Position,
+        size: u64,
+    ) -> Result<Position, JournalError> {
         let len = (size - valid.offset) as usize;
         let mut bytes = vec![0u8; len];
-        sys::pread_exact(&self.file, &mut bytes, valid.offset).map_err(|e| JournalError::io("read", &self.p.journal, e))?;
+        sys::pread_exact(&self.file, &mut bytes, valid.offset)
+            .map_err(|e| JournalError::io("read", &self.p.journal, e))?;
         sys::ensure_dir(&self.p.torn)?;
-        let name = format!("{}-{}-{}.bin", valid.offset, sys::now_unix_ns(), std::process::id());
+        let name = format!(
+            "{}-{}-{}.bin",
+            valid.offset,
+            sys::now_unix_ns(),
+            std::process::id()
+        );
         sys::atomic_write(&self.p.torn.join(name), &bytes)?;
-        self.file.set_len(valid.offset).map_err(|e| JournalError::io("truncate", &self.p.journal, e))?;
+        self.file
+            .set_len(valid.offset)
+            .map_err(|e| JournalError::io("truncate", &self.p.journal, e))?;
         sys::fdatasync(&self.file, &self.p.journal)?;
         Ok(valid)
     }
@@ -741,11 +809,22 @@ impl Walk {
 
 /// Walk valid frames (chain checked) from `from`. `progress` gets the
 /// offset reached every READ_CHUNK bytes.
-pub(crate) fn walk(sc: &mut Scanner, from: Position, tag: [u8; 4], progress: Option<&dyn Fn(u64)>) -> Result<Walk, JournalError> {
+pub(crate) fn walk(
+    sc: &mut Scanner,
+    from: Position,
+    tag: [u8; 4],
+    progress: Option<&dyn Fn(u64)>,
+) -> Result<Walk, JournalError> {
     walk_mode(sc, from, tag, true, progress)
 }
 
-pub(crate) fn walk_mode(sc: &mut Scanner, from: Position, tag: [u8; 4], chain: bool, progress: Option<&dyn Fn(u64)>) -> Result<Walk, JournalError> {
+pub(crate) fn walk_mode(
+    sc: &mut Scanner,
+    from: Position,
+    tag: [u8; 4],
+    chain: bool,
+    progress: Option<&dyn Fn(u64)>,
+) -> Result<Walk, JournalError> {
     let mut w = Walk {
         committed: from.clone(),
         last: from,

@@ -24,11 +24,13 @@ mod spool;
 mod sys;
 
 pub use check::{
-    drain_spool, encode_repair_payload, repair, stats, verify, Damage, RepairReport, Stats, VerifyOptions, VerifyReport,
-    VerifyStatus,
+    drain_spool, encode_repair_payload, repair, stats, verify, Damage, RepairReport, Stats,
+    VerifyOptions, VerifyReport, VerifyStatus,
 };
 pub use error::{FrameError, JournalError};
-pub use format::{decode_frame, FrameHeader, FrameKind, Reason, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_PAYLOAD};
+pub use format::{
+    decode_frame, FrameHeader, FrameKind, Reason, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_PAYLOAD,
+};
 pub use journal::{Appended, EventId, Frame, FrameIter, Journal, Options, Position, SyncMode};
 pub use sys::{DIR_MODE, FILE_MODE, LOCK_TIMEOUT};
 
@@ -47,7 +49,13 @@ pub fn fuzz_journal_bytes(data: &[u8]) {
         return;
     }
     if std::fs::write(base.join("journal"), data).is_ok() {
-        let _ = verify(&base, &VerifyOptions { chain: true, progress: None });
+        let _ = verify(
+            &base,
+            &VerifyOptions {
+                chain: true,
+                progress: None,
+            },
+        );
         let _ = verify(&base, &VerifyOptions::default());
         let _ = stats(&base);
         if let Ok(j) = Journal::open_existing(&base) {

@@ -109,7 +109,10 @@ impl Scanner {
             let mut done = 0;
             while done < want {
                 use std::os::unix::fs::FileExt;
-                match self.file.read_at(&mut self.buf[done..want], off + done as u64) {
+                match self
+                    .file
+                    .read_at(&mut self.buf[done..want], off + done as u64)
+                {
                     Ok(0) => break,
                     Ok(n) => done += n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -189,7 +192,11 @@ impl Scanner {
     /// First 8-aligned offset in `[from, file_len)` where a frame that is
     /// valid on its own (magic, lengths, CRC, tag) starts. Used to tell a torn
     /// tail (nothing valid follows) from mid-file damage.
-    pub fn resync(&mut self, from: u64, tag: [u8; 4]) -> Result<Option<(u64, FrameHeader)>, JournalError> {
+    pub fn resync(
+        &mut self,
+        from: u64,
+        tag: [u8; 4],
+    ) -> Result<Option<(u64, FrameHeader)>, JournalError> {
         let mut off = from.div_ceil(8) * 8;
         while off + format::MIN_FRAME_LEN as u64 <= self.file_len {
             let chunk = ((self.file_len - off) as usize).min(READ_CHUNK);
@@ -214,7 +221,11 @@ impl Scanner {
     }
 
     /// Decode a frame at `at` without context (no seq/chain), requiring the tag.
-    pub fn standalone(&mut self, at: u64, tag: [u8; 4]) -> Result<Option<FrameHeader>, JournalError> {
+    pub fn standalone(
+        &mut self,
+        at: u64,
+        tag: [u8; 4],
+    ) -> Result<Option<FrameHeader>, JournalError> {
         let avail = self.file_len.saturating_sub(at);
         if avail < format::MIN_FRAME_LEN as u64 {
             return Ok(None);
@@ -239,7 +250,11 @@ impl Scanner {
 
     /// SHA-256 of the frame that ends exactly at `end`, with its header, found
     /// through the `frame_len` suffix. None if no valid frame ends there.
-    pub fn frame_ending_at(&mut self, end: u64, tag: [u8; 4]) -> Result<Option<(FrameHeader, [u8; 32])>, JournalError> {
+    pub fn frame_ending_at(
+        &mut self,
+        end: u64,
+        tag: [u8; 4],
+    ) -> Result<Option<(FrameHeader, [u8; 32])>, JournalError> {
         if end < (format::HEADER_LEN + format::MIN_FRAME_LEN) as u64 || end > self.file_len {
             return Ok(None);
         }
@@ -247,7 +262,10 @@ impl Scanner {
             Some(b) => format::u32_at(b, 0) as u64,
             None => return Ok(None),
         };
-        if flen < format::MIN_FRAME_LEN as u64 || flen % 8 != 0 || flen > end - format::HEADER_LEN as u64 {
+        if flen < format::MIN_FRAME_LEN as u64
+            || flen % 8 != 0
+            || flen > end - format::HEADER_LEN as u64
+        {
             return Ok(None);
         }
         let start = end - flen;
@@ -289,9 +307,13 @@ impl Scanner {
 }
 
 /// Read and validate the file header of the journal at `path`.
-pub(crate) fn read_header(file: &File, path: &Path) -> Result<(format::FileHeader, [u8; 32]), JournalError> {
+pub(crate) fn read_header(
+    file: &File,
+    path: &Path,
+) -> Result<(format::FileHeader, [u8; 32]), JournalError> {
     let mut b = [0u8; format::HEADER_LEN];
-    let complete = sys::pread_exact(file, &mut b, 0).map_err(|e| JournalError::io("read header", path, e))?;
+    let complete =
+        sys::pread_exact(file, &mut b, 0).map_err(|e| JournalError::io("read header", path, e))?;
     if !complete {
         return Err(JournalError::BadHeader {
             path: path.to_path_buf(),

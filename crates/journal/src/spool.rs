@@ -72,10 +72,20 @@ pub(crate) fn decode(b: &[u8], path: &Path) -> Result<Vec<(EventId, Vec<u8>)>, J
 /// Write a spool file durably and return its path. `prefix` orders drains:
 /// "r<seq>" (recovered by repair, original order) sorts before "s<ts>"
 /// (refused appends, arrival order).
-pub(crate) fn write(spool_dir: &Path, prefix: &str, events: &[(EventId, &[u8])]) -> Result<PathBuf, JournalError> {
+pub(crate) fn write(
+    spool_dir: &Path,
+    prefix: &str,
+    events: &[(EventId, &[u8])],
+) -> Result<PathBuf, JournalError> {
     sys::ensure_dir(spool_dir)?;
-    let first = events.first().map(|e| hex::encode(e.0 .0)).unwrap_or_default();
-    let path = spool_dir.join(format!("{prefix}-{}-{first}{SPOOL_SUFFIX}", std::process::id()));
+    let first = events
+        .first()
+        .map(|e| hex::encode(e.0 .0))
+        .unwrap_or_default();
+    let path = spool_dir.join(format!(
+        "{prefix}-{}-{first}{SPOOL_SUFFIX}",
+        std::process::id()
+    ));
     let total: usize = events.iter().map(|e| e.1.len() + 20).sum();
     if total > MAX_BATCH_BYTES {
         return Err(JournalError::PayloadTooLarge {

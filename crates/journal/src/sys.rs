@@ -74,11 +74,13 @@ pub fn set_mode(f: &File, path: &Path) -> R<()> {
 
 pub fn fsync_dir(dir: &Path) -> R<()> {
     let d = File::open(dir).map_err(|e| JournalError::io("open dir", dir, e))?;
-    d.sync_all().map_err(|e| JournalError::io("fsync dir", dir, e))
+    d.sync_all()
+        .map_err(|e| JournalError::io("fsync dir", dir, e))
 }
 
 pub fn fdatasync(f: &File, path: &Path) -> R<()> {
-    f.sync_data().map_err(|e| JournalError::io("fdatasync", path, e))
+    f.sync_data()
+        .map_err(|e| JournalError::io("fdatasync", path, e))
 }
 
 /// Write `bytes` to `path` atomically: temp file in the same directory,
@@ -89,7 +91,11 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> R<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), hex::encode(random_bytes::<4>())));
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        hex::encode(random_bytes::<4>())
+    ));
     let res = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -101,7 +107,8 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> R<()> {
         set_mode(&f, &tmp)?;
         f.write_all(bytes)
             .map_err(|e| JournalError::io("write", &tmp, e))?;
-        f.sync_all().map_err(|e| JournalError::io("fsync", &tmp, e))?;
+        f.sync_all()
+            .map_err(|e| JournalError::io("fsync", &tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| JournalError::io("rename", path, e))?;
         fsync_dir(dir)
     })();
@@ -162,7 +169,12 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
     }
     // Last resort: time and pid mixed through SHA-256. Ids need uniqueness,
     // not secrecy.
-    let seed = format!("{:?}{}{:?}", std::time::SystemTime::now(), std::process::id(), Instant::now());
+    let seed = format!(
+        "{:?}{}{:?}",
+        std::time::SystemTime::now(),
+        std::process::id(),
+        Instant::now()
+    );
     let h = crate::format::sha256(seed.as_bytes());
     for (i, x) in b.iter_mut().enumerate() {
         *x = h[i % 32];

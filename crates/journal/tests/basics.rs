@@ -9,7 +9,10 @@ fn id(n: u8) -> EventId {
 }
 
 fn read_all(j: &Journal) -> Vec<Frame> {
-    j.read_from(&j.start()).unwrap().map(|f| f.unwrap()).collect()
+    j.read_from(&j.start())
+        .unwrap()
+        .map(|f| f.unwrap())
+        .collect()
 }
 
 #[test]
@@ -19,9 +22,17 @@ fn append_read_dedup_and_batches() {
     let j = Journal::open(&dir).unwrap();
     assert_eq!(j.append(id(1), b"one").unwrap(), Appended::New { seq: 1 });
     assert_eq!(j.append(id(2), b"two").unwrap(), Appended::New { seq: 2 });
-    assert_eq!(j.append(id(1), b"other bytes").unwrap(), Appended::AlreadyPresent { seq: 1 });
+    assert_eq!(
+        j.append(id(1), b"other bytes").unwrap(),
+        Appended::AlreadyPresent { seq: 1 }
+    );
     let acks = j
-        .append_batch(&[(id(3), b"three"), (id(2), b"dup"), (id(4), b""), (id(3), b"again")])
+        .append_batch(&[
+            (id(3), b"three"),
+            (id(2), b"dup"),
+            (id(4), b""),
+            (id(3), b"again"),
+        ])
         .unwrap();
     assert_eq!(
         acks,
@@ -33,7 +44,10 @@ fn append_read_dedup_and_batches() {
         ]
     );
     let frames = read_all(&j);
-    let got: Vec<(u64, EventId, Vec<u8>)> = frames.iter().map(|f| (f.seq, f.id, f.payload.clone())).collect();
+    let got: Vec<(u64, EventId, Vec<u8>)> = frames
+        .iter()
+        .map(|f| (f.seq, f.id, f.payload.clone()))
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -47,14 +61,32 @@ fn append_read_dedup_and_batches() {
     assert_eq!(j.contains(&id(4)).unwrap(), Some(4));
     assert_eq!(j.contains(&id(9)).unwrap(), None);
     // Resume from a middle position yields exactly the suffix.
-    let rest: Vec<u64> = j.read_from(&frames[1].end).unwrap().map(|f| f.unwrap().seq).collect();
+    let rest: Vec<u64> = j
+        .read_from(&frames[1].end)
+        .unwrap()
+        .map(|f| f.unwrap().seq)
+        .collect();
     assert_eq!(rest, vec![3, 4]);
     // A fresh handle (a fresh process) sees the same and still dedups.
     drop(j);
     let j = Journal::open_existing(&dir).unwrap();
-    assert_eq!(j.append(id(3), b"x").unwrap(), Appended::AlreadyPresent { seq: 3 });
+    assert_eq!(
+        j.append(id(3), b"x").unwrap(),
+        Appended::AlreadyPresent { seq: 3 }
+    );
     assert_eq!(j.append(id(5), b"five").unwrap(), Appended::New { seq: 5 });
-    assert_eq!(verify(&dir, &VerifyOptions { chain: true, progress: None }).unwrap().status, VerifyStatus::Clean);
+    assert_eq!(
+        verify(
+            &dir,
+            &VerifyOptions {
+                chain: true,
+                progress: None
+            }
+        )
+        .unwrap()
+        .status,
+        VerifyStatus::Clean
+    );
 }
 
 #[test]
@@ -77,9 +109,19 @@ fn modes_are_exact_whatever_the_umask() {
 #[test]
 fn open_existing_not_found_and_bad_header() {
     let t = tempfile::tempdir().unwrap();
-    assert!(matches!(Journal::open_existing(t.path()), Err(JournalError::NotFound(_))));
-    std::fs::write(t.path().join("journal"), b"not a journal at all, definitely not one, nope nope nope nope").unwrap();
-    assert!(matches!(Journal::open_existing(t.path()), Err(JournalError::BadHeader { .. })));
+    assert!(matches!(
+        Journal::open_existing(t.path()),
+        Err(JournalError::NotFound(_))
+    ));
+    std::fs::write(
+        t.path().join("journal"),
+        b"not a journal at all, definitely not one, nope nope nope nope",
+    )
+    .unwrap();
+    assert!(matches!(
+        Journal::open_existing(t.path()),
+        Err(JournalError::BadHeader { .. })
+    ));
 }
 
 #[test]
@@ -90,13 +132,22 @@ fn read_from_foreign_position_is_checkpoint_mismatch() {
     let f = read_all(&j).pop().unwrap();
     let mut bad = f.end.clone();
     bad.hash[0] ^= 1;
-    assert!(matches!(j.read_from(&bad), Err(JournalError::CheckpointMismatch { .. })));
+    assert!(matches!(
+        j.read_from(&bad),
+        Err(JournalError::CheckpointMismatch { .. })
+    ));
     let mut bad = f.end.clone();
     bad.offset -= 8;
-    assert!(matches!(j.read_from(&bad), Err(JournalError::CheckpointMismatch { .. })));
+    assert!(matches!(
+        j.read_from(&bad),
+        Err(JournalError::CheckpointMismatch { .. })
+    ));
     let mut s = j.start();
     s.hash[3] ^= 1;
-    assert!(matches!(j.read_from(&s), Err(JournalError::CheckpointMismatch { .. })));
+    assert!(matches!(
+        j.read_from(&s),
+        Err(JournalError::CheckpointMismatch { .. })
+    ));
 }
 
 #[test]
@@ -104,7 +155,10 @@ fn payload_cap_is_enforced_before_writing() {
     let t = tempfile::tempdir().unwrap();
     let j = Journal::open(t.path()).unwrap();
     let big = vec![0u8; MAX_PAYLOAD + 1];
-    assert!(matches!(j.append(id(1), &big), Err(JournalError::PayloadTooLarge { .. })));
+    assert!(matches!(
+        j.append(id(1), &big),
+        Err(JournalError::PayloadTooLarge { .. })
+    ));
     assert_eq!(read_all(&j).len(), 0);
 }
 
@@ -116,16 +170,28 @@ fn index_is_rebuilt_when_missing_or_damaged() {
         j.append(id(n), &[n; 10]).unwrap();
     }
     std::fs::remove_file(t.path().join("journal.ids")).unwrap();
-    assert_eq!(j.append(id(7), b"again").unwrap(), Appended::AlreadyPresent { seq: 7 });
+    assert_eq!(
+        j.append(id(7), b"again").unwrap(),
+        Appended::AlreadyPresent { seq: 7 }
+    );
     // Scribble over the index: header crc fails, it is rebuilt.
     std::fs::write(t.path().join("journal.ids"), vec![0xAB; 4096]).unwrap();
-    assert_eq!(j.append(id(150), b"again").unwrap(), Appended::AlreadyPresent { seq: 150 });
-    assert_eq!(j.append(id(201), b"new").unwrap(), Appended::New { seq: 201 });
+    assert_eq!(
+        j.append(id(150), b"again").unwrap(),
+        Appended::AlreadyPresent { seq: 150 }
+    );
+    assert_eq!(
+        j.append(id(201), b"new").unwrap(),
+        Appended::New { seq: 201 }
+    );
     // Stale index from before more appends by "another writer" with the index removed.
     let saved = std::fs::read(t.path().join("journal.ids")).unwrap();
     j.append(id(202), b"x").unwrap();
     std::fs::write(t.path().join("journal.ids"), saved).unwrap();
-    assert_eq!(j.append(id(202), b"x").unwrap(), Appended::AlreadyPresent { seq: 202 });
+    assert_eq!(
+        j.append(id(202), b"x").unwrap(),
+        Appended::AlreadyPresent { seq: 202 }
+    );
 }
 
 #[test]
@@ -137,7 +203,11 @@ fn threads_sharing_one_handle_do_not_interleave() {
             let j = j.clone();
             std::thread::spawn(move || {
                 for n in 0..25u8 {
-                    j.append(EventId([k, n, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]), &[n; 40]).unwrap();
+                    j.append(
+                        EventId([k, n, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]),
+                        &[n; 40],
+                    )
+                    .unwrap();
                 }
             })
         })
@@ -147,5 +217,8 @@ fn threads_sharing_one_handle_do_not_interleave() {
     }
     let frames = read_all(&j);
     assert_eq!(frames.len(), 100);
-    assert!(frames.iter().enumerate().all(|(i, f)| f.seq == i as u64 + 1));
+    assert!(frames
+        .iter()
+        .enumerate()
+        .all(|(i, f)| f.seq == i as u64 + 1));
 }

@@ -27,7 +27,8 @@ mod flips {
     use proptest::prelude::*;
 
     fn golden() -> Vec<u8> {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../journal-format/vectors/batch.journal");
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../journal-format/vectors/batch.journal");
         std::fs::read(p).unwrap()
     }
 

@@ -40,7 +40,15 @@ impl Rng {
 fn spawn(dir: &Path, seed: u64, count: u64, batch: u64, big: bool) -> Child {
     let size = if big { "big" } else { "small" };
     Command::new(STRESS)
-        .args(["append", dir.to_str().unwrap(), &seed.to_string(), &count.to_string(), &batch.to_string(), "outside", size])
+        .args([
+            "append",
+            dir.to_str().unwrap(),
+            &seed.to_string(),
+            &count.to_string(),
+            &batch.to_string(),
+            "outside",
+            size,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -83,7 +91,11 @@ fn check_journal(dir: &Path, ctx: &str) -> HashMap<EventId, u64> {
         if f.kind != FrameKind::Event {
             continue;
         }
-        assert!(seen.insert(f.id, f.seq).is_none(), "{ctx}: id {} twice", f.id.to_hex());
+        assert!(
+            seen.insert(f.id, f.seq).is_none(),
+            "{ctx}: id {} twice",
+            f.id.to_hex()
+        );
         if f.id.0[..8] != [0xEE; 8] {
             let base = payload_for(&f.id);
             let ok = f.payload == base || f.payload == base.repeat(BIG_REPEAT);
@@ -99,9 +111,16 @@ fn sigkill_at_random_moments_loses_no_acknowledged_event() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
         });
-    let rounds: u64 = std::env::var("ABCD_CRASH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    let rounds: u64 = std::env::var("ABCD_CRASH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
     eprintln!("crash test seed {seed} (reproduce with ABCD_CRASH_SEED={seed})");
     let ctx = format!("seed {seed}");
     let mut rng = Rng(seed);
@@ -134,7 +153,12 @@ fn sigkill_at_random_moments_loses_no_acknowledged_event() {
             let (_, out, err) = collect(c);
             for (id, seq) in acks(&out) {
                 if let Some(prev) = acked.insert(id, seq) {
-                    assert_eq!(prev, seq, "{ctx}: id {} acked with two seqs ({err})", id.to_hex());
+                    assert_eq!(
+                        prev,
+                        seq,
+                        "{ctx}: id {} acked with two seqs ({err})",
+                        id.to_hex()
+                    );
                 }
             }
         }
@@ -143,15 +167,32 @@ fn sigkill_at_random_moments_loses_no_acknowledged_event() {
     // The next writer recovers whatever the last kill left.
     let j = Journal::open(&dir).unwrap();
     j.append(EventId([0xEE; 16]), b"after the storm").unwrap();
-    let v = verify(&dir, &VerifyOptions { chain: true, progress: None }).unwrap();
+    let v = verify(
+        &dir,
+        &VerifyOptions {
+            chain: true,
+            progress: None,
+        },
+    )
+    .unwrap();
     assert_eq!(v.status, VerifyStatus::Clean, "{ctx}: {v:?}");
     let seen = check_journal(&dir, &ctx);
     assert!(!acked.is_empty(), "{ctx}: nothing was acknowledged");
     for (id, seq) in &acked {
-        assert_eq!(seen.get(id), Some(seq), "{ctx}: acknowledged {} missing or moved", id.to_hex());
+        assert_eq!(
+            seen.get(id),
+            Some(seq),
+            "{ctx}: acknowledged {} missing or moved",
+            id.to_hex()
+        );
     }
     let st = stats(&dir).unwrap();
-    eprintln!("{ctx}: {} acknowledged, {} in journal, {kills} kills, {} torn tails recovered", acked.len(), seen.len(), st.torn_files);
+    eprintln!(
+        "{ctx}: {} acknowledged, {} in journal, {kills} kills, {} torn tails recovered",
+        acked.len(),
+        seen.len(),
+        st.torn_files
+    );
 }
 
 #[test]
@@ -185,6 +226,13 @@ fn sixty_four_writers_at_once_lose_and_duplicate_nothing() {
     let seen = check_journal(&dir, "64 writers");
     assert_eq!(seen.len() as u64, 48 * PER);
     assert_eq!(seen, acked);
-    let v = verify(&dir, &VerifyOptions { chain: true, progress: None }).unwrap();
+    let v = verify(
+        &dir,
+        &VerifyOptions {
+            chain: true,
+            progress: None,
+        },
+    )
+    .unwrap();
     assert_eq!(v.status, VerifyStatus::Clean);
 }

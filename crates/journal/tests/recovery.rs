@@ -17,11 +17,16 @@ fn ids_in(j: &Journal) -> Vec<(u64, EventId, Vec<u8>)> {
 }
 
 fn chain() -> VerifyOptions<'static> {
-    VerifyOptions { chain: true, progress: None }
+    VerifyOptions {
+        chain: true,
+        progress: None,
+    }
 }
 
 fn files_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(dir).map(|rd| rd.map(|e| e.unwrap().path()).collect()).unwrap_or_default()
+    std::fs::read_dir(dir)
+        .map(|rd| rd.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
 }
 
 /// Build a journal with two single events and then `last` (a single event
@@ -33,7 +38,8 @@ fn build(last_batch: bool) -> (Vec<u8>, u64) {
     j.append(id(2), &[2u8; 37]).unwrap();
     let start = j.head().unwrap().offset;
     if last_batch {
-        j.append_batch(&[(id(3), b"batch a"), (id(4), &[4u8; 100]), (id(5), b"c")]).unwrap();
+        j.append_batch(&[(id(3), b"batch a"), (id(4), &[4u8; 100]), (id(5), b"c")])
+            .unwrap();
     } else {
         j.append(id(3), &[3u8; 61]).unwrap();
     }
@@ -51,7 +57,11 @@ fn torn_tail_at_every_byte_offset_is_recovered() {
             if cut == start as usize {
                 assert_eq!(v.status, VerifyStatus::Clean, "cut {cut}");
             } else {
-                assert_eq!(v.status, VerifyStatus::TornTail, "cut {cut} batch {last_batch}");
+                assert_eq!(
+                    v.status,
+                    VerifyStatus::TornTail,
+                    "cut {cut} batch {last_batch}"
+                );
                 assert_eq!(v.exit_code(), 3);
                 assert_eq!(v.damage.as_ref().unwrap().offset, start, "cut {cut}");
                 assert_eq!(v.damage.as_ref().unwrap().frames_after, 0);
@@ -60,11 +70,18 @@ fn torn_tail_at_every_byte_offset_is_recovered() {
             let j = Journal::open_existing(t.path()).unwrap();
             assert_eq!(ids_in(&j).len(), 2, "cut {cut}");
             // The next writer recovers: torn bytes go aside, append lands.
-            assert_eq!(j.append(id(9), b"after").unwrap(), Appended::New { seq: 3 }, "cut {cut}");
+            assert_eq!(
+                j.append(id(9), b"after").unwrap(),
+                Appended::New { seq: 3 },
+                "cut {cut}"
+            );
             let torn = files_in(&t.path().join("journal.torn"));
             if cut > start as usize {
                 assert_eq!(torn.len(), 1, "cut {cut}");
-                assert_eq!(std::fs::read(&torn[0]).unwrap(), &bytes[start as usize..cut]);
+                assert_eq!(
+                    std::fs::read(&torn[0]).unwrap(),
+                    &bytes[start as usize..cut]
+                );
             } else {
                 assert!(torn.is_empty());
             }
@@ -99,7 +116,11 @@ fn corrupt_journal(dir: &std::path::Path) -> (u64, Vec<Frame>) {
     for n in 13..=20u8 {
         j.append(id(n), &[n; 50]).unwrap();
     }
-    let frames: Vec<Frame> = j.read_from(&j.start()).unwrap().map(|f| f.unwrap()).collect();
+    let frames: Vec<Frame> = j
+        .read_from(&j.start())
+        .unwrap()
+        .map(|f| f.unwrap())
+        .collect();
     let bad = frames[7].offset;
     let mut bytes = std::fs::read(dir.join("journal")).unwrap();
     bytes[bad as usize + 90] ^= 0x40;
@@ -133,14 +154,21 @@ fn flipped_byte_mid_file_found_refused_spooled_and_repaired() {
     let j = Journal::open_existing(dir).unwrap();
     let err = j.append(id(99), b"spooled event").unwrap_err();
     let spool_path = match err {
-        JournalError::CorruptSpooled { bad_offset, spool_path, .. } => {
+        JournalError::CorruptSpooled {
+            bad_offset,
+            spool_path,
+            ..
+        } => {
             assert_eq!(bad_offset, bad);
             spool_path
         }
         e => panic!("expected CorruptSpooled, got {e}"),
     };
     assert!(spool_path.exists());
-    assert_eq!(std::fs::metadata(dir.join("journal")).unwrap().len(), size_before);
+    assert_eq!(
+        std::fs::metadata(dir.join("journal")).unwrap().len(),
+        size_before
+    );
 
     // Dry run changes nothing.
     let snapshot = std::fs::read(dir.join("journal")).unwrap();
@@ -168,7 +196,11 @@ fn flipped_byte_mid_file_found_refused_spooled_and_repaired() {
     // Every intact event is back with its original id and payload, once;
     // the damaged one (seq 8, id 8) is the only loss; the spooled one is in.
     let j = Journal::open_existing(dir).unwrap();
-    let all: Vec<Frame> = j.read_from(&j.start()).unwrap().map(|f| f.unwrap()).collect();
+    let all: Vec<Frame> = j
+        .read_from(&j.start())
+        .unwrap()
+        .map(|f| f.unwrap())
+        .collect();
     assert_eq!(all[7].kind, FrameKind::Repair);
     let evs = ids_in(&j);
     let mut want: Vec<(EventId, Vec<u8>)> = frames
@@ -182,10 +214,19 @@ fn flipped_byte_mid_file_found_refused_spooled_and_repaired() {
     let seqs: Vec<u64> = all.iter().map(|f| f.seq).collect();
     assert_eq!(seqs, (1..=all.len() as u64).collect::<Vec<_>>());
     // The batch stayed a batch and writers accept appends again.
-    assert_eq!(j.append(id(11), b"x").unwrap().seq(), all.iter().find(|f| f.id == id(11)).unwrap().seq);
-    assert!(matches!(j.append(id(100), b"y").unwrap(), Appended::New { .. }));
+    assert_eq!(
+        j.append(id(11), b"x").unwrap().seq(),
+        all.iter().find(|f| f.id == id(11)).unwrap().seq
+    );
+    assert!(matches!(
+        j.append(id(100), b"y").unwrap(),
+        Appended::New { .. }
+    ));
     // Old checkpoints past the cut no longer resume.
-    assert!(matches!(j.read_from(&frames[15].end), Err(JournalError::CheckpointMismatch { .. })));
+    assert!(matches!(
+        j.read_from(&frames[15].end),
+        Err(JournalError::CheckpointMismatch { .. })
+    ));
 }
 
 #[test]
@@ -232,7 +273,10 @@ fn stats_counts() {
     j.append(id(1), b"a").unwrap();
     j.append_batch(&[(id(2), b"b"), (id(3), b"c")]).unwrap();
     let s = stats(t.path()).unwrap();
-    assert_eq!((s.frames, s.events, s.first_seq, s.last_seq), (3, 3, Some(1), Some(3)));
+    assert_eq!(
+        (s.frames, s.events, s.first_seq, s.last_seq),
+        (3, 3, Some(1), Some(3))
+    );
     assert_eq!(s.trailing_bytes, 0);
     assert!(s.first_ts_unix_ns.unwrap() <= s.last_ts_unix_ns.unwrap());
 }

@@ -73,14 +73,26 @@ fn dump(bytes: &[u8]) -> String {
                 off = end;
             }
             Err(e) => {
-                writeln!(s, "undecodable offset={off} reason={} bytes_left={}", e.reason.code(), bytes.len() - off).unwrap();
+                writeln!(
+                    s,
+                    "undecodable offset={off} reason={} bytes_left={}",
+                    e.reason.code(),
+                    bytes.len() - off
+                )
+                .unwrap();
                 break;
             }
         }
     }
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("journal"), bytes).unwrap();
-    match verify(t.path(), &VerifyOptions { chain: true, progress: None }) {
+    match verify(
+        t.path(),
+        &VerifyOptions {
+            chain: true,
+            progress: None,
+        },
+    ) {
         Ok(v) => {
             write!(
                 s,
@@ -130,8 +142,13 @@ fn build(name: &str) -> Vec<u8> {
         }
         "batch" => {
             j.append(id("event-1"), b"first").unwrap();
-            j.append_batch(&[(id("event-2"), b"second"), (id("event-1"), b"dup skipped"), (id("event-3"), b""), (id("event-4"), &[0xFF; 9])])
-                .unwrap();
+            j.append_batch(&[
+                (id("event-2"), b"second"),
+                (id("event-1"), b"dup skipped"),
+                (id("event-3"), b""),
+                (id("event-4"), &[0xFF; 9]),
+            ])
+            .unwrap();
             j.append(id("event-3"), b"resent, no-op").unwrap();
             j.append(id("event-5"), b"last").unwrap();
         }
@@ -145,7 +162,8 @@ fn build(name: &str) -> Vec<u8> {
         }
         "corrupt" => {
             for k in 1..=4 {
-                j.append(id(&format!("event-{k}")), format!("payload {k}").as_bytes()).unwrap();
+                j.append(id(&format!("event-{k}")), format!("payload {k}").as_bytes())
+                    .unwrap();
             }
             drop(j);
             let mut b = std::fs::read(dir.join("journal")).unwrap();
@@ -156,7 +174,8 @@ fn build(name: &str) -> Vec<u8> {
         }
         "repaired" => {
             for k in 1..=4 {
-                j.append(id(&format!("event-{k}")), format!("payload {k}").as_bytes()).unwrap();
+                j.append(id(&format!("event-{k}")), format!("payload {k}").as_bytes())
+                    .unwrap();
             }
             let mut b = std::fs::read(dir.join("journal")).unwrap();
             b[64 + 104 + 80] ^= 0x01;
@@ -184,10 +203,20 @@ fn golden_vectors_reproduce_and_dump_exactly() {
             std::fs::write(&jpath, &built).unwrap();
             std::fs::write(&dpath, dump(&built)).unwrap();
         }
-        let golden = std::fs::read(&jpath).unwrap_or_else(|e| panic!("{}: {e} (run with ABCD_BLESS=1)", jpath.display()));
-        assert!(golden == built, "{name}: writer output differs from {}", jpath.display());
+        let golden = std::fs::read(&jpath)
+            .unwrap_or_else(|e| panic!("{}: {e} (run with ABCD_BLESS=1)", jpath.display()));
+        assert!(
+            golden == built,
+            "{name}: writer output differs from {}",
+            jpath.display()
+        );
         let want = std::fs::read_to_string(&dpath).unwrap();
-        assert_eq!(dump(&golden), want, "{name}: dump differs from {}", dpath.display());
+        assert_eq!(
+            dump(&golden),
+            want,
+            "{name}: dump differs from {}",
+            dpath.display()
+        );
     }
 }
 
@@ -195,9 +224,18 @@ fn golden_vectors_reproduce_and_dump_exactly() {
 fn vectors_are_read_back_by_the_reader() {
     // The reader agrees with the dump on the valid vectors.
     let t = tempfile::tempdir().unwrap();
-    std::fs::write(t.path().join("journal"), std::fs::read(vectors_dir().join("batch.journal")).unwrap()).unwrap();
+    std::fs::write(
+        t.path().join("journal"),
+        std::fs::read(vectors_dir().join("batch.journal")).unwrap(),
+    )
+    .unwrap();
     let j = Journal::open_existing(t.path()).unwrap();
-    let got: Vec<(u64, EventId, Vec<u8>)> = j.read_from(&j.start()).unwrap().map(|f| f.unwrap()).map(|f| (f.seq, f.id, f.payload)).collect();
+    let got: Vec<(u64, EventId, Vec<u8>)> = j
+        .read_from(&j.start())
+        .unwrap()
+        .map(|f| f.unwrap())
+        .map(|f| (f.seq, f.id, f.payload))
+        .collect();
     assert_eq!(
         got,
         vec![

@@ -52,7 +52,11 @@ fn run() -> Result<(), String> {
             let dir = args.get(2).ok_or(usage)?;
             let seed: u64 = args.get(3).ok_or(usage)?.parse().map_err(|_| "bad seed")?;
             let count: u64 = args.get(4).ok_or(usage)?.parse().map_err(|_| "bad count")?;
-            let batch: u64 = args.get(5).map(|s| s.parse().unwrap_or(1)).unwrap_or(1).max(1);
+            let batch: u64 = args
+                .get(5)
+                .map(|s| s.parse().unwrap_or(1))
+                .unwrap_or(1)
+                .max(1);
             let sync = match args.get(6).map(String::as_str) {
                 Some("inside") => SyncMode::InsideLock,
                 _ => SyncMode::OutsideLock,
@@ -71,9 +75,19 @@ fn run() -> Result<(), String> {
                 let ids: Vec<EventId> = (i..i + n).map(|k| event_id(seed, k)).collect();
                 let payloads: Vec<Vec<u8>> = ids
                     .iter()
-                    .map(|id| if big { payload_for(id).repeat(BIG_REPEAT) } else { payload_for(id) })
+                    .map(|id| {
+                        if big {
+                            payload_for(id).repeat(BIG_REPEAT)
+                        } else {
+                            payload_for(id)
+                        }
+                    })
                     .collect();
-                let evs: Vec<(EventId, &[u8])> = ids.iter().zip(&payloads).map(|(id, p)| (*id, p.as_slice())).collect();
+                let evs: Vec<(EventId, &[u8])> = ids
+                    .iter()
+                    .zip(&payloads)
+                    .map(|(id, p)| (*id, p.as_slice()))
+                    .collect();
                 let acks = j.append_batch(&evs).map_err(|e| e.to_string())?;
                 for (id, a) in ids.iter().zip(acks) {
                     let (seq, kind) = match a {
