@@ -89,7 +89,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyReport, Jour
     let r = verify_paths(&p, opts)?;
     if let Some(d) = &r.damage {
         if r.status == VerifyStatus::Corrupt {
-            journal::write_marker(&p, d.offset, &d.reason)?;
+            // Best effort: the report matters more than the marker (verify
+            // may run on a read-only copy); writers that meet the damage
+            // themselves write the marker too.
+            let _ = journal::write_marker(&p, d.offset, &d.reason);
         }
     }
     Ok(r)
@@ -359,6 +362,14 @@ pub fn encode_repair_payload(
 }
 
 impl Journal {
+    fn still_damaged(&self, offset: u64) -> JournalError {
+        JournalError::Refused {
+            journal: self.p.journal.clone(),
+            bad_offset: offset,
+            reason: "damage remains after repair (concurrent damage?)".into(),
+        }
+    }
+
     /// See [`repair`].
     pub fn repair(&self, apply: bool) -> Result<RepairReport, JournalError> {
         let lk = self.lock()?;
@@ -523,12 +534,7 @@ impl Journal {
                 self.remove_marker()?;
                 let mut ready = match self.prepare_no_drain(&lk)? {
                     Some(r) => r,
-                    None => {
-                        return Err(JournalError::Damaged {
-                            offset: b,
-                            reason: Reason::Crc,
-                        })
-                    }
+                    None => return Err(self.still_damaged(b)),
                 };
                 let payload = encode_repair_payload(
                     b,
@@ -551,12 +557,7 @@ impl Journal {
         self.remove_marker()?;
         let mut ready = match self.prepare_no_drain(&lk)? {
             Some(r) => r,
-            None => {
-                return Err(JournalError::Damaged {
-                    offset: v.head.offset,
-                    reason: Reason::Crc,
-                })
-            }
+            None => return Err(self.still_damaged(v.head.offset)),
         };
         rep.spool_drained = self.drain_locked(&lk, &mut ready)?;
         rep.head_after = Some(ready.head.clone());

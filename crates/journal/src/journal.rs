@@ -343,6 +343,19 @@ impl Journal {
         Ok(acks)
     }
 
+    /// Park events durably in the spool without touching the journal, for
+    /// a caller that cannot append now (lock timeout, I/O error) and must
+    /// not lose them. The next successful append (or `drain_spool`, or
+    /// `repair`) appends them, idempotently by id, as one atomic batch.
+    pub fn spool(&self, events: &[(EventId, &[u8])]) -> Result<PathBuf, JournalError> {
+        check_caps(events)?;
+        spool::write(
+            &self.p.spool,
+            &format!("s{:020}", sys::now_unix_ns()),
+            events,
+        )
+    }
+
     fn spool_refused(&self, events: &[(EventId, &[u8])], r: Refusal) -> JournalError {
         let prefix = format!("s{:020}", sys::now_unix_ns());
         match spool::write(&self.p.spool, &prefix, events) {
@@ -433,9 +446,10 @@ impl Journal {
         let lk = self.lock()?;
         match self.prepare(&lk)? {
             Ok(mut ready) => self.drain_locked(&lk, &mut ready),
-            Err(r) => Err(JournalError::Damaged {
-                offset: r.offset,
-                reason: Reason::Crc,
+            Err(r) => Err(JournalError::Refused {
+                journal: self.p.journal.clone(),
+                bad_offset: r.offset,
+                reason: r.reason,
             }),
         }
     }

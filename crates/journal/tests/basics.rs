@@ -222,3 +222,39 @@ fn threads_sharing_one_handle_do_not_interleave() {
         .enumerate()
         .all(|(i, f)| f.seq == i as u64 + 1));
 }
+
+#[test]
+fn spooled_events_are_drained_by_the_next_append_idempotently() {
+    let t = tempfile::tempdir().unwrap();
+    let j = Journal::open(t.path()).unwrap();
+    j.append(id(1), b"a").unwrap();
+    // A caller that timed out on the lock parks its events...
+    j.spool(&[(id(2), b"b"), (id(3), b"c")]).unwrap();
+    // ...one of which it later also managed to append directly.
+    j.spool(&[(id(1), b"a")]).unwrap();
+    assert_eq!(stats(t.path()).unwrap().spool_events, 3);
+    assert_eq!(j.append(id(4), b"d").unwrap(), Appended::New { seq: 4 });
+    let got: Vec<(u64, EventId)> = read_all(&j).iter().map(|f| (f.seq, f.id)).collect();
+    assert_eq!(got, vec![(1, id(1)), (2, id(2)), (3, id(3)), (4, id(4))]);
+    let st = stats(t.path()).unwrap();
+    assert_eq!((st.spool_files, st.spool_events), (0, 0));
+    assert_eq!(drain_spool(t.path()).unwrap(), 0);
+}
+
+#[test]
+fn lock_held_elsewhere_times_out_with_its_own_variant() {
+    use std::os::unix::io::AsRawFd;
+    let t = tempfile::tempdir().unwrap();
+    Journal::open(t.path()).unwrap();
+    let holder = std::fs::File::open(t.path().join("journal.lock")).unwrap();
+    // SAFETY: flock on an open descriptor owned by this test.
+    assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let opts = Options {
+        lock_timeout: std::time::Duration::from_millis(30),
+        ..Options::default()
+    };
+    let j = Journal::open_with(t.path(), opts).unwrap();
+    assert!(matches!(j.append(id(1), b"x"), Err(JournalError::LockTimeout { .. })));
+    drop(holder);
+    assert_eq!(j.append(id(1), b"x").unwrap(), Appended::New { seq: 1 });
+}
