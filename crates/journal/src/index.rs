@@ -127,7 +127,10 @@ impl IdIndex {
             && h.capacity >= MIN_CAPACITY
             && h.capacity.is_power_of_two()
             && h.count <= h.capacity
-            && len == INDEX_HEADER_LEN + h.capacity * SLOT_LEN;
+            && h.capacity
+                .checked_mul(SLOT_LEN)
+                .and_then(|b| b.checked_add(INDEX_HEADER_LEN))
+                == Some(len);
         if !sane {
             return Ok(None);
         }

@@ -254,7 +254,10 @@ fn lock_held_elsewhere_times_out_with_its_own_variant() {
         ..Options::default()
     };
     let j = Journal::open_with(t.path(), opts).unwrap();
-    assert!(matches!(j.append(id(1), b"x"), Err(JournalError::LockTimeout { .. })));
+    assert!(matches!(
+        j.append(id(1), b"x"),
+        Err(JournalError::LockTimeout { .. })
+    ));
     drop(holder);
     assert_eq!(j.append(id(1), b"x").unwrap(), Appended::New { seq: 1 });
 }

@@ -280,3 +280,29 @@ fn stats_counts() {
     assert_eq!(s.trailing_bytes, 0);
     assert!(s.first_ts_unix_ns.unwrap() <= s.last_ts_unix_ns.unwrap());
 }
+
+#[test]
+fn verify_reports_progress_up_to_the_file_size() {
+    let t = tempfile::tempdir().unwrap();
+    let j = Journal::open(t.path()).unwrap();
+    let big = vec![7u8; 1 << 20];
+    for n in 0..10u8 {
+        j.append(id(n), &big).unwrap();
+    }
+    let seen = std::sync::Mutex::new(Vec::new());
+    let cb = |done: u64, total: u64| seen.lock().unwrap().push((done, total));
+    let v = verify(
+        t.path(),
+        &VerifyOptions {
+            chain: false,
+            progress: Some(&cb),
+        },
+    )
+    .unwrap();
+    assert_eq!(v.status, VerifyStatus::Clean);
+    let seen = seen.into_inner().unwrap();
+    let size = std::fs::metadata(t.path().join("journal")).unwrap().len();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0));
+    assert_eq!(*seen.last().unwrap(), (size, size));
+}
