@@ -261,3 +261,34 @@ fn lock_held_elsewhere_times_out_with_its_own_variant() {
     drop(holder);
     assert_eq!(j.append(id(1), b"x").unwrap(), Appended::New { seq: 1 });
 }
+
+#[test]
+fn a_damaged_index_never_turns_a_new_event_into_a_duplicate() {
+    // Two journals with the same journal_id, clock and frame sizes but
+    // different event ids; graft the first one's index onto the second with
+    // a header that claims to be current. Every hit is then a lie.
+    let opts = || Options {
+        fixed_journal_id: Some([42; 16]),
+        fixed_clock_ns: Some(1),
+        ..Options::default()
+    };
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let ja = Journal::open_with(a.path(), opts()).unwrap();
+    let jb = Journal::open_with(b.path(), opts()).unwrap();
+    for n in 1..=10u8 {
+        ja.append(id(n), &[n; 8]).unwrap();
+        jb.append(id(100 + n), &[n; 8]).unwrap();
+    }
+    let mut idx = std::fs::read(a.path().join("journal.ids")).unwrap();
+    idx[80..112].copy_from_slice(&jb.head().unwrap().hash);
+    let crc = abcd_journal::format::masked_crc(&idx[0..120]);
+    idx[120..124].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(b.path().join("journal.ids"), &idx).unwrap();
+    assert_eq!(jb.append(id(3), b"new").unwrap(), Appended::New { seq: 11 });
+    assert_eq!(
+        jb.append(id(103), b"dup").unwrap(),
+        Appended::AlreadyPresent { seq: 3 }
+    );
+    assert_eq!(jb.contains(&id(3)).unwrap(), Some(11));
+}
