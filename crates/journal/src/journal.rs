@@ -31,6 +31,12 @@ use crate::sys;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EventId(pub [u8; 16]);
 
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
 impl EventId {
     /// A fresh random id (getrandom / /dev/urandom).
     pub fn random() -> EventId {

@@ -37,7 +37,7 @@ impl Rng {
     }
 }
 
-fn spawn(dir: &Path, seed: u64, count: u64, batch: u64, big: bool) -> Child {
+fn spawn(dir: &Path, seed: u64, count: u64, batch: u64, big: bool, sync: &str) -> Child {
     let size = if big { "big" } else { "small" };
     Command::new(STRESS)
         .args([
@@ -46,7 +46,7 @@ fn spawn(dir: &Path, seed: u64, count: u64, batch: u64, big: bool) -> Child {
             &seed.to_string(),
             &count.to_string(),
             &batch.to_string(),
-            "outside",
+            sync,
             size,
         ])
         .stdout(Stdio::piped())
@@ -143,7 +143,12 @@ fn sigkill_at_random_moments_loses_no_acknowledged_event() {
             };
             // Streams with odd seeds use big payloads, so the same ids always
             // carry the same bytes; kills then often land inside a write().
-            children.push(spawn(&dir, s, 400, 1 + rng.below(4), s % 2 == 1));
+            let sync = if rng.below(2) == 0 {
+                "inside"
+            } else {
+                "outside"
+            };
+            children.push(spawn(&dir, s, 400, 1 + rng.below(4), s % 2 == 1, sync));
         }
         std::thread::sleep(Duration::from_micros(500 + rng.below(20_000)));
         for mut c in children {
@@ -209,7 +214,10 @@ fn sixty_four_writers_at_once_lose_and_duplicate_nothing() {
     let children: Vec<(u64, Child)> = seeds
         .iter()
         .enumerate()
-        .map(|(k, &s)| (s, spawn(&dir, s, PER, 1 + (k as u64 % 3), false)))
+        .map(|(k, &s)| {
+            let sync = if k % 2 == 0 { "inside" } else { "outside" };
+            (s, spawn(&dir, s, PER, 1 + (k as u64 % 3), false, sync))
+        })
         .collect();
     let mut acked: HashMap<EventId, u64> = HashMap::new();
     for (s, c) in children {

@@ -202,6 +202,16 @@ fn flipped_byte_mid_file_found_refused_spooled_and_repaired() {
         .map(|f| f.unwrap())
         .collect();
     assert_eq!(all[7].kind, FrameKind::Repair);
+    let rr = RepairRecord::decode(&all[7].payload).unwrap();
+    assert_eq!(
+        (rr.cut_offset, rr.cut_len, rr.last_good_seq),
+        (bad, size_before - bad, 7)
+    );
+    assert_eq!((rr.recovered_events, rr.unrecoverable_frames), (12, 0));
+    assert_eq!(
+        rr.cut_sha256,
+        abcd_journal::format::sha256(&snapshot[bad as usize..])
+    );
     let evs = ids_in(&j);
     let mut want: Vec<(EventId, Vec<u8>)> = frames
         .iter()
