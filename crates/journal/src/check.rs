@@ -89,7 +89,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyReport, Jour
     let r = verify_paths(&p, opts)?;
     if let Some(d) = &r.damage {
         if r.status == VerifyStatus::Corrupt {
-            journal::write_marker(&p, d.offset, &d.reason)?;
+            // Best effort: the report matters more than the marker (verify
+            // may run on a read-only copy); writers that meet the damage
+            // themselves write the marker too.
+            let _ = journal::write_marker(&p, d.offset, &d.reason);
         }
     }
     Ok(r)
@@ -337,28 +340,58 @@ fn complete_units(frames: &[(u64, FrameHeader)]) -> (Vec<Vec<(u64, FrameHeader)>
     (units, lost)
 }
 
-/// Layout of a REPAIR frame's payload (64 bytes, little-endian): cut offset
-/// u64, cut length u64, SHA-256 of the moved bytes, last good seq u64,
-/// recovered events u32, unrecoverable frames u32.
-pub fn encode_repair_payload(
-    offset: u64,
-    len: u64,
-    sha: &[u8; 32],
-    last_good_seq: u64,
-    recovered: u32,
-    lost: u32,
-) -> Vec<u8> {
-    let mut b = Vec::with_capacity(64);
-    b.extend_from_slice(&offset.to_le_bytes());
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(sha);
-    b.extend_from_slice(&last_good_seq.to_le_bytes());
-    b.extend_from_slice(&recovered.to_le_bytes());
-    b.extend_from_slice(&lost.to_le_bytes());
-    b
+/// Payload of a REPAIR frame (64 bytes, little-endian; journal-format §5.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairRecord {
+    /// Offset where the moved range started (where the REPAIR frame sits).
+    pub cut_offset: u64,
+    pub cut_len: u64,
+    /// SHA-256 of the moved bytes (the quarantine file's content).
+    pub cut_sha256: [u8; 32],
+    pub last_good_seq: u64,
+    pub recovered_events: u32,
+    pub unrecoverable_frames: u32,
+}
+
+impl RepairRecord {
+    pub const LEN: usize = 64;
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(Self::LEN);
+        b.extend_from_slice(&self.cut_offset.to_le_bytes());
+        b.extend_from_slice(&self.cut_len.to_le_bytes());
+        b.extend_from_slice(&self.cut_sha256);
+        b.extend_from_slice(&self.last_good_seq.to_le_bytes());
+        b.extend_from_slice(&self.recovered_events.to_le_bytes());
+        b.extend_from_slice(&self.unrecoverable_frames.to_le_bytes());
+        b
+    }
+
+    /// Decode a REPAIR frame's payload; None if it is not 64 bytes.
+    pub fn decode(b: &[u8]) -> Option<RepairRecord> {
+        if b.len() != Self::LEN {
+            return None;
+        }
+        Some(RepairRecord {
+            cut_offset: format::u64_at(b, 0),
+            cut_len: format::u64_at(b, 8),
+            cut_sha256: format::arr32(&b[16..48]),
+            last_good_seq: format::u64_at(b, 48),
+            recovered_events: format::u32_at(b, 56),
+            unrecoverable_frames: format::u32_at(b, 60),
+        })
+    }
 }
 
 impl Journal {
+    fn still_damaged(&self, offset: u64) -> JournalError {
+        JournalError::Refused {
+            journal: self.p.journal.clone(),
+            bad_offset: offset,
+            reason: "damage remains after repair (concurrent damage?)".into(),
+        }
+    }
+
     /// See [`repair`].
     pub fn repair(&self, apply: bool) -> Result<RepairReport, JournalError> {
         let lk = self.lock()?;
@@ -523,21 +556,17 @@ impl Journal {
                 self.remove_marker()?;
                 let mut ready = match self.prepare_no_drain(&lk)? {
                     Some(r) => r,
-                    None => {
-                        return Err(JournalError::Damaged {
-                            offset: b,
-                            reason: Reason::Crc,
-                        })
-                    }
+                    None => return Err(self.still_damaged(b)),
                 };
-                let payload = encode_repair_payload(
-                    b,
-                    size - b,
-                    &sha,
-                    v.head.seq,
-                    rep.recoverable_events as u32,
-                    rep.unrecoverable_frames as u32,
-                );
+                let payload = RepairRecord {
+                    cut_offset: b,
+                    cut_len: size - b,
+                    cut_sha256: sha,
+                    last_good_seq: v.head.seq,
+                    recovered_events: rep.recoverable_events as u32,
+                    unrecoverable_frames: rep.unrecoverable_frames as u32,
+                }
+                .encode();
                 let mut idb = Vec::from(&b"repair"[..]);
                 idb.extend_from_slice(&sha);
                 idb.extend_from_slice(&b.to_le_bytes());
@@ -551,12 +580,7 @@ impl Journal {
         self.remove_marker()?;
         let mut ready = match self.prepare_no_drain(&lk)? {
             Some(r) => r,
-            None => {
-                return Err(JournalError::Damaged {
-                    offset: v.head.offset,
-                    reason: Reason::Crc,
-                })
-            }
+            None => return Err(self.still_damaged(v.head.offset)),
         };
         rep.spool_drained = self.drain_locked(&lk, &mut ready)?;
         rep.head_after = Some(ready.head.clone());

@@ -55,6 +55,14 @@ pub enum JournalError {
     /// A spool file could not be decoded.
     #[error("bad spool file {path}: {detail}")]
     BadSpool { path: PathBuf, detail: String },
+    /// The operation needs an undamaged journal (draining the spool, or
+    /// repair found damage it could not clear).
+    #[error("journal {journal} is damaged at offset {bad_offset} ({reason}); run `abcd journal verify` then `abcd journal repair`")]
+    Refused {
+        journal: PathBuf,
+        bad_offset: u64,
+        reason: String,
+    },
     /// A frame could not be decoded where a valid one was required (for
     /// example, damage found by a writer during a locked scan).
     #[error("journal damaged at offset {offset}: {reason}")]

@@ -27,8 +27,10 @@ use crate::Position;
 
 const INDEX_MAGIC: [u8; 8] = *b"ABCDIDX1";
 const INDEX_HEADER_LEN: u64 = 128;
-const SLOT_LEN: u64 = 24;
-/// Initial slot count: 24 KiB, enough for ~512 events before the first grow.
+/// id (16) + seq (8) + frame offset (8); 128 slots per 4 KiB page, none
+/// straddling a page.
+const SLOT_LEN: u64 = 32;
+/// Initial slot count: 32 KiB, enough for 512 events before the first grow.
 const MIN_CAPACITY: u64 = 1024;
 /// Grow when more than half the slots are used: linear probing stays at
 /// ~1.5 probes per successful lookup and ~2.5 per miss at load 0.5.
@@ -127,7 +129,10 @@ impl IdIndex {
             && h.capacity >= MIN_CAPACITY
             && h.capacity.is_power_of_two()
             && h.count <= h.capacity
-            && len == INDEX_HEADER_LEN + h.capacity * SLOT_LEN;
+            && h.capacity
+                .checked_mul(SLOT_LEN)
+                .and_then(|b| b.checked_add(INDEX_HEADER_LEN))
+                == Some(len);
         if !sane {
             return Ok(None);
         }
@@ -172,14 +177,10 @@ impl IdIndex {
         bytes.extend_from_slice(slots);
         // Replaced by rename so a reader holding the old file sees a
         // consistent snapshot. No fsync: see the module doc.
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, &bytes).map_err(|e| JournalError::io("write", &tmp, e))?;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&tmp)
-            .map_err(|e| JournalError::io("open", &tmp, e))?;
-        sys::set_mode(&f, &tmp)?;
+        let tmp = path.with_file_name(format!(".journal.ids.tmp-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let f = sys::open_rw_create(&tmp, false)?;
+        sys::pwrite_all(&f, &bytes, 0).map_err(|e| JournalError::io("write", &tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| JournalError::io("rename", path, e))?;
         Ok(IdIndex {
             file: f,
@@ -190,22 +191,28 @@ impl IdIndex {
         })
     }
 
-    fn read_slot(&self, i: u64) -> Result<([u8; 16], u64), JournalError> {
+    fn read_slot(&self, i: u64) -> Result<([u8; 16], u64, u64), JournalError> {
         let mut b = [0u8; SLOT_LEN as usize];
         sys::pread_exact(&self.file, &mut b, INDEX_HEADER_LEN + i * SLOT_LEN)
             .map_err(|e| JournalError::io("read", &self.path, e))?;
-        Ok((format::arr16(&b[0..16]), format::u64_at(&b, 16)))
+        Ok((
+            format::arr16(&b[0..16]),
+            format::u64_at(&b, 16),
+            format::u64_at(&b, 24),
+        ))
     }
 
-    pub fn lookup(&self, id: &[u8; 16]) -> Result<Option<u64>, JournalError> {
+    /// (seq, frame offset) of `id` if indexed. Callers confirm a hit
+    /// against the journal before trusting it (see `Journal::lookup_confirmed`).
+    pub fn lookup(&self, id: &[u8; 16]) -> Result<Option<(u64, u64)>, JournalError> {
         let mut i = slot_of(id, self.capacity);
         for _ in 0..self.capacity {
-            let (sid, seq) = self.read_slot(i)?;
+            let (sid, seq, off) = self.read_slot(i)?;
             if seq == 0 {
                 return Ok(None);
             }
             if &sid == id {
-                return Ok(Some(seq));
+                return Ok(Some((seq, off)));
             }
             i = (i + 1) & (self.capacity - 1);
         }
@@ -218,6 +225,7 @@ impl IdIndex {
         &mut self,
         id: &[u8; 16],
         seq: u64,
+        offset: u64,
         journal_id: &[u8; 16],
     ) -> Result<(), JournalError> {
         if (self.count + 1) * MAX_LOAD_DEN > self.capacity * MAX_LOAD_NUM {
@@ -225,11 +233,12 @@ impl IdIndex {
         }
         let mut i = slot_of(id, self.capacity);
         loop {
-            let (sid, s) = self.read_slot(i)?;
+            let (sid, s, _) = self.read_slot(i)?;
             if s == 0 {
                 let mut b = [0u8; SLOT_LEN as usize];
                 b[0..16].copy_from_slice(id);
                 b[16..24].copy_from_slice(&seq.to_le_bytes());
+                b[24..32].copy_from_slice(&offset.to_le_bytes());
                 sys::pwrite_all(&self.file, &b, INDEX_HEADER_LEN + i * SLOT_LEN)
                     .map_err(|e| JournalError::io("write", &self.path, e))?;
                 self.count += 1;
@@ -293,10 +302,11 @@ pub(crate) fn catch_up(
     tag: [u8; 4],
     start: &Position,
     head: &Position,
+    force_rebuild: bool,
 ) -> Result<IdIndex, JournalError> {
     let mut idx = match IdIndex::open(path, journal_id)? {
-        Some(i) => i,
-        None => IdIndex::create(path, journal_id, MIN_CAPACITY, start.clone())?,
+        Some(i) if !force_rebuild => i,
+        _ => IdIndex::create(path, journal_id, MIN_CAPACITY, start.clone())?,
     };
     if idx.hwm == *head {
         return Ok(idx);
@@ -325,7 +335,7 @@ pub(crate) fn catch_up(
         match step {
             Step::Frame { h, off, hash } => {
                 if h.kind == format::FrameKind::Event {
-                    idx.insert(&h.event_id, h.seq, journal_id)?;
+                    idx.insert(&h.event_id, h.seq, off, journal_id)?;
                 }
                 pos = Position {
                     seq: h.seq,

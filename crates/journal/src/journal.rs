@@ -31,6 +31,12 @@ use crate::sys;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EventId(pub [u8; 16]);
 
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
 impl EventId {
     /// A fresh random id (getrandom / /dev/urandom).
     pub fn random() -> EventId {
@@ -343,6 +349,19 @@ impl Journal {
         Ok(acks)
     }
 
+    /// Park events durably in the spool without touching the journal, for
+    /// a caller that cannot append now (lock timeout, I/O error) and must
+    /// not lose them. The next successful append (or `drain_spool`, or
+    /// `repair`) appends them, idempotently by id, as one atomic batch.
+    pub fn spool(&self, events: &[(EventId, &[u8])]) -> Result<PathBuf, JournalError> {
+        check_caps(events)?;
+        spool::write(
+            &self.p.spool,
+            &format!("s{:020}", sys::now_unix_ns()),
+            events,
+        )
+    }
+
     fn spool_refused(&self, events: &[(EventId, &[u8])], r: Refusal) -> JournalError {
         let prefix = format!("s{:020}", sys::now_unix_ns());
         match spool::write(&self.p.spool, &prefix, events) {
@@ -367,8 +386,11 @@ impl Journal {
             self.tag(),
             &self.start(),
             &head,
+            false,
         ) {
-            Ok(idx) => idx.lookup(&id.0),
+            Ok(mut idx) => Ok(self
+                .lookup_confirmed(&mut idx, &head, id)?
+                .map(|(seq, _)| seq)),
             Err(JournalError::Damaged { .. }) => {
                 // Damage between the index and the head: answer from a scan.
                 for f in self.read_from(&self.start())? {
@@ -433,9 +455,10 @@ impl Journal {
         let lk = self.lock()?;
         match self.prepare(&lk)? {
             Ok(mut ready) => self.drain_locked(&lk, &mut ready),
-            Err(r) => Err(JournalError::Damaged {
-                offset: r.offset,
-                reason: Reason::Crc,
+            Err(r) => Err(JournalError::Refused {
+                journal: self.p.journal.clone(),
+                bad_offset: r.offset,
+                reason: r.reason,
             }),
         }
     }
@@ -486,6 +509,7 @@ impl Journal {
             self.tag(),
             &self.start(),
             &head,
+            false,
         ) {
             Ok(i) => i,
             Err(JournalError::Damaged { offset, reason }) => {
@@ -553,7 +577,7 @@ impl Journal {
         let mut in_batch: HashMap<[u8; 16], u64> = HashMap::new();
         for (i, (id, _)) in events.iter().enumerate() {
             if kind == FrameKind::Event {
-                if let Some(seq) = ready.idx.lookup(&id.0)? {
+                if let Some((seq, _)) = self.lookup_confirmed(&mut ready.idx, &ready.head, id)? {
                     acks.push(Appended::AlreadyPresent { seq });
                     continue;
                 }
@@ -577,8 +601,11 @@ impl Journal {
         let mut buf = Vec::with_capacity(total);
         let mut prev = ready.head.hash;
         let mut seq = ready.head.seq;
+        let start = ready.head.offset;
+        let mut offsets = Vec::with_capacity(fresh.len());
         for (k, &i) in fresh.iter().enumerate() {
             seq += 1;
+            offsets.push(start + buf.len() as u64);
             prev = format::encode_frame(
                 &FrameSpec {
                     kind,
@@ -593,7 +620,6 @@ impl Journal {
                 &mut buf,
             );
         }
-        let start = ready.head.offset;
         // One write() for the whole frame or batch (write_all only loops on
         // a short write, which on a regular file means ENOSPC or a signal).
         if let Err(e) = (&self.file).write_all(&buf) {
@@ -607,11 +633,12 @@ impl Journal {
             hash: prev,
         };
         if kind == FrameKind::Event {
-            for &i in &fresh {
+            for (k, &i) in fresh.iter().enumerate() {
                 if let Appended::New { seq } = acks[i] {
+                    let id = &events[i].0 .0;
                     ready
                         .idx
-                        .insert(&events[i].0 .0, seq, &self.header.journal_id)?;
+                        .insert(id, seq, offsets[k], &self.header.journal_id)?;
                 }
             }
         }
@@ -620,6 +647,46 @@ impl Journal {
             .set_hwm(new_head.clone(), &self.header.journal_id)?;
         ready.head = new_head;
         Ok((acks, true))
+    }
+
+    /// Index lookup whose hit is confirmed against the journal (one pread of
+    /// the frame head: magic, seq and event id must match). A hit that does
+    /// not match means the index is damaged: it is rebuilt from the journal
+    /// and the lookup repeated, so a damaged index can never make a new
+    /// event look like a duplicate and be dropped.
+    pub(crate) fn lookup_confirmed(
+        &self,
+        idx: &mut IdIndex,
+        head: &Position,
+        id: &EventId,
+    ) -> Result<Option<(u64, u64)>, JournalError> {
+        let hit = match idx.lookup(&id.0)? {
+            None => return Ok(None),
+            Some(hit) => hit,
+        };
+        if self.frame_has(hit.1, hit.0, id)? && hit.1 < head.offset {
+            return Ok(Some(hit));
+        }
+        *idx = index::catch_up(
+            &self.p.ids,
+            &self.p.journal,
+            &self.header.journal_id,
+            self.tag(),
+            &self.start(),
+            head,
+            true,
+        )?;
+        idx.lookup(&id.0)
+    }
+
+    fn frame_has(&self, offset: u64, seq: u64, id: &EventId) -> Result<bool, JournalError> {
+        let mut b = [0u8; 48];
+        let complete = sys::pread_exact(&self.file, &mut b, offset)
+            .map_err(|e| JournalError::io("read", &self.p.journal, e))?;
+        Ok(complete
+            && b[0..4] == format::FRAME_MAGIC
+            && format::u64_at(&b, 16) == seq
+            && b[32..48] == id.0)
     }
 
     /// O(1) tail check: the frame ending at EOF (found through its
@@ -651,7 +718,7 @@ impl Journal {
         }
         let from = self.scan_start(&mut sc)?;
         let w = walk(&mut sc, from, self.tag(), None)?;
-        Ok(w.classify(&mut sc, self.tag())?)
+        w.classify(&mut sc, self.tag())
     }
 
     /// Best known valid position to scan from: the index high-water mark if

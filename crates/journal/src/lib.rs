@@ -24,8 +24,8 @@ mod spool;
 mod sys;
 
 pub use check::{
-    drain_spool, encode_repair_payload, repair, stats, verify, Damage, RepairReport, Stats,
-    VerifyOptions, VerifyReport, VerifyStatus,
+    drain_spool, repair, stats, verify, Damage, RepairRecord, RepairReport, Stats, VerifyOptions,
+    VerifyReport, VerifyStatus,
 };
 pub use error::{FrameError, JournalError};
 pub use format::{

@@ -222,3 +222,73 @@ fn threads_sharing_one_handle_do_not_interleave() {
         .enumerate()
         .all(|(i, f)| f.seq == i as u64 + 1));
 }
+
+#[test]
+fn spooled_events_are_drained_by_the_next_append_idempotently() {
+    let t = tempfile::tempdir().unwrap();
+    let j = Journal::open(t.path()).unwrap();
+    j.append(id(1), b"a").unwrap();
+    // A caller that timed out on the lock parks its events...
+    j.spool(&[(id(2), b"b"), (id(3), b"c")]).unwrap();
+    // ...one of which it later also managed to append directly.
+    j.spool(&[(id(1), b"a")]).unwrap();
+    assert_eq!(stats(t.path()).unwrap().spool_events, 3);
+    assert_eq!(j.append(id(4), b"d").unwrap(), Appended::New { seq: 4 });
+    let got: Vec<(u64, EventId)> = read_all(&j).iter().map(|f| (f.seq, f.id)).collect();
+    assert_eq!(got, vec![(1, id(1)), (2, id(2)), (3, id(3)), (4, id(4))]);
+    let st = stats(t.path()).unwrap();
+    assert_eq!((st.spool_files, st.spool_events), (0, 0));
+    assert_eq!(drain_spool(t.path()).unwrap(), 0);
+}
+
+#[test]
+fn lock_held_elsewhere_times_out_with_its_own_variant() {
+    use std::os::unix::io::AsRawFd;
+    let t = tempfile::tempdir().unwrap();
+    Journal::open(t.path()).unwrap();
+    let holder = std::fs::File::open(t.path().join("journal.lock")).unwrap();
+    // SAFETY: flock on an open descriptor owned by this test.
+    assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let opts = Options {
+        lock_timeout: std::time::Duration::from_millis(30),
+        ..Options::default()
+    };
+    let j = Journal::open_with(t.path(), opts).unwrap();
+    assert!(matches!(
+        j.append(id(1), b"x"),
+        Err(JournalError::LockTimeout { .. })
+    ));
+    drop(holder);
+    assert_eq!(j.append(id(1), b"x").unwrap(), Appended::New { seq: 1 });
+}
+
+#[test]
+fn a_damaged_index_never_turns_a_new_event_into_a_duplicate() {
+    // Two journals with the same journal_id, clock and frame sizes but
+    // different event ids; graft the first one's index onto the second with
+    // a header that claims to be current. Every hit is then a lie.
+    let opts = || Options {
+        fixed_journal_id: Some([42; 16]),
+        fixed_clock_ns: Some(1),
+        ..Options::default()
+    };
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let ja = Journal::open_with(a.path(), opts()).unwrap();
+    let jb = Journal::open_with(b.path(), opts()).unwrap();
+    for n in 1..=10u8 {
+        ja.append(id(n), &[n; 8]).unwrap();
+        jb.append(id(100 + n), &[n; 8]).unwrap();
+    }
+    let mut idx = std::fs::read(a.path().join("journal.ids")).unwrap();
+    idx[80..112].copy_from_slice(&jb.head().unwrap().hash);
+    let crc = abcd_journal::format::masked_crc(&idx[0..120]);
+    idx[120..124].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(b.path().join("journal.ids"), &idx).unwrap();
+    assert_eq!(jb.append(id(3), b"new").unwrap(), Appended::New { seq: 11 });
+    assert_eq!(
+        jb.append(id(103), b"dup").unwrap(),
+        Appended::AlreadyPresent { seq: 3 }
+    );
+    assert_eq!(jb.contains(&id(3)).unwrap(), Some(11));
+}

@@ -202,6 +202,16 @@ fn flipped_byte_mid_file_found_refused_spooled_and_repaired() {
         .map(|f| f.unwrap())
         .collect();
     assert_eq!(all[7].kind, FrameKind::Repair);
+    let rr = RepairRecord::decode(&all[7].payload).unwrap();
+    assert_eq!(
+        (rr.cut_offset, rr.cut_len, rr.last_good_seq),
+        (bad, size_before - bad, 7)
+    );
+    assert_eq!((rr.recovered_events, rr.unrecoverable_frames), (12, 0));
+    assert_eq!(
+        rr.cut_sha256,
+        abcd_journal::format::sha256(&snapshot[bad as usize..])
+    );
     let evs = ids_in(&j);
     let mut want: Vec<(EventId, Vec<u8>)> = frames
         .iter()
@@ -279,4 +289,30 @@ fn stats_counts() {
     );
     assert_eq!(s.trailing_bytes, 0);
     assert!(s.first_ts_unix_ns.unwrap() <= s.last_ts_unix_ns.unwrap());
+}
+
+#[test]
+fn verify_reports_progress_up_to_the_file_size() {
+    let t = tempfile::tempdir().unwrap();
+    let j = Journal::open(t.path()).unwrap();
+    let big = vec![7u8; 1 << 20];
+    for n in 0..10u8 {
+        j.append(id(n), &big).unwrap();
+    }
+    let seen = std::sync::Mutex::new(Vec::new());
+    let cb = |done: u64, total: u64| seen.lock().unwrap().push((done, total));
+    let v = verify(
+        t.path(),
+        &VerifyOptions {
+            chain: false,
+            progress: Some(&cb),
+        },
+    )
+    .unwrap();
+    assert_eq!(v.status, VerifyStatus::Clean);
+    let seen = seen.into_inner().unwrap();
+    let size = std::fs::metadata(t.path().join("journal")).unwrap().len();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0));
+    assert_eq!(*seen.last().unwrap(), (size, size));
 }

@@ -9,6 +9,8 @@
 //!       append prints `ack <id-hex> <seq> <new|dup>` and flushes stdout.
 //!       With `big`, each payload is its normal bytes repeated 1500 times
 //!       (~0.6 MiB average) so a SIGKILL can land inside a multi-page write().
+//!   journal-stress repair <dir>
+//!       Run `repair` with apply (the crash test kills it mid-way).
 //!   journal-stress append-one <dir>
 //!       Append one random 256-byte event durably and exit (latency bench).
 
@@ -38,7 +40,7 @@ fn payload_for(id: &EventId) -> Vec<u8> {
 
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: journal-stress append <dir> <seed> <count> [batch] [inside|outside] | append-one <dir>";
+    let usage = "usage: journal-stress append <dir> <seed> <count> [batch] [inside|outside] | append-one <dir> | repair <dir>";
     let cmd = args.get(1).ok_or(usage)?;
     match cmd.as_str() {
         "append-one" => {
@@ -46,6 +48,12 @@ fn run() -> Result<(), String> {
             let j = Journal::open(Path::new(dir)).map_err(|e| e.to_string())?;
             let id = EventId::random();
             j.append(id, &[0x5a; 256]).map_err(|e| e.to_string())?;
+            Ok(())
+        }
+        "repair" => {
+            let dir = args.get(2).ok_or(usage)?;
+            let r = abcd_journal::repair(Path::new(dir), true).map_err(|e| e.to_string())?;
+            println!("repaired {:?} drained {}", r.status_before, r.spool_drained);
             Ok(())
         }
         "append" => {
