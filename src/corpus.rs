@@ -306,7 +306,12 @@ impl Locked<'_> {
                 staged_at_ns,
                 adopted: true,
             });
-            self.append(&ev)?;
+            // Best effort: a journal that refuses appends (damage found by
+            // verify) must not make the store unreadable; the blob stays and
+            // is adopted by a later lock holder.
+            if self.append(&ev).is_err() {
+                break;
+            }
             self.adopted.push(format!("{stem}.raw"));
         }
         Ok(self)

@@ -145,7 +145,19 @@ pub fn run(
                 chain: !crc_only,
                 progress: Some(&progress),
             };
-            let r = abcd_journal::verify(&dir, &opts).map_err(|e| e.to_string())?;
+            let r = match abcd_journal::verify(&dir, &opts) {
+                Ok(r) => r,
+                Err(e @ abcd_journal::JournalError::BadHeader { .. }) => {
+                    // The first 64 bytes are damaged: as corrupt as it gets.
+                    if json_out {
+                        w(out, json!({"status": "corrupt", "exit_code": 4, "damage": {"offset": 0, "reason": "bad-header", "detail": e.to_string()}}).to_string())?;
+                    } else {
+                        w(out, format!("journal is CORRUPT at offset 0: {e}"))?;
+                    }
+                    return Ok(4);
+                }
+                Err(e) => return Err(e.to_string()),
+            };
             let code = r.exit_code();
             let damage = r.damage.as_ref().map(|d| {
                 json!({
