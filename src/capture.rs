@@ -234,7 +234,7 @@ pub fn commit(
             (
                 CaptureOutcome::Stored {
                     record_name: name,
-                    meta,
+                    meta: Box::new(meta),
                     body,
                     supersedes,
                 },

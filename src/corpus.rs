@@ -150,7 +150,7 @@ impl Corpus {
             let ev = Event::Captured(Box::new(crate::event::Captured {
                 outcome: crate::event::CaptureOutcome::Stored {
                     record_name: name.clone(),
-                    meta,
+                    meta: Box::new(meta),
                     body: String::from_utf8_lossy(body).into_owned(),
                     supersedes: Vec::new(),
                 },

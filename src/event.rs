@@ -118,7 +118,7 @@ pub enum CaptureOutcome {
     /// and are removed.
     Stored {
         record_name: String,
-        meta: RecordMeta,
+        meta: Box<RecordMeta>,
         body: String,
         supersedes: Vec<String>,
     },

@@ -196,7 +196,7 @@ pub fn show(corpus: &Corpus, key: &str) -> Result<Shown, HistoryError> {
             .filter_map(|n| read_record(&dir, n))
             .filter(|(l, _)| l.meta.agent_id.as_deref() == Some(key))
             .collect();
-        by_agent.sort_by(|a, b| b.0.meta.captured_at_ns.cmp(&a.0.meta.captured_at_ns));
+        by_agent.sort_by_key(|b| std::cmp::Reverse(b.0.meta.captured_at_ns));
         found = by_agent.into_iter().next();
     }
     if found.is_none() && plain {

@@ -406,6 +406,59 @@ pub fn parse_composite_session_id(s: &str) -> Option<Composite> {
     })
 }
 
+/// Most sibling transcripts searched for a spawning tool call (a session
+/// with more sub-agents than this is rare; the search is at drain time).
+pub const PARENT_SEARCH_MAX_FILES: usize = 512;
+
+/// Finds which sibling sub-agent transcript issued the tool call
+/// `tool_use_id` (the harness sidecar of a depth-2 agent names the call but
+/// not its parent). Looks only at `agent-<id>.jsonl` files beside
+/// `transcript_path`, for a `tool_use` block whose `id` is exactly the tool
+/// call id; returns that sibling's agent id. `None` when no sibling (or more
+/// than one) matches — never a guess.
+pub fn find_parent_by_tool_use(transcript_path: &Path, tool_use_id: &str) -> Option<String> {
+    if !is_valid_id(tool_use_id) {
+        return None;
+    }
+    let dir = transcript_path.parent()?;
+    let own = transcript_path.file_name()?.to_str()?.to_owned();
+    let needle = format!("\"id\":\"{tool_use_id}\"");
+    let mut found: Option<String> = None;
+    let rd = std::fs::read_dir(dir).ok()?;
+    for entry in rd.flatten().take(PARENT_SEARCH_MAX_FILES) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == own {
+            continue;
+        }
+        let Some(agent) = name
+            .strip_prefix("agent-")
+            .and_then(|n| n.strip_suffix(".jsonl"))
+        else {
+            continue;
+        };
+        if !is_valid_id(agent) {
+            continue;
+        }
+        let Ok(bytes) = guarded_read(&entry.path(), 64 << 20) else {
+            continue;
+        };
+        let hit = bytes.split(|b| *b == b'\n').any(|line| {
+            memfind(line, needle.as_bytes()) && memfind(line, b"\"type\":\"tool_use\"")
+        });
+        if hit {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(agent.to_owned());
+        }
+    }
+    found
+}
+
+fn memfind(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -736,57 +789,4 @@ mod tests {
             assert_eq!(parse_composite_session_id(bad), None, "{bad}");
         }
     }
-}
-
-/// Most sibling transcripts searched for a spawning tool call (a session
-/// with more sub-agents than this is rare; the search is at drain time).
-pub const PARENT_SEARCH_MAX_FILES: usize = 512;
-
-/// Finds which sibling sub-agent transcript issued the tool call
-/// `tool_use_id` (the harness sidecar of a depth-2 agent names the call but
-/// not its parent). Looks only at `agent-<id>.jsonl` files beside
-/// `transcript_path`, for a `tool_use` block whose `id` is exactly the tool
-/// call id; returns that sibling's agent id. `None` when no sibling (or more
-/// than one) matches — never a guess.
-pub fn find_parent_by_tool_use(transcript_path: &Path, tool_use_id: &str) -> Option<String> {
-    if !is_valid_id(tool_use_id) {
-        return None;
-    }
-    let dir = transcript_path.parent()?;
-    let own = transcript_path.file_name()?.to_str()?.to_owned();
-    let needle = format!("\"id\":\"{tool_use_id}\"");
-    let mut found: Option<String> = None;
-    let rd = std::fs::read_dir(dir).ok()?;
-    for entry in rd.flatten().take(PARENT_SEARCH_MAX_FILES) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == own {
-            continue;
-        }
-        let Some(agent) = name
-            .strip_prefix("agent-")
-            .and_then(|n| n.strip_suffix(".jsonl"))
-        else {
-            continue;
-        };
-        if !is_valid_id(agent) {
-            continue;
-        }
-        let Ok(bytes) = guarded_read(&entry.path(), 64 << 20) else {
-            continue;
-        };
-        let hit = bytes.split(|b| *b == b'\n').any(|line| {
-            memfind(line, needle.as_bytes()) && memfind(line, b"\"type\":\"tool_use\"")
-        });
-        if hit {
-            if found.is_some() {
-                return None;
-            }
-            found = Some(agent.to_owned());
-        }
-    }
-    found
-}
-
-fn memfind(hay: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }

@@ -355,7 +355,7 @@ impl<'a> Projector<'a> {
                     &sidecar.to_bytes(),
                 )?;
                 let key = staged_key(&s.lineage.session_id, s.lineage.agent_id.as_deref());
-                index.write_list("staged", &key, &[s.stem.clone()], self.durable)?;
+                index.write_list("staged", &key, std::slice::from_ref(&s.stem), self.durable)?;
             }
             Event::Restaged(r) => {
                 let path = self

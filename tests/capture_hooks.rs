@@ -183,10 +183,7 @@ fn subagent_stop_marks_a_missing_payload_field() {
             .unwrap();
     assert_eq!(marker["count"], 2);
     assert_eq!(marker["event"], "SubagentStop");
-    assert_eq!(
-        marker["first_seen"].as_str().unwrap() <= marker["last_seen"].as_str().unwrap(),
-        true
-    );
+    assert!(marker["first_seen"].as_str().unwrap() <= marker["last_seen"].as_str().unwrap());
     let text = stdout(&env.abcd(&["history", "staged"]));
     assert!(text.contains("without an agent_transcript_path"), "{text}");
     assert_eq!(env.staged()["subagent_gap"]["count"], 2);

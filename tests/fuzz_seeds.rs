@@ -34,7 +34,7 @@ fn seeds_events() -> Vec<Vec<u8>> {
         1_700_000_000_000_000_000,
         &"b".repeat(64),
     );
-    let events = vec![
+    let events = [
         Event::Staged(Staged {
             stem: "20260101T000000.000000000Z-s1-agent-a1".into(),
             raw_sha256: "c".repeat(64),
@@ -47,7 +47,7 @@ fn seeds_events() -> Vec<Vec<u8>> {
         Event::Captured(Box::new(Captured {
             outcome: CaptureOutcome::Stored {
                 record_name: "r.md".into(),
-                meta,
+                meta: Box::new(meta),
                 body: "{\"type\":\"user\"}\n".into(),
                 supersedes: vec!["old.md".into()],
             },

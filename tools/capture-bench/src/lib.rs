@@ -12,6 +12,12 @@ pub struct BenchEnv {
     pub repo: PathBuf,
 }
 
+impl Default for BenchEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl BenchEnv {
     pub fn new() -> BenchEnv {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -59,7 +65,7 @@ pub fn transcript(session: &str, bytes: usize, seed: u64) -> String {
             n = (i * 13) % 211,
             t = (i * 31) % 997
         );
-        let line = if i % 2 == 0 {
+        let line = if i.is_multiple_of(2) {
             serde_json::json!({"type":"user","sessionId":session,"uuid":format!("00000000-0000-4000-8000-{:012x}", i),"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":format!("toolu_{i:016}"),"content":text.repeat(3)}]}})
         } else {
             serde_json::json!({"type":"assistant","sessionId":session,"uuid":format!("00000000-0000-4000-8000-{:012x}", i),"message":{"id":format!("msg_{i:020}"),"role":"assistant","model":"claude-opus-4","content":[{"type":"text","text":text}],"usage":{"input_tokens":i,"output_tokens":i*2}}})

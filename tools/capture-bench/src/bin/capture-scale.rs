@@ -50,7 +50,7 @@ fn populate(corpus: &Corpus, n: usize) {
                     &session,
                     Some(&agent),
                 ),
-                meta,
+                meta: Box::new(meta),
                 body,
                 supersedes: vec![],
             },
