@@ -484,3 +484,69 @@ fn survey_skips_repositories_holding_nothing() {
         "{text}"
     );
 }
+
+#[test]
+fn a_symlinked_store_is_refused_with_a_clear_error_and_hooks_still_exit_zero() {
+    let env = Env::new();
+    let elsewhere = env.tmp.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::create_dir_all(&env.abcd_home).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.abcd_home.join("transcripts")).unwrap();
+    let out = env.abcd(&["history", "list"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    let p = env.agent_transcript(SID, "sl", &jsonl(&[&line(SID, "x")]), None);
+    let out = env.hook("subagent-stop", &env.subagent_payload(SID, "sl", &p));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(hook_json(&out)["outcome"], "not-captured");
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+}
+
+#[test]
+fn store_modes_are_exact_whatever_the_umask() {
+    let env = Env::new();
+    let p = env.agent_transcript(SID, "um", &jsonl(&[&line(SID, "x")]), None);
+    let mut c = env.command(&env.repo);
+    // A permissive umask must not widen anything abcd creates.
+    c.args(["--json", "hook", "subagent-stop"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        c.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    let mut child = c.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(env.subagent_payload(SID, "um", &p).to_string().as_bytes())
+        .unwrap();
+    assert_eq!(
+        hook_json(&child.wait_with_output().unwrap())["outcome"],
+        "staged"
+    );
+    fn check(dir: &std::path::Path) {
+        for e in fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            let mode = m.permissions().mode() & 0o777;
+            if m.is_dir() {
+                assert_eq!(mode, 0o700, "{}", e.path().display());
+                check(&e.path());
+            } else {
+                assert_eq!(mode, 0o600, "{}", e.path().display());
+            }
+        }
+    }
+    check(&env.abcd_home);
+}
