@@ -6,8 +6,28 @@
 //! sequence, put a quote or backslash into the output, or keep a secret's
 //! bytes anywhere but in the in-memory set of values to sweep for.
 
+use std::sync::LazyLock;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use memchr::memmem::Finder;
 use regex::bytes::Regex;
+
+/// Substring searchers used on every line, built once (building a searcher
+/// per call cost more than the search itself).
+static F_REDACTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"[REDACTED:"));
+static F_BEGIN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"-----BEGIN "));
+static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
+static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
+static F_HOMES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+    [Finder::new(b"/Users/"), Finder::new(b"/home/"), Finder::new(b"\\Users\\"), Finder::new(b"/Users\\")]
+});
+static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasickBuilder::new().ascii_case_insensitive(true).build(PLACEHOLDER_MARKS).ok()
+});
+
+fn has_placeholder_mark(v: &[u8]) -> bool {
+    PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
+}
 
 use crate::rules::{Check, Class, Severity};
 use crate::view::Views;
@@ -117,13 +137,26 @@ pub struct Scratch {
 }
 
 /// Sweep state for values already found (redact every later occurrence).
+///
+/// Values arrive a few at a time while streaming. The automaton over them is
+/// rebuilt only when the values not yet in it outnumber those in it
+/// (geometric growth, so total build work is O(n log n)); the newest values
+/// are searched with plain substring finders until then.
 #[derive(Default)]
 pub struct Known {
-    pub values: Vec<Vec<u8>>,
-    pub metas: Vec<usize>,
-    pub ac: Option<AhoCorasick>,
-    dirty: bool,
+    values: Vec<Vec<u8>>,
+    finders: Vec<Finder<'static>>,
+    metas: Vec<usize>,
+    ac: Option<AhoCorasick>,
+    built: usize,
 }
+
+/// Values searched by substring finders before a rebuild is due.
+const KNOWN_PENDING_MIN: usize = 8;
+
+/// Above this many values the sweep automaton is an NFA: a DFA over tens of
+/// thousands of values costs more memory than the lines it protects.
+const KNOWN_DFA_MAX: usize = 4096;
 
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
@@ -134,17 +167,43 @@ impl Known {
             return;
         }
         self.values.push(v.to_vec());
+        self.finders.push(Finder::new(v).into_owned());
         self.metas.push(meta);
-        self.dirty = true;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
     }
 
     pub fn refresh(&mut self) {
-        if self.dirty {
+        let pending = self.values.len() - self.built;
+        if pending > KNOWN_PENDING_MIN.max(self.built) {
+            let kind = if self.values.len() <= KNOWN_DFA_MAX {
+                aho_corasick::AhoCorasickKind::DFA
+            } else {
+                aho_corasick::AhoCorasickKind::ContiguousNFA
+            };
             self.ac = AhoCorasickBuilder::new()
+                .kind(Some(kind))
                 .match_kind(MatchKind::LeftmostLongest)
                 .build(&self.values)
                 .ok();
-            self.dirty = false;
+            self.built = if self.ac.is_some() { self.values.len() } else { 0 };
+        }
+    }
+
+    /// Calls `f(start, end, meta)` for every occurrence of a known value.
+    pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
+        if let Some(ac) = &self.ac {
+            for m in ac.find_iter(v) {
+                f(m.start(), m.end(), self.metas[m.pattern().as_usize()]);
+            }
+        }
+        for (i, finder) in self.finders.iter().enumerate().skip(self.built) {
+            let n = finder.needle().len();
+            for p in finder.find_iter(v) {
+                f(p, p + n, self.metas[i]);
+            }
         }
     }
 }
@@ -272,7 +331,7 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     }
     let l = lower(v);
     if STOPWORDS.iter().any(|w| l == w.as_bytes())
-        || PLACEHOLDER_MARKS.iter().any(|m| contains(&l, m))
+        || has_placeholder_mark(&l)
         || contains(&l, "://")
     {
         return false;
@@ -408,7 +467,7 @@ impl Engine {
         }
         // Placeholders are never findings (idempotence): drop hits that lie
         // wholly inside one.
-        if memchr::memmem::find(raw, b"[REDACTED:").is_some() {
+        if F_REDACTED.find(raw).is_some() {
             let spans = placeholder_spans(raw);
             let mut i = first;
             while i < hits.len() {
@@ -489,12 +548,7 @@ impl Engine {
             }
         }
         scratch.triggered = triggered;
-        if let Some(ac) = &known.ac {
-            for m in ac.find_iter(v) {
-                let meta = known.metas[m.pattern().as_usize()];
-                self.push(hits, views, layer, m.start(), m.end(), meta);
-            }
-        }
+        known.find_all(v, |s, e, meta| self.push(hits, views, layer, s, e, meta));
         pem_to_end
     }
 
@@ -533,7 +587,7 @@ impl Engine {
             let ok = match check {
                 Check::Token => {
                     entropy(val) >= MIN_TOKEN_ENTROPY
-                        && !PLACEHOLDER_MARKS.iter().any(|p| contains(&lower(val), p))
+                        && !has_placeholder_mark(val)
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
@@ -547,7 +601,7 @@ impl Engine {
                 Check::Bearer => {
                     val.iter().any(|b| b.is_ascii_digit())
                         && val.iter().any(|b| b.is_ascii_alphabetic())
-                        && !PLACEHOLDER_MARKS.iter().any(|p| contains(&lower(val), p))
+                        && !has_placeholder_mark(val)
                 }
                 Check::UrlPassword => {
                     let l = lower(val);
@@ -555,7 +609,7 @@ impl Engine {
                         || val.starts_with(b"[")
                         || val.starts_with(b"{")
                         || matches!(&l[..], b"password" | b"pass" | b"pw" | b"secret" | b"x")
-                        || PLACEHOLDER_MARKS.iter().any(|p| contains(&l, p))
+                        || has_placeholder_mark(&l)
                         || val.iter().all(|b| *b == b'*' || *b == b'x'))
                 }
                 Check::Ipv4 => {
@@ -624,7 +678,7 @@ impl Engine {
     /// [`MAX_PEM_BYTES`]; without an END, takes the run of key-body bytes.
     fn run_pem(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) -> bool {
         let mut to_end = false;
-        let finder = memchr::memmem::Finder::new(b"-----BEGIN ");
+        let finder = &*F_BEGIN;
         let mut at = 0;
         while let Some(off) = finder.find(&v[at..]) {
             let s = at + off;
@@ -684,8 +738,8 @@ impl Engine {
     }
 
     fn run_other_home(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
-        for prefix in [&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"] {
-            let finder = memchr::memmem::Finder::new(prefix);
+        for finder in F_HOMES.iter() {
+            let prefix = finder.needle();
             for p in finder.find_iter(v) {
                 let s = p + prefix.len();
                 let len = v[s..]
@@ -727,7 +781,7 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
     ) {
-        let finder = memchr::memmem::Finder::new(b";base64,");
+        let finder = &*F_B64;
         let mut at = 0;
         while let Some(off) = finder.find(&v[at..]) {
             let p = at + off;
@@ -803,7 +857,7 @@ impl Engine {
                 // signature / data: base64 only; data only as image/document source.
                 0 => val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')),
                 1 => {
-                    memchr::memmem::find(raw, br#""type":"base64""#).is_some()
+                    F_TYPE_B64.find(raw).is_some()
                         && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
                 }
                 // ids: uuid / msg_ / toolu_ / req_ / agent ids.
@@ -818,7 +872,7 @@ impl Engine {
 
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    for s in memchr::memmem::find_iter(raw, b"[REDACTED:") {
+    for s in F_REDACTED.find_iter(raw) {
         let rest = &raw[s + 10..];
         let len = rest
             .iter()

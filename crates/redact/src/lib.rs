@@ -270,10 +270,13 @@ impl Scanner {
             }
         }
         let keywords = AhoCorasickBuilder::new()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .build(&b.kw);
-        let fields = AhoCorasick::new(engine::ALLOWED_FIELDS);
+        let fields = AhoCorasickBuilder::new()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .build(engine::ALLOWED_FIELDS);
         let (keywords, fields) = match (keywords, fields) {
             (Ok(k), Ok(f)) => (k, f),
             (Err(e), _) | (_, Err(e)) => {
@@ -375,6 +378,7 @@ impl Scanner {
             return IdentitySet { ac: None, needles };
         }
         let ac = AhoCorasickBuilder::new()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .build(&pats)
@@ -557,7 +561,7 @@ impl Scanner {
             known.add(&v, m);
         }
         known.refresh();
-        if let Some(ac) = &known.ac {
+        if !known.is_empty() {
             let mut views = view::Views::default();
             for (pi, part) in parts.iter().enumerate() {
                 for (li, line) in split_lines(part.as_bytes()).enumerate() {
@@ -565,11 +569,11 @@ impl Scanner {
                     views.build(body);
                     for layer in 0..=views.count() {
                         let v: &[u8] = if layer == 0 { body } else { views.layer(layer) };
-                        for m in ac.find_iter(v) {
-                            let (s, e) = if layer == 0 { (m.start(), m.end()) } else { views.to_raw(layer, m.start(), m.end()) };
-                            let meta = known.metas[m.pattern().as_usize()];
-                            all[pi][li].push(Hit { start: s, end: e, meta });
-                        }
+                        let hits = &mut all[pi][li];
+                        known.find_all(v, |s, e, meta| {
+                            let (s, e) = if layer == 0 { (s, e) } else { views.to_raw(layer, s, e) };
+                            hits.push(Hit { start: s, end: e, meta });
+                        });
                     }
                 }
             }

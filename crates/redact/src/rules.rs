@@ -121,6 +121,15 @@ macro_rules! assign {
     };
 }
 
+/// As `assign!` but leaves an opening quote to the value alternatives, so a
+/// quoted value may hold `&`, `;` or `,` (Django keys, shell-quoted
+/// passwords) while a bare one stops at them (query strings).
+macro_rules! assign_q {
+    () => {
+        r#"["']?\s*(?::=|=>|=|:)\s*"#
+    };
+}
+
 pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|auth[_-]?token|credentials?|signing[_-]?key|encryption[_-]?key|master[_-]?key|session[_-]?key)";
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
 
@@ -323,11 +332,13 @@ pub fn builtin() -> Vec<RuleDef> {
             r"discord(?:app)?\.com/api/webhooks/([0-9]{17,20}/[A-Za-z0-9_-]{60,72})",
             Check::None,
         ),
-        tok(
+        // Bot API URLs glue the token to `bot` (`/bot123…:AA…/getMe`).
+        grp(
             "telegram-bot-token",
             "telegram-bot-token",
             &[":aa"],
-            r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}",
+            r"(?:^|[^0-9A-Za-z]|bot)([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?:[^A-Za-z0-9_-]|$)",
+            Check::None,
         ),
         tok("databricks-token", "databricks-token", &["dapi"], r"dapi[a-f0-9]{32}(?:-[0-9])?"),
         grp(
@@ -426,13 +437,13 @@ pub fn builtin() -> Vec<RuleDef> {
     for rule in r.iter_mut() {
         if rule.id == "generic-secret" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
-                assign!()
+                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'([^'\s\\]{{8,}})'|"([^"\s\\]{{8,}})"|([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
+                assign_q!()
             ));
         } else if rule.id == "generic-password" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*["']?([^\s"'`;&|<>]{{4,}})|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
-                assign!()
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'([^'\s\\]{{4,}})'|"([^"\s\\]{{4,}})"|([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*["']?([^\s"'`;&|<>]{{4,}})|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
+                assign_q!()
             ));
         }
     }
@@ -477,7 +488,9 @@ fn network() -> Vec<RuleDef> {
         net(
             "mac-address",
             "mac-address",
-            &[":", "-"],
+            // No literal to key on: runs on every line (the regex engine's
+            // DFA handles it in one pass).
+            &[],
             r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:[:-][0-9A-Fa-f]{2}){4}",
             Check::Mac,
         ),
