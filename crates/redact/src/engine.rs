@@ -16,6 +16,7 @@ use regex::bytes::Regex;
 /// per call cost more than the search itself).
 static F_REDACTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"[REDACTED:"));
 static F_BEGIN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"-----BEGIN "));
+static F_MEMBER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\":\""));
 static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
 static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
 static F_HOMES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
@@ -50,6 +51,10 @@ pub const MAX_PEM_BYTES: usize = 32 * 1024;
 /// After a BEGIN marker with no END on its line, at most this many following
 /// lines are consumed as key body (an 8192-bit key is ~100 lines).
 pub const MAX_PEM_LINES: usize = 512;
+
+/// Allowlisted values at least this long are cut out of the scan rather
+/// than scanned and filtered: signatures and images run to kilobytes.
+pub const SKIP_SCAN_MIN: usize = 128;
 
 /// Prefixed tokens whose bytes are this repetitive are documentation
 /// placeholders (`ghp_xxxx…`); real tokens sit near 5 bits per byte.
@@ -98,6 +103,13 @@ pub struct IdentitySet {
     pub needles: Vec<(Needle, usize)>,
 }
 
+/// Where a scanned slice sits: decoded layer `k` (0 = raw) at offset `base`.
+#[derive(Clone, Copy)]
+pub struct L {
+    k: usize,
+    base: usize,
+}
+
 /// A hit on one raw line: half-open byte span and the meta it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hit {
@@ -117,12 +129,13 @@ pub struct Engine {
     pub identity: IdentitySet,
     pub allow_values: Vec<Vec<u8>>,
     pub allow_paths: Vec<Vec<u8>>,
-    /// Transcript fields whose values are never secrets.
-    pub fields: AhoCorasick,
     pub repeat_meta_base: usize,
     /// Every rule's documented provider examples: never a finding under any
     /// rule (a generic `api_key = <stripe doc key>` is still the doc key).
     pub examples: Vec<Vec<u8>>,
+    /// Index of the MAC-address rule: it has no keyword, so a cheap shape
+    /// check (`hh:hh:` or `hh-hh-`) gates it instead.
+    pub mac_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
 }
@@ -132,6 +145,7 @@ pub struct Engine {
 pub struct Scratch {
     views: Views,
     triggered: Vec<bool>,
+    list: Vec<usize>,
     allowed: Vec<(usize, usize)>,
     b64: Vec<u8>,
 }
@@ -429,8 +443,9 @@ const HOME_NAME_STOPLIST: &[&str] = &[
 ];
 
 impl Engine {
-    fn push(&self, hits: &mut Vec<Hit>, views: &Views, layer: usize, s: usize, e: usize, meta: usize) {
-        let (start, end) = if layer == 0 { (s, e) } else { views.to_raw(layer, s, e) };
+    fn push(&self, hits: &mut Vec<Hit>, views: &Views, at: L, s: usize, e: usize, meta: usize) {
+        let (s, e) = (s + at.base, e + at.base);
+        let (start, end) = if at.k == 0 { (s, e) } else { views.to_raw(at.k, s, e) };
         if start < end {
             hits.push(Hit { start, end, meta });
         }
@@ -447,6 +462,23 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
     ) {
+        let json = raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        self.scan_line_as(raw, json, scratch, known, pem_open, found, hits)
+    }
+
+    /// As [`Engine::scan_line`], with the JSON decision made by the caller
+    /// (verify scans windows of whole JSON members cut from a JSON line).
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_line_as(
+        &self,
+        raw: &[u8],
+        json: bool,
+        scratch: &mut Scratch,
+        known: &Known,
+        pem_open: &mut usize,
+        found: &mut Vec<(Vec<u8>, usize)>,
+        hits: &mut Vec<Hit>,
+    ) {
         let first = hits.len();
         if *pem_open > 0 {
             if self.pem_continuation(raw, pem_open) {
@@ -456,14 +488,50 @@ impl Engine {
         }
         let mut views = std::mem::take(&mut scratch.views);
         views.build(raw);
-        let json = raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         let from = if json && views.count() > 0 { 1 } else { 0 };
         for layer in from..=views.count() {
             let v: &[u8] = if layer == 0 { raw } else { views.layer(layer) };
-            let ends_line = self.scan_view(v, layer, &views, scratch, known, found, hits, 0);
-            if ends_line && layer == 0 {
-                *pem_open = MAX_PEM_LINES;
+            if !json {
+                let ends_line = self.scan_view(v, L { k: layer, base: 0 }, &views, scratch, known, found, hits, 0);
+                if ends_line && layer == 0 {
+                    *pem_open = MAX_PEM_LINES;
+                }
+                continue;
             }
+            // Allowlisted values (ids, signatures, image data) are never
+            // secrets. Long ones — most of a transcript's bytes — are not
+            // scanned at all; hits inside short ones are dropped afterwards
+            // (cheaper than splitting the scan at every id).
+            self.mark_allowed(v, &mut scratch.allowed);
+            let allowed = std::mem::take(&mut scratch.allowed);
+            let layer_first = hits.len();
+            let mut at = 0;
+            for &(a, b) in allowed.iter().filter(|(a, b)| b - a >= SKIP_SCAN_MIN) {
+                if a > at {
+                    self.scan_view(&v[at..a], L { k: layer, base: at }, &views, scratch, known, found, hits, 0);
+                }
+                at = at.max(b);
+            }
+            if at < v.len() {
+                self.scan_view(&v[at..], L { k: layer, base: at }, &views, scratch, known, found, hits, 0);
+            }
+            if hits.len() > layer_first {
+                let short: Vec<(usize, usize)> = allowed
+                    .iter()
+                    .filter(|(a, b)| b - a < SKIP_SCAN_MIN)
+                    .map(|&(a, b)| if layer == 0 { (a, b) } else { views.to_raw(layer, a, b) })
+                    .collect();
+                let mut i = layer_first;
+                while i < hits.len() {
+                    let h = hits[i];
+                    if short.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
+                        hits.swap_remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            scratch.allowed = allowed;
         }
         // Placeholders are never findings (idempotence): drop hits that lie
         // wholly inside one.
@@ -479,21 +547,6 @@ impl Engine {
                 }
             }
         }
-        if json {
-            self.mark_allowed(raw, &mut scratch.allowed);
-            let allowed = &scratch.allowed;
-            if !allowed.is_empty() {
-                let mut i = first;
-                while i < hits.len() {
-                    let h = hits[i];
-                    if allowed.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
-                        hits.swap_remove(i);
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-        }
         scratch.views = views;
     }
 
@@ -503,7 +556,7 @@ impl Engine {
     fn scan_view(
         &self,
         v: &[u8],
-        layer: usize,
+        layer: L,
         views: &Views,
         scratch: &mut Scratch,
         known: &Known,
@@ -513,20 +566,27 @@ impl Engine {
     ) -> bool {
         let mut pem_to_end = false;
         let mut triggered = std::mem::take(&mut scratch.triggered);
-        triggered.clear();
+        let mut list = std::mem::take(&mut scratch.list);
         triggered.resize(self.rules.len(), false);
+        list.clear();
         for &r in &self.always {
+            if r == self.mac_rule && !maybe_mac(v) {
+                continue;
+            }
             triggered[r] = true;
+            list.push(r);
         }
         for m in self.keywords.find_overlapping_iter(v) {
             for &r in &self.kw_rules[m.pattern().as_usize()] {
-                triggered[r] = true;
+                if !triggered[r] {
+                    triggered[r] = true;
+                    list.push(r);
+                }
             }
         }
-        for (ri, rule) in self.rules.iter().enumerate() {
-            if !triggered[ri] {
-                continue;
-            }
+        for &ri in &list {
+            triggered[ri] = false;
+            let rule = &self.rules[ri];
             match &rule.matcher {
                 Matcher::Regex { re, group, check, min_entropy, allow } => {
                     self.run_regex(
@@ -535,7 +595,7 @@ impl Engine {
                     );
                 }
                 Matcher::Pem => {
-                    if self.run_pem(v, layer, views, rule.meta, hits) && layer == 0 {
+                    if self.run_pem(v, layer, views, rule.meta, hits) && layer.k == 0 {
                         pem_to_end = true;
                     }
                 }
@@ -548,6 +608,7 @@ impl Engine {
             }
         }
         scratch.triggered = triggered;
+        scratch.list = list;
         known.find_all(v, |s, e, meta| self.push(hits, views, layer, s, e, meta));
         pem_to_end
     }
@@ -556,7 +617,7 @@ impl Engine {
     fn run_regex(
         &self,
         v: &[u8],
-        layer: usize,
+        layer: L,
         views: &Views,
         re: &Regex,
         group: usize,
@@ -676,7 +737,7 @@ impl Engine {
 
     /// Finds `-----BEGIN … PRIVATE KEY…-----` and its END within
     /// [`MAX_PEM_BYTES`]; without an END, takes the run of key-body bytes.
-    fn run_pem(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) -> bool {
+    fn run_pem(&self, v: &[u8], layer: L, views: &Views, meta: usize, hits: &mut Vec<Hit>) -> bool {
         let mut to_end = false;
         let finder = &*F_BEGIN;
         let mut at = 0;
@@ -737,7 +798,7 @@ impl Engine {
         true
     }
 
-    fn run_other_home(&self, v: &[u8], layer: usize, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
+    fn run_other_home(&self, v: &[u8], layer: L, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
         for finder in F_HOMES.iter() {
             let prefix = finder.needle();
             for p in finder.find_iter(v) {
@@ -773,7 +834,7 @@ impl Engine {
     fn run_data_uri(
         &self,
         v: &[u8],
-        layer: usize,
+        layer: L,
         views: &Views,
         meta: usize,
         scratch: &mut Scratch,
@@ -807,7 +868,7 @@ impl Engine {
                 let mut inner_found = Vec::new();
                 let empty = Views::default();
                 let mut sub = Scratch::default();
-                self.scan_view(&dec, 0, &empty, &mut sub, known, &mut inner_found, &mut inner, 1);
+                self.scan_view(&dec, L { k: 0, base: 0 }, &empty, &mut sub, known, &mut inner_found, &mut inner, 1);
                 if let Some(h) = inner.first() {
                     let m = if self.metas[h.meta].class == Class::Secret { h.meta } else { meta };
                     found.push((v[s..s + len].to_vec(), m));
@@ -818,7 +879,7 @@ impl Engine {
         }
     }
 
-    fn run_identity(&self, v: &[u8], layer: usize, views: &Views, hits: &mut Vec<Hit>) {
+    fn run_identity(&self, v: &[u8], layer: L, views: &Views, hits: &mut Vec<Hit>) {
         let Some(ac) = &self.identity.ac else { return };
         for m in ac.find_overlapping_iter(v) {
             let (needle, meta) = self.identity.needles[m.pattern().as_usize()];
@@ -843,31 +904,67 @@ impl Engine {
         }
     }
 
-    /// Spans of raw JSON values that are transcript plumbing, never secrets:
-    /// ids, signatures, image data. The value must also have the plumbing's
-    /// shape, so a secret pasted into such a field is still caught.
-    fn mark_allowed(&self, raw: &[u8], out: &mut Vec<(usize, usize)>) {
+    /// Spans of JSON values that are transcript plumbing, never secrets:
+    /// ids, signatures, image data. The key must be one of
+    /// [`ALLOWED_ID_KEYS`] (or `signature` / image `data`) and the value must
+    /// have the plumbing's shape, so a secret pasted into such a field is
+    /// still caught.
+    fn mark_allowed(&self, v: &[u8], out: &mut Vec<(usize, usize)>) {
         out.clear();
-        for m in self.fields.find_iter(raw) {
-            let s = m.end();
-            let Some(len) = memchr::memchr(b'"', &raw[s..]) else { continue };
-            let val = &raw[s..s + len];
-            let field = m.pattern().as_usize();
-            let ok = match field {
-                // signature / data: base64 only; data only as image/document source.
-                0 => val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')),
-                1 => {
-                    F_TYPE_B64.find(raw).is_some()
-                        && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-                }
-                // ids: uuid / msg_ / toolu_ / req_ / agent ids.
+        // Compact JSON (what Claude Code writes): every member is `"key":`.
+        // Walking the `":"` separators is one SIMD search plus a short look
+        // back per member.
+        for p in F_MEMBER.find_iter(v) {
+            let Some(q) = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p]) else { continue };
+            let key = &v[p.saturating_sub(40) + q + 1..p];
+            let which = match key {
+                b"signature" => 0,
+                b"data" => 1,
+                k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
+                _ => continue,
+            };
+            let s = p + 3;
+            let Some(len) = memchr::memchr(b'"', &v[s..]) else { continue };
+            let val = &v[s..s + len];
+            let b64 = |val: &[u8]| val.iter().all(|&b| B64_CHARS[b as usize]);
+            let ok = match which {
+                0 => b64(val),
+                1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
                 _ => val.len() <= 128 && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_')),
             };
-            if ok {
+            if ok && len > 0 {
                 out.push((s, s + len));
             }
         }
     }
+}
+
+/// Lookup table for base64 bytes: the allowlist check runs over every byte of
+/// every signature and image, so it must cost one load per byte.
+static B64_CHARS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=';
+        i += 1;
+    }
+    t
+};
+
+/// Could `v` hold a MAC address? Looks for `h h sep h h sep` around each
+/// `:`/`-`; a few compares per separator, far cheaper than the regex.
+fn maybe_mac(v: &[u8]) -> bool {
+    let hex = |i: usize| v.get(i).is_some_and(u8::is_ascii_hexdigit);
+    memchr::memchr2_iter(b':', b'-', v).any(|i| {
+        i >= 2
+            && hex(i - 1)
+            && hex(i - 2)
+            && (0..4).all(|g| {
+                let j = i + 3 * g;
+                hex(j + 1) && hex(j + 2) && v.get(j + 3) == Some(&v[i])
+            })
+    })
 }
 
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
@@ -891,25 +988,11 @@ fn is_pem_body(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n' | b':' | b',' | b'-' | b'.')
 }
 
-/// The transcript fields [`Engine::mark_allowed`] trusts, in the order its
-/// match arms expect (0 = signature, 1 = data, rest = ids).
-pub const ALLOWED_FIELDS: &[&str] = &[
-    r#""signature":""#,
-    r#""data":""#,
-    r#""uuid":""#,
-    r#""parentUuid":""#,
-    r#""logicalParentUuid":""#,
-    r#""leafUuid":""#,
-    r#""sessionId":""#,
-    r#""session_id":""#,
-    r#""promptId":""#,
-    r#""requestId":""#,
-    r#""tool_use_id":""#,
-    r#""toolUseId":""#,
-    r#""sourceToolAssistantUUID":""#,
-    r#""agentId":""#,
-    r#""messageId":""#,
-    r#""id":""#,
+/// Keys whose values are ids (uuids, `msg_…`, `toolu_…`, `req_…`, agent ids).
+pub const ALLOWED_ID_KEYS: &[&str] = &[
+    "id", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId", "session_id",
+    "promptId", "requestId", "tool_use_id", "toolUseId", "sourceToolAssistantUUID", "agentId",
+    "messageId",
 ];
 
 /// Rewrites `raw` into `out`, replacing merged hit spans by placeholders.

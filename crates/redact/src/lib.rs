@@ -274,18 +274,20 @@ impl Scanner {
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .build(&b.kw);
-        let fields = AhoCorasickBuilder::new()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .build(engine::ALLOWED_FIELDS);
-        let (keywords, fields) = match (keywords, fields) {
-            (Ok(k), Ok(f)) => (k, f),
-            (Err(e), _) | (_, Err(e)) => {
+        let keywords = match keywords {
+            Ok(k) => k,
+            Err(e) => {
                 b.errors.push(format!("keyword automaton: {e}"));
                 let empty: [&str; 0] = [];
-                (AhoCorasick::new(empty).expect("empty automaton"), AhoCorasick::new(empty).expect("empty automaton"))
+                AhoCorasick::new(empty).expect("an empty automaton always builds")
             }
         };
         let repeat_meta_base = b.metas.len();
+        let mac_rule = b
+            .rules
+            .iter()
+            .position(|r| b.metas[r.meta].id == "mac-address")
+            .unwrap_or(usize::MAX);
         let (allow_values, allow_paths) = match &cfg {
             Some(c) => (
                 c.allow_values.iter().filter(|v| !v.is_empty()).map(|v| v.as_bytes().to_vec()).collect(),
@@ -304,13 +306,13 @@ impl Scanner {
                 identity: identity_set,
                 allow_values,
                 allow_paths,
-                fields,
                 repeat_meta_base,
                 examples: rules::builtin()
                     .iter()
                     .flat_map(|d| d.allow.iter().map(|a| a.as_bytes().to_vec()))
                     .collect(),
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
+                mac_rule,
             },
             degraded,
         }
@@ -430,7 +432,8 @@ impl Scanner {
                 }
                 line_buf.clear();
                 let merged = engine::apply(&self.engine.metas, body, &mut h, &mut line_buf);
-                self.check_line(body, &line_buf, li + 1, &mut scratch, &known, &mut residual)?;
+                let changed = output_spans(&self.engine.metas, &merged);
+                self.check_line(body, &line_buf, &changed, li + 1, &mut scratch, &known, &mut residual)?;
                 findings.extend(merged.iter().map(|m| self.finding(m, li + 1)));
                 text.extend_from_slice(&line_buf);
                 text.extend_from_slice(nl);
@@ -503,7 +506,8 @@ impl Scanner {
             }
             out.clear();
             let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
-            self.check_line(body, &out, report.lines, &mut verify_scratch, &known, &mut residual)?;
+            let changed = output_spans(&self.engine.metas, &merged);
+            self.check_line(body, &out, &changed, report.lines, &mut verify_scratch, &known, &mut residual)?;
             if !residual.is_empty() {
                 residual.sort();
                 residual.dedup();
@@ -585,10 +589,12 @@ impl Scanner {
     /// fresh scan of the output finds nothing blocking. Unchanged lines need
     /// no re-scan: the scan is a pure function of the line, and it found
     /// nothing there.
+    #[allow(clippy::too_many_arguments)]
     fn check_line(
         &self,
         before: &[u8],
         after: &[u8],
+        changed: &[(usize, usize)],
         line: usize,
         scratch: &mut Scratch,
         known: &Known,
@@ -604,7 +610,13 @@ impl Scanner {
         let mut hits = Vec::new();
         let mut found = Vec::new();
         let mut pem_open = 0;
-        self.engine.scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+        if matches!(first, Some(b'{')) && after.len() > 4 * VERIFY_CONTEXT {
+            for (a, b) in verify_windows(after, changed) {
+                self.engine.scan_line_as(&after[a..b], true, scratch, known, &mut pem_open, &mut found, &mut hits);
+            }
+        } else {
+            self.engine.scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+        }
         for h in hits {
             let m = &self.engine.metas[h.meta];
             if m.severity == Severity::Block {
@@ -623,6 +635,59 @@ impl Scanner {
             .map(|m| (m.id.clone(), m.kind.clone(), m.severity))
             .collect()
     }
+}
+
+/// Verify re-scans at least this many bytes on each side of every change.
+/// Every built-in match and the context its checks read (a key before its
+/// value, a boundary byte, a `"type":"base64"` look-back) fits well inside
+/// it, so a finding that would involve replaced bytes lies inside a window;
+/// bytes outside every window are the input's own bytes in the input's own
+/// context, which stage one scanned and found clean.
+pub const VERIFY_CONTEXT: usize = 1024;
+
+/// Placeholder spans in the output line, from the merged raw spans.
+fn output_spans(metas: &[engine::Meta], merged: &[Hit]) -> Vec<(usize, usize)> {
+    let mut delta: isize = 0;
+    merged
+        .iter()
+        .map(|h| {
+            let p = metas[h.meta].placeholder.len();
+            let s = (h.start as isize + delta) as usize;
+            delta += p as isize - (h.end - h.start) as isize;
+            (s, s + p)
+        })
+        .collect()
+}
+
+/// Windows of a JSON line to verify: each change widened by
+/// [`VERIFY_CONTEXT`] and then out to whole JSON members — a window starts
+/// at a `{"`, `,"` or `["` (a `"` after those bytes cannot be inside a
+/// string, where it would be escaped) and ends before one, so allowlisted
+/// values are never cut and scanned as fragments.
+fn verify_windows(line: &[u8], changed: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let is_start = |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &(s, e) in changed {
+        let mut a = s.saturating_sub(VERIFY_CONTEXT);
+        while a > 0 && !is_start(a) {
+            a -= 1;
+        }
+        if a > 0 {
+            a -= 1;
+        }
+        let mut b = (e + VERIFY_CONTEXT).min(line.len());
+        while b < line.len() && !is_start(b) {
+            b += 1;
+        }
+        if b < line.len() {
+            b -= 1;
+        }
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 fn io_err(context: &str, source: std::io::Error) -> RedactError {
