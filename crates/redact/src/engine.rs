@@ -998,7 +998,7 @@ pub const ALLOWED_ID_KEYS: &[&str] = &[
 /// Rewrites `raw` into `out`, replacing merged hit spans by placeholders.
 /// Returns the merged spans (start, end, meta) for reporting.
 pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) -> Vec<Hit> {
-    hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end)));
+    hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.meta));
     let mut merged: Vec<Hit> = Vec::new();
     for &h in hits.iter() {
         if let Some(last) = merged.last_mut() {
@@ -1012,7 +1012,12 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
                 // reported as the more serious kind).
                 let lm = &metas[last.meta];
                 let hm = &metas[h.meta];
-                if (hw > lw && hm.severity >= lm.severity) || (hm.severity > lm.severity) {
+                // Ties go to the earlier rule: the catalogue lists specific
+                // provider rules before the generic keyword rules.
+                if (hw > lw && hm.severity >= lm.severity)
+                    || hm.severity > lm.severity
+                    || (hw == lw && hm.severity == lm.severity && h.meta < last.meta)
+                {
                     last.meta = h.meta;
                 }
                 continue;

@@ -668,20 +668,17 @@ fn verify_windows(line: &[u8], changed: &[(usize, usize)]) -> Vec<(usize, usize)
     let is_start = |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
     let mut out: Vec<(usize, usize)> = Vec::new();
     for &(s, e) in changed {
-        let mut a = s.saturating_sub(VERIFY_CONTEXT);
-        while a > 0 && !is_start(a) {
-            a -= 1;
-        }
-        if a > 0 {
-            a -= 1;
-        }
-        let mut b = (e + VERIFY_CONTEXT).min(line.len());
-        while b < line.len() && !is_start(b) {
-            b += 1;
-        }
-        if b < line.len() {
-            b -= 1;
-        }
+        // Snapping looks at most VERIFY_CONTEXT further out, so the work
+        // per change stays bounded on lines with no structural members.
+        let a0 = s.saturating_sub(VERIFY_CONTEXT);
+        let a = (a0.saturating_sub(VERIFY_CONTEXT)..=a0)
+            .rev()
+            .find(|&i| is_start(i))
+            .map_or(a0.saturating_sub(VERIFY_CONTEXT), |i| i - 1);
+        let b0 = (e + VERIFY_CONTEXT).min(line.len());
+        let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
+            .find(|&i| is_start(i))
+            .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
         match out.last_mut() {
             Some(last) if a <= last.1 => last.1 = last.1.max(b),
             _ => out.push((a, b)),
