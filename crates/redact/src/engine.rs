@@ -287,7 +287,7 @@ const STOPWORDS: &[&str] = &[
 
 const PLACEHOLDER_MARKS: &[&str] = &[
     "xxxx", "****", "...", "your_", "your-", "yourpass", "example", "placeholder", "redacted",
-    "<", ">", "${", "{{", "$(", "%s", "process.env", "os.environ", "getenv",
+    "${", "{{", "$(", "process.env", "os.environ", "getenv",
 ];
 
 fn lower(v: &[u8]) -> Vec<u8> {
@@ -338,7 +338,7 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     if matches!(next, Some(b'(')) {
         return false;
     }
-    if matches!(v[0], b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&')
+    if matches!(v[0], b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<')
         || v.starts_with(b"./")
     {
         return false;
