@@ -76,7 +76,11 @@ pub fn run_redact_command(
                 }
             }
             if rep.finding_count > 0 {
-                let _ = writeln!(err, "abcd redact: {} finding(s) redacted", rep.finding_count);
+                let _ = writeln!(
+                    err,
+                    "abcd redact: {} finding(s) redacted",
+                    rep.finding_count
+                );
                 EXIT_FOUND
             } else {
                 EXIT_CLEAN

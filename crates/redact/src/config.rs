@@ -79,14 +79,17 @@ pub fn parse_severity(s: &str) -> Result<Severity, String> {
     match s {
         "block" => Ok(Severity::Block),
         "warn" => Ok(Severity::Warn),
-        other => Err(format!("unknown severity {other:?} (expected \"block\" or \"warn\")")),
+        other => Err(format!(
+            "unknown severity {other:?} (expected \"block\" or \"warn\")"
+        )),
     }
 }
 
 pub fn valid_kind(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= MAX_KIND_LEN
-        && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && k.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// Loads the repository's configuration. `Ok(None)` when there is none.
@@ -112,12 +115,19 @@ pub fn load(repo_root: &Path) -> Result<Option<Config>, String> {
         .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut buf))
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     if buf.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(format!("{}: grew past the {MAX_CONFIG_BYTES}-byte cap", path.display()));
+        return Err(format!(
+            "{}: grew past the {MAX_CONFIG_BYTES}-byte cap",
+            path.display()
+        ));
     }
     let cfg: Config = serde_json::from_slice(&buf)
         .map_err(|e| format!("{}: invalid configuration: {e}", path.display()))?;
     if cfg.version != 1 {
-        return Err(format!("{}: unsupported version {} (expected 1)", path.display(), cfg.version));
+        return Err(format!(
+            "{}: unsupported version {} (expected 1)",
+            path.display(),
+            cfg.version
+        ));
     }
     if cfg.rules.len() > MAX_CONFIG_RULES {
         return Err(format!(

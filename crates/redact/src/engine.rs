@@ -20,10 +20,18 @@ static F_MEMBER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\":\
 static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
 static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
 static F_HOMES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
-    [Finder::new(b"/Users/"), Finder::new(b"/home/"), Finder::new(b"\\Users\\"), Finder::new(b"/Users\\")]
+    [
+        Finder::new(b"/Users/"),
+        Finder::new(b"/home/"),
+        Finder::new(b"\\Users\\"),
+        Finder::new(b"/Users\\"),
+    ]
 });
 static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasickBuilder::new().ascii_case_insensitive(true).build(PLACEHOLDER_MARKS).ok()
+    AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .build(PLACEHOLDER_MARKS)
+        .ok()
 });
 
 fn has_placeholder_mark(v: &[u8]) -> bool {
@@ -92,7 +100,9 @@ pub struct Rule {
 pub enum Needle {
     /// The caller's home directory; `single` when it has one path segment
     /// (`/root`), which tightens the leading boundary.
-    Home { single: bool },
+    Home {
+        single: bool,
+    },
     Word,
     Email,
 }
@@ -202,7 +212,11 @@ impl Known {
                 .match_kind(MatchKind::LeftmostLongest)
                 .build(&self.values)
                 .ok();
-            self.built = if self.ac.is_some() { self.values.len() } else { 0 };
+            self.built = if self.ac.is_some() {
+                self.values.len()
+            } else {
+                0
+            };
         }
     }
 
@@ -278,16 +292,65 @@ pub fn b64_decode(s: &[u8], out: &mut Vec<u8>, cap: usize) -> bool {
 }
 
 const STOPWORDS: &[&str] = &[
-    "true", "false", "null", "none", "nil", "undefined", "string", "str", "int", "bool",
-    "boolean", "number", "required", "optional", "secret", "password", "token", "bearer",
-    "basic", "object", "hidden", "default", "empty", "present", "missing", "redacted",
-    "changeme", "example", "sample", "dummy", "placeholder", "value", "function", "return",
-    "string;", "unknown", "invalid", "expired", "revoked", "enabled", "disabled",
+    "true",
+    "false",
+    "null",
+    "none",
+    "nil",
+    "undefined",
+    "string",
+    "str",
+    "int",
+    "bool",
+    "boolean",
+    "number",
+    "required",
+    "optional",
+    "secret",
+    "password",
+    "token",
+    "bearer",
+    "basic",
+    "object",
+    "hidden",
+    "default",
+    "empty",
+    "present",
+    "missing",
+    "redacted",
+    "changeme",
+    "example",
+    "sample",
+    "dummy",
+    "placeholder",
+    "value",
+    "function",
+    "return",
+    "string;",
+    "unknown",
+    "invalid",
+    "expired",
+    "revoked",
+    "enabled",
+    "disabled",
 ];
 
 const PLACEHOLDER_MARKS: &[&str] = &[
-    "xxxx", "****", "...", "your_", "your-", "yourpass", "example", "placeholder", "redacted",
-    "${", "{{", "$(", "process.env", "os.environ", "getenv",
+    "xxxx",
+    "****",
+    "...",
+    "your_",
+    "your-",
+    "yourpass",
+    "example",
+    "placeholder",
+    "redacted",
+    "${",
+    "{{",
+    "$(",
+    "process.env",
+    "os.environ",
+    "getenv",
 ];
 
 fn lower(v: &[u8]) -> Vec<u8> {
@@ -338,8 +401,10 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     if matches!(next, Some(b'(')) {
         return false;
     }
-    if matches!(v[0], b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<')
-        || v.starts_with(b"./")
+    if matches!(
+        v[0],
+        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<'
+    ) || v.starts_with(b"./")
     {
         return false;
     }
@@ -350,7 +415,9 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     {
         return false;
     }
-    if v.iter().all(|b| b.is_ascii_digit() || *b == b'.' || *b == b'-') {
+    if v.iter()
+        .all(|b| b.is_ascii_digit() || *b == b'.' || *b == b'-')
+    {
         return false;
     }
     if v.iter().all(|&b| b == v[0]) {
@@ -423,7 +490,11 @@ fn check_mac(v: &[u8]) -> bool {
     if v.iter().skip(2).step_by(3).any(|&b| b != sep) {
         return false;
     }
-    let hex: Vec<u8> = v.iter().copied().filter(|b| b.is_ascii_hexdigit()).collect();
+    let hex: Vec<u8> = v
+        .iter()
+        .copied()
+        .filter(|b| b.is_ascii_hexdigit())
+        .collect();
     !(hex.iter().all(|&b| b == b'0') || hex.iter().all(|&b| b == b'f' || b == b'F'))
 }
 
@@ -437,15 +508,43 @@ const PUBLIC_HOSTS: &[&str] = &[
 ];
 
 const HOME_NAME_STOPLIST: &[&str] = &[
-    "shared", "public", "guest", "default", "all users", "user", "username", "you", "me",
-    "your-name", "yourname", "name", "runner", "linuxbrew", "ubuntu", "node", "vscode", "dev",
-    "admin", "root", "app", "user1", "<user>", "$user", "...", "*", "you.",
+    "shared",
+    "public",
+    "guest",
+    "default",
+    "all users",
+    "user",
+    "username",
+    "you",
+    "me",
+    "your-name",
+    "yourname",
+    "name",
+    "runner",
+    "linuxbrew",
+    "ubuntu",
+    "node",
+    "vscode",
+    "dev",
+    "admin",
+    "root",
+    "app",
+    "user1",
+    "<user>",
+    "$user",
+    "...",
+    "*",
+    "you.",
 ];
 
 impl Engine {
     fn push(&self, hits: &mut Vec<Hit>, views: &Views, at: L, s: usize, e: usize, meta: usize) {
         let (s, e) = (s + at.base, e + at.base);
-        let (start, end) = if at.k == 0 { (s, e) } else { views.to_raw(at.k, s, e) };
+        let (start, end) = if at.k == 0 {
+            (s, e)
+        } else {
+            views.to_raw(at.k, s, e)
+        };
         if start < end {
             hits.push(Hit { start, end, meta });
         }
@@ -480,11 +579,13 @@ impl Engine {
         hits: &mut Vec<Hit>,
     ) {
         let first = hits.len();
-        if *pem_open > 0 {
-            if self.pem_continuation(raw, pem_open) {
-                hits.push(Hit { start: 0, end: raw.len(), meta: self.pem_meta() });
-                return;
-            }
+        if *pem_open > 0 && self.pem_continuation(raw, pem_open) {
+            hits.push(Hit {
+                start: 0,
+                end: raw.len(),
+                meta: self.pem_meta(),
+            });
+            return;
         }
         let mut views = std::mem::take(&mut scratch.views);
         views.build(raw);
@@ -492,7 +593,16 @@ impl Engine {
         for layer in from..=views.count() {
             let v: &[u8] = if layer == 0 { raw } else { views.layer(layer) };
             if !json {
-                let ends_line = self.scan_view(v, L { k: layer, base: 0 }, &views, scratch, known, found, hits, 0);
+                let ends_line = self.scan_view(
+                    v,
+                    L { k: layer, base: 0 },
+                    &views,
+                    scratch,
+                    known,
+                    found,
+                    hits,
+                    0,
+                );
                 if ends_line && layer == 0 {
                     *pem_open = MAX_PEM_LINES;
                 }
@@ -508,18 +618,42 @@ impl Engine {
             let mut at = 0;
             for &(a, b) in allowed.iter().filter(|(a, b)| b - a >= SKIP_SCAN_MIN) {
                 if a > at {
-                    self.scan_view(&v[at..a], L { k: layer, base: at }, &views, scratch, known, found, hits, 0);
+                    self.scan_view(
+                        &v[at..a],
+                        L { k: layer, base: at },
+                        &views,
+                        scratch,
+                        known,
+                        found,
+                        hits,
+                        0,
+                    );
                 }
                 at = at.max(b);
             }
             if at < v.len() {
-                self.scan_view(&v[at..], L { k: layer, base: at }, &views, scratch, known, found, hits, 0);
+                self.scan_view(
+                    &v[at..],
+                    L { k: layer, base: at },
+                    &views,
+                    scratch,
+                    known,
+                    found,
+                    hits,
+                    0,
+                );
             }
             if hits.len() > layer_first {
                 let short: Vec<(usize, usize)> = allowed
                     .iter()
                     .filter(|(a, b)| b - a < SKIP_SCAN_MIN)
-                    .map(|&(a, b)| if layer == 0 { (a, b) } else { views.to_raw(layer, a, b) })
+                    .map(|&(a, b)| {
+                        if layer == 0 {
+                            (a, b)
+                        } else {
+                            views.to_raw(layer, a, b)
+                        }
+                    })
                     .collect();
                 let mut i = layer_first;
                 while i < hits.len() {
@@ -588,10 +722,26 @@ impl Engine {
             triggered[ri] = false;
             let rule = &self.rules[ri];
             match &rule.matcher {
-                Matcher::Regex { re, group, check, min_entropy, allow } => {
+                Matcher::Regex {
+                    re,
+                    group,
+                    check,
+                    min_entropy,
+                    allow,
+                } => {
                     self.run_regex(
-                        v, layer, views, re, *group, *check, *min_entropy, allow, rule.meta,
-                        scratch, found, hits,
+                        v,
+                        layer,
+                        views,
+                        re,
+                        *group,
+                        *check,
+                        *min_entropy,
+                        allow,
+                        rule.meta,
+                        scratch,
+                        found,
+                        hits,
                     );
                 }
                 Matcher::Pem => {
@@ -632,8 +782,14 @@ impl Engine {
         let mut locs = re.capture_locations();
         let mut at = 0;
         while at <= v.len() {
-            let Some(m) = re.captures_read_at(&mut locs, v, at) else { break };
-            at = if m.end() > m.start() { m.end() } else { m.end() + 1 };
+            let Some(m) = re.captures_read_at(&mut locs, v, at) else {
+                break;
+            };
+            at = if m.end() > m.start() {
+                m.end()
+            } else {
+                m.end() + 1
+            };
             let (s, e) = if group == 0 {
                 (m.start(), m.end())
             } else {
@@ -674,25 +830,27 @@ impl Engine {
                         || val.iter().all(|b| *b == b'*' || *b == b'x'))
                 }
                 Check::Ipv4 => {
-                    !prev.is_some_and(|b| b.is_ascii_digit() || b == b'.')
-                        && !next.is_some_and(|b| b.is_ascii_digit())
-                        && !(next == Some(b'.') && v.get(e + 1).is_some_and(u8::is_ascii_digit))
-                        && check_ipv4(val)
+                    let glued_before = prev.is_some_and(|b| b.is_ascii_digit() || b == b'.');
+                    let glued_after = next.is_some_and(|b| b.is_ascii_digit())
+                        || (next == Some(b'.') && v.get(e + 1).is_some_and(u8::is_ascii_digit));
+                    !glued_before && !glued_after && check_ipv4(val)
                 }
                 Check::Ipv6 => {
-                    !prev.is_some_and(|b| b.is_ascii_hexdigit() || b == b':')
-                        && check_ipv6(val)
+                    !prev.is_some_and(|b| b.is_ascii_hexdigit() || b == b':') && check_ipv6(val)
                 }
                 Check::Mac => {
                     !prev.is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
-                        && !next.is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
+                        && !next
+                            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b':' || b == b'-')
                         && check_mac(val)
                 }
                 Check::Host => {
                     let l = lower(val);
                     !prev.is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
                         && !next.is_some_and(|b| is_alnum(b) || b == b'-')
-                        && !PUBLIC_HOSTS.iter().any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
+                        && !PUBLIC_HOSTS
+                            .iter()
+                            .any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
                         && !self.path_allowed(val)
                 }
                 Check::None => true,
@@ -744,7 +902,10 @@ impl Engine {
         while let Some(off) = finder.find(&v[at..]) {
             let s = at + off;
             let label_start = s + 11;
-            let label_end = match memchr::memmem::find(&v[label_start..v.len().min(label_start + 64)], b"-----") {
+            let label_end = match memchr::memmem::find(
+                &v[label_start..v.len().min(label_start + 64)],
+                b"-----",
+            ) {
                 Some(p) => label_start + p,
                 None => {
                     at = label_start;
@@ -819,10 +980,13 @@ impl Engine {
                     }
                 }
                 let l = lower(name);
-                if HOME_NAME_STOPLIST.iter().any(|w| l == w.as_bytes()) || name.iter().all(|&b| b == b'.') {
+                if HOME_NAME_STOPLIST.iter().any(|w| l == w.as_bytes())
+                    || name.iter().all(|&b| b == b'.')
+                {
                     continue;
                 }
-                if self.path_allowed(&v[p..s + len]) || self.allow_values.iter().any(|a| a == name) {
+                if self.path_allowed(&v[p..s + len]) || self.allow_values.iter().any(|a| a == name)
+                {
                     continue;
                 }
                 self.push(hits, views, layer, s, s + len, meta);
@@ -849,7 +1013,9 @@ impl Engine {
             let s = p + 8;
             let len = v[s..]
                 .iter()
-                .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_')))
+                .position(|&b| {
+                    !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_'))
+                })
                 .unwrap_or(v.len() - s);
             at = s + len.max(1);
             if at > v.len() {
@@ -857,7 +1023,9 @@ impl Engine {
             }
             let head_start = p.saturating_sub(100);
             let head = &v[head_start..p];
-            let Some(d) = memchr::memmem::rfind(head, b"data:") else { continue };
+            let Some(d) = memchr::memmem::rfind(head, b"data:") else {
+                continue;
+            };
             let mime = lower(&head[d + 5..]);
             if mime.starts_with(b"image/") || mime.starts_with(b"font/") || len < 16 {
                 continue;
@@ -868,9 +1036,22 @@ impl Engine {
                 let mut inner_found = Vec::new();
                 let empty = Views::default();
                 let mut sub = Scratch::default();
-                self.scan_view(&dec, L { k: 0, base: 0 }, &empty, &mut sub, known, &mut inner_found, &mut inner, 1);
+                self.scan_view(
+                    &dec,
+                    L { k: 0, base: 0 },
+                    &empty,
+                    &mut sub,
+                    known,
+                    &mut inner_found,
+                    &mut inner,
+                    1,
+                );
                 if let Some(h) = inner.first() {
-                    let m = if self.metas[h.meta].class == Class::Secret { h.meta } else { meta };
+                    let m = if self.metas[h.meta].class == Class::Secret {
+                        h.meta
+                    } else {
+                        meta
+                    };
                     found.push((v[s..s + len].to_vec(), m));
                     self.push(hits, views, layer, s, s + len, m);
                 }
@@ -888,9 +1069,12 @@ impl Engine {
             let next = v.get(e).copied();
             let ok = match needle {
                 Needle::Home { single } => {
-                    !next.is_some_and(is_alnum)
-                        && !(single
-                            && prev.is_some_and(|b| is_alnum(b) || matches!(b, b'.' | b'_' | b'-' | b'~' | b'/')))
+                    // `/root` must not be the tail of `/var/root` or `~/root`.
+                    let inside_segment = single
+                        && prev.is_some_and(|b| {
+                            is_alnum(b) || matches!(b, b'.' | b'_' | b'-' | b'~' | b'/')
+                        });
+                    !next.is_some_and(is_alnum) && !inside_segment
                 }
                 Needle::Word => !prev.is_some_and(is_alnum) && !next.is_some_and(is_alnum),
                 Needle::Email => {
@@ -915,7 +1099,9 @@ impl Engine {
         // Walking the `":"` separators is one SIMD search plus a short look
         // back per member.
         for p in F_MEMBER.find_iter(v) {
-            let Some(q) = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p]) else { continue };
+            let Some(q) = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p]) else {
+                continue;
+            };
             let key = &v[p.saturating_sub(40) + q + 1..p];
             let which = match key {
                 b"signature" => 0,
@@ -924,13 +1110,20 @@ impl Engine {
                 _ => continue,
             };
             let s = p + 3;
-            let Some(len) = memchr::memchr(b'"', &v[s..]) else { continue };
+            let Some(len) = memchr::memchr(b'"', &v[s..]) else {
+                continue;
+            };
             let val = &v[s..s + len];
             let b64 = |val: &[u8]| val.iter().all(|&b| B64_CHARS[b as usize]);
             let ok = match which {
                 0 => b64(val),
                 1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
-                _ => val.len() <= 128 && val.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_')),
+                _ => {
+                    val.len() <= 128
+                        && val
+                            .iter()
+                            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+                }
             };
             if ok && len > 0 {
                 out.push((s, s + len));
@@ -985,13 +1178,28 @@ fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
 }
 
 fn is_pem_body(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n' | b':' | b',' | b'-' | b'.')
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n' | b':' | b',' | b'-' | b'.'
+        )
 }
 
 /// Keys whose values are ids (uuids, `msg_…`, `toolu_…`, `req_…`, agent ids).
 pub const ALLOWED_ID_KEYS: &[&str] = &[
-    "id", "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId", "session_id",
-    "promptId", "requestId", "tool_use_id", "toolUseId", "sourceToolAssistantUUID", "agentId",
+    "id",
+    "uuid",
+    "parentUuid",
+    "logicalParentUuid",
+    "leafUuid",
+    "sessionId",
+    "session_id",
+    "promptId",
+    "requestId",
+    "tool_use_id",
+    "toolUseId",
+    "sourceToolAssistantUUID",
+    "agentId",
     "messageId",
 ];
 

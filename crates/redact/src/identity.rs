@@ -53,7 +53,11 @@ pub fn parse_git_config(text: &str) -> Vec<(String, String)> {
             let head = &rest[..end];
             section = match head.split_once(char::is_whitespace) {
                 Some((name, sub)) => {
-                    format!("{}.{}", name.to_ascii_lowercase(), sub.trim().trim_matches('"'))
+                    format!(
+                        "{}.{}",
+                        name.to_ascii_lowercase(),
+                        sub.trim().trim_matches('"')
+                    )
                 }
                 None => head.to_ascii_lowercase(),
             };
@@ -72,7 +76,10 @@ pub fn parse_git_config(text: &str) -> Vec<(String, String)> {
                 _ => val.push(c),
             }
         }
-        out.push((format!("{section}.{}", k.to_ascii_lowercase()), val.trim().to_string()));
+        out.push((
+            format!("{section}.{}", k.to_ascii_lowercase()),
+            val.trim().to_string(),
+        ));
     }
     out
 }
@@ -119,7 +126,11 @@ impl Identity {
     pub fn discover(repo_root: Option<&Path>) -> Identity {
         let home = env_nonempty("HOME").map(|h| {
             let t = h.trim_end_matches('/');
-            if t.is_empty() { h } else { t.to_string() }
+            if t.is_empty() {
+                h
+            } else {
+                t.to_string()
+            }
         });
         let user = env_nonempty("USER").or_else(|| env_nonempty("LOGNAME"));
         let mut files: Vec<PathBuf> = Vec::new();
@@ -134,7 +145,11 @@ impl Identity {
         if let Some(p) = repo_root.and_then(git_config_path) {
             files.push(p);
         }
-        let mut id = Identity { home, user, ..Identity::default() };
+        let mut id = Identity {
+            home,
+            user,
+            ..Identity::default()
+        };
         for f in files {
             let Some(text) = read_small(&f) else { continue };
             for (k, v) in parse_git_config(&text) {
@@ -167,13 +182,22 @@ mod tests {
         let kv = parse_git_config(cfg);
         assert!(kv.contains(&("user.name".into(), "Jane Q. Doe".into())));
         assert!(kv.contains(&("user.email".into(), "jane@example.org".into())));
-        assert!(kv.contains(&("remote.origin.url".into(), "git@github.com:janedoe/proj.git".into())));
+        assert!(kv.contains(&(
+            "remote.origin.url".into(),
+            "git@github.com:janedoe/proj.git".into()
+        )));
     }
 
     #[test]
     fn owner_from_remote_forms() {
-        assert_eq!(github_owner_from_url("git@github.com:octo/x.git").as_deref(), Some("octo"));
-        assert_eq!(github_owner_from_url("https://github.com/octo-cat/x").as_deref(), Some("octo-cat"));
+        assert_eq!(
+            github_owner_from_url("git@github.com:octo/x.git").as_deref(),
+            Some("octo")
+        );
+        assert_eq!(
+            github_owner_from_url("https://github.com/octo-cat/x").as_deref(),
+            Some("octo-cat")
+        );
         assert_eq!(github_owner_from_url("https://gitlab.com/octo/x"), None);
     }
 
@@ -182,11 +206,19 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let main = d.path().join("main");
         std::fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
-        std::fs::write(main.join(".git/config"), "[user]\nname = Wt User\n[remote \"origin\"]\nurl = https://github.com/wtowner/r\n").unwrap();
+        std::fs::write(
+            main.join(".git/config"),
+            "[user]\nname = Wt User\n[remote \"origin\"]\nurl = https://github.com/wtowner/r\n",
+        )
+        .unwrap();
         std::fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
         let wt = d.path().join("wt");
         std::fs::create_dir_all(&wt).unwrap();
-        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", main.join(".git/worktrees/wt").display())).unwrap();
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+        )
+        .unwrap();
         let p = git_config_path(&wt).unwrap();
         let kv = parse_git_config(&std::fs::read_to_string(p).unwrap());
         assert!(kv.contains(&("user.name".into(), "Wt User".into())));

@@ -57,8 +57,26 @@ const BUILTIN_PATTERN_BYTES: usize = 8 << 20;
 /// would shred ordinary prose ("root commit", "admin panel") and identify no
 /// one. Their home paths are still swept.
 const GENERIC_USERS: &[&str] = &[
-    "root", "admin", "user", "ubuntu", "runner", "node", "app", "dev", "test", "guest", "vscode",
-    "codespace", "ec2-user", "nobody", "www-data", "build", "ci", "docker", "default", "home",
+    "root",
+    "admin",
+    "user",
+    "ubuntu",
+    "runner",
+    "node",
+    "app",
+    "dev",
+    "test",
+    "guest",
+    "vscode",
+    "codespace",
+    "ec2-user",
+    "nobody",
+    "www-data",
+    "build",
+    "ci",
+    "docker",
+    "default",
+    "home",
 ];
 
 /// One detection. Never carries the detected bytes.
@@ -119,7 +137,9 @@ impl RedactError {
     pub fn is_deterministic(&self) -> bool {
         matches!(
             self,
-            RedactError::Residual { .. } | RedactError::JsonBroken { .. } | RedactError::LineTooLong { .. }
+            RedactError::Residual { .. }
+                | RedactError::JsonBroken { .. }
+                | RedactError::LineTooLong { .. }
         )
     }
 }
@@ -133,6 +153,10 @@ pub struct Scanner {
 fn placeholder(kind: &str) -> Vec<u8> {
     format!("[REDACTED:{kind}]").into_bytes()
 }
+
+/// Applies the repository's severity raises to a built-in (rule id, kind,
+/// default), recording an error when asked to lower one.
+type RaiseFn<'a> = dyn Fn(&str, &str, Severity, &mut Vec<String>) -> Severity + 'a;
 
 struct Builder {
     metas: Vec<Meta>,
@@ -203,7 +227,9 @@ impl Scanner {
                 if let Some(s) = c.severity.get(key) {
                     match config::parse_severity(s) {
                         Ok(n) if n >= sev => out = out.max(n),
-                        Ok(_) => errors.push(format!("severity of {key:?} cannot be lowered below the built-in")),
+                        Ok(_) => errors.push(format!(
+                            "severity of {key:?} cannot be lowered below the built-in"
+                        )),
                         Err(e) => errors.push(format!("severity of {key:?}: {e}")),
                     }
                 }
@@ -213,7 +239,10 @@ impl Scanner {
         for def in rules::builtin() {
             let sev = raise(def.id, def.kind, def.severity, &mut b.errors);
             let meta = b.meta(def.id, def.kind, sev, def.class);
-            match RegexBuilder::new(def.pattern).size_limit(BUILTIN_PATTERN_BYTES).build() {
+            match RegexBuilder::new(def.pattern)
+                .size_limit(BUILTIN_PATTERN_BYTES)
+                .build()
+            {
                 Ok(re) => {
                     let kws: Vec<String> = def.keywords.iter().map(|s| s.to_string()).collect();
                     let matcher = Matcher::Regex {
@@ -225,7 +254,9 @@ impl Scanner {
                     };
                     b.rule(meta, matcher, &kws);
                 }
-                Err(e) => b.errors.push(format!("built-in rule {} failed to compile: {e}", def.id)),
+                Err(e) => b
+                    .errors
+                    .push(format!("built-in rule {} failed to compile: {e}", def.id)),
             }
         }
         let sev = raise("private-key", "private-key", Severity::Block, &mut b.errors);
@@ -233,8 +264,22 @@ impl Scanner {
         b.rule(m, Matcher::Pem, &["-----begin ".into()]);
         let sev = raise("other-home", "home-user", Severity::Block, &mut b.errors);
         let m = b.meta("other-home", "home-user", sev, Class::Network);
-        b.rule(m, Matcher::OtherHome, &["/users/".into(), "/home/".into(), "\\users\\".into(), "/users\\".into()]);
-        let m = b.meta("data-uri-base64", "encoded-secret", Severity::Block, Class::Secret);
+        b.rule(
+            m,
+            Matcher::OtherHome,
+            &[
+                "/users/".into(),
+                "/home/".into(),
+                "\\users\\".into(),
+                "/users\\".into(),
+            ],
+        );
+        let m = b.meta(
+            "data-uri-base64",
+            "encoded-secret",
+            Severity::Block,
+            Class::Secret,
+        );
         b.rule(m, Matcher::DataUri, &[";base64,".into()]);
 
         let identity_set = Self::identity(&mut b, &identity, &raise);
@@ -290,12 +335,24 @@ impl Scanner {
             .unwrap_or(usize::MAX);
         let (allow_values, allow_paths) = match &cfg {
             Some(c) => (
-                c.allow_values.iter().filter(|v| !v.is_empty()).map(|v| v.as_bytes().to_vec()).collect(),
-                c.allow_paths.iter().filter(|v| !v.is_empty()).map(|v| v.as_bytes().to_vec()).collect(),
+                c.allow_values
+                    .iter()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.as_bytes().to_vec())
+                    .collect(),
+                c.allow_paths
+                    .iter()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| v.as_bytes().to_vec())
+                    .collect(),
             ),
             None => (Vec::new(), Vec::new()),
         };
-        let degraded = if b.errors.is_empty() { None } else { Some(b.errors.join("; ")) };
+        let degraded = if b.errors.is_empty() {
+            None
+        } else {
+            Some(b.errors.join("; "))
+        };
         Scanner {
             engine: Engine {
                 metas: b.metas,
@@ -318,11 +375,7 @@ impl Scanner {
         }
     }
 
-    fn identity(
-        b: &mut Builder,
-        id: &Identity,
-        raise: &dyn Fn(&str, &str, Severity, &mut Vec<String>) -> Severity,
-    ) -> IdentitySet {
+    fn identity(b: &mut Builder, id: &Identity, raise: &RaiseFn) -> IdentitySet {
         let mut pats: Vec<String> = Vec::new();
         let mut needles = Vec::new();
         let mut metas = std::collections::HashMap::new();
@@ -342,7 +395,9 @@ impl Scanner {
             needles.push((needle, meta));
         };
         let usable_user = |u: &str| {
-            u.len() >= 3 && !GENERIC_USERS.iter().any(|g| g.eq_ignore_ascii_case(u)) && !u.contains(['"', '\\'])
+            u.len() >= 3
+                && !GENERIC_USERS.iter().any(|g| g.eq_ignore_ascii_case(u))
+                && !u.contains(['"', '\\'])
         };
         if let Some(h) = &id.home {
             if h.len() >= 2 && h.starts_with('/') && !h.contains(['"', '\\']) {
@@ -351,7 +406,13 @@ impl Scanner {
                 // Claude Code names project directories after the cwd with
                 // `/` spelled `-` (`~/.claude/projects/-home-zed-repo`).
                 if !single {
-                    add(b, &h.replace('/', "-"), Needle::Home { single: false }, "home-path", "home-path");
+                    add(
+                        b,
+                        &h.replace('/', "-"),
+                        Needle::Home { single: false },
+                        "home-path",
+                        "home-path",
+                    );
                 }
                 if let Some(base) = h.rsplit('/').next().filter(|u| usable_user(u)) {
                     add(b, base, Needle::Word, "user-name", "user-name");
@@ -433,12 +494,23 @@ impl Scanner {
                 line_buf.clear();
                 let merged = engine::apply(&self.engine.metas, body, &mut h, &mut line_buf);
                 let changed = output_spans(&self.engine.metas, &merged);
-                self.check_line(body, &line_buf, &changed, li + 1, &mut scratch, &known, &mut residual)?;
+                self.check_line(
+                    body,
+                    &line_buf,
+                    &changed,
+                    li + 1,
+                    &mut scratch,
+                    &known,
+                    &mut residual,
+                )?;
                 findings.extend(merged.iter().map(|m| self.finding(m, li + 1)));
                 text.extend_from_slice(&line_buf);
                 text.extend_from_slice(nl);
             }
-            out.push(Redaction { text: into_string(text), findings });
+            out.push(Redaction {
+                text: into_string(text),
+                findings,
+            });
         }
         if !residual.is_empty() {
             residual.sort();
@@ -451,7 +523,9 @@ impl Scanner {
     /// Findings only (what [`Scanner::redact`] would replace). Works on a
     /// degraded scanner too, since it writes nothing.
     pub fn scan(&self, text: &str) -> Vec<Finding> {
-        let Ok((hits, _)) = self.detect(&[text]) else { return Vec::new() };
+        let Ok((hits, _)) = self.detect(&[text]) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         let mut sink = Vec::new();
         for (li, line) in split_lines(text.as_bytes()).enumerate() {
@@ -471,7 +545,11 @@ impl Scanner {
     /// the largest line. A value found on one line is redacted on every later
     /// line. On `Err`, `w` holds the lines before the refused one (each of
     /// them already verified); callers that need all-or-nothing discard it.
-    pub fn redact_stream(&self, mut r: impl BufRead, mut w: impl Write) -> Result<Report, RedactError> {
+    pub fn redact_stream(
+        &self,
+        mut r: impl BufRead,
+        mut w: impl Write,
+    ) -> Result<Report, RedactError> {
         self.check_degraded()?;
         let mut report = Report::default();
         let mut line = Vec::new();
@@ -494,20 +572,36 @@ impl Scanner {
             let (body, nl) = strip_nl(&line);
             hits.clear();
             found.clear();
-            self.engine.scan_line(body, &mut scratch, &known, &mut pem_open, &mut found, &mut hits);
+            self.engine.scan_line(
+                body,
+                &mut scratch,
+                &known,
+                &mut pem_open,
+                &mut found,
+                &mut hits,
+            );
             for (v, m) in found.drain(..) {
                 known.add(&v, m);
             }
             known.refresh();
             if hits.is_empty() {
-                w.write_all(&line).map_err(|e| io_err("writing redacted output", e))?;
+                w.write_all(&line)
+                    .map_err(|e| io_err("writing redacted output", e))?;
                 report.bytes_out += n as u64;
                 continue;
             }
             out.clear();
             let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
             let changed = output_spans(&self.engine.metas, &merged);
-            self.check_line(body, &out, &changed, report.lines, &mut verify_scratch, &known, &mut residual)?;
+            self.check_line(
+                body,
+                &out,
+                &changed,
+                report.lines,
+                &mut verify_scratch,
+                &known,
+                &mut residual,
+            )?;
             if !residual.is_empty() {
                 residual.sort();
                 residual.dedup();
@@ -520,10 +614,12 @@ impl Scanner {
                     report.findings.push(self.finding(m, report.lines));
                 }
             }
-            w.write_all(&out).map_err(|e| io_err("writing redacted output", e))?;
+            w.write_all(&out)
+                .map_err(|e| io_err("writing redacted output", e))?;
             report.bytes_out += out.len() as u64;
         }
-        w.flush().map_err(|e| io_err("flushing redacted output", e))?;
+        w.flush()
+            .map_err(|e| io_err("flushing redacted output", e))?;
         Ok(report)
     }
 
@@ -552,11 +648,21 @@ impl Scanner {
             let mut per_line = Vec::new();
             for (li, line) in split_lines(part.as_bytes()).enumerate() {
                 if line.len() > MAX_LINE_BYTES {
-                    return Err(RedactError::LineTooLong { line: li + 1, cap: MAX_LINE_BYTES });
+                    return Err(RedactError::LineTooLong {
+                        line: li + 1,
+                        cap: MAX_LINE_BYTES,
+                    });
                 }
                 let (body, _) = strip_nl(line);
                 let mut hits = Vec::new();
-                self.engine.scan_line(body, &mut scratch, &known, &mut pem_open, &mut found, &mut hits);
+                self.engine.scan_line(
+                    body,
+                    &mut scratch,
+                    &known,
+                    &mut pem_open,
+                    &mut found,
+                    &mut hits,
+                );
                 per_line.push(hits);
             }
             all.push(per_line);
@@ -575,8 +681,16 @@ impl Scanner {
                         let v: &[u8] = if layer == 0 { body } else { views.layer(layer) };
                         let hits = &mut all[pi][li];
                         known.find_all(v, |s, e, meta| {
-                            let (s, e) = if layer == 0 { (s, e) } else { views.to_raw(layer, s, e) };
-                            hits.push(Hit { start: s, end: e, meta });
+                            let (s, e) = if layer == 0 {
+                                (s, e)
+                            } else {
+                                views.to_raw(layer, s, e)
+                            };
+                            hits.push(Hit {
+                                start: s,
+                                end: e,
+                                meta,
+                            });
                         });
                     }
                 }
@@ -612,10 +726,19 @@ impl Scanner {
         let mut pem_open = 0;
         if matches!(first, Some(b'{')) && after.len() > 4 * VERIFY_CONTEXT {
             for (a, b) in verify_windows(after, changed) {
-                self.engine.scan_line_as(&after[a..b], true, scratch, known, &mut pem_open, &mut found, &mut hits);
+                self.engine.scan_line_as(
+                    &after[a..b],
+                    true,
+                    scratch,
+                    known,
+                    &mut pem_open,
+                    &mut found,
+                    &mut hits,
+                );
             }
         } else {
-            self.engine.scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+            self.engine
+                .scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
         }
         for h in hits {
             let m = &self.engine.metas[h.meta];
@@ -688,7 +811,10 @@ fn verify_windows(line: &[u8], changed: &[(usize, usize)]) -> Vec<(usize, usize)
 }
 
 fn io_err(context: &str, source: std::io::Error) -> RedactError {
-    RedactError::Io { context: context.to_string(), source }
+    RedactError::Io {
+        context: context.to_string(),
+        source,
+    }
 }
 
 fn into_string(v: Vec<u8>) -> String {
@@ -724,7 +850,11 @@ fn strip_nl(line: &[u8]) -> (&[u8], &[u8]) {
 
 /// `read_until` with the line cap enforced while reading, so a newline-free
 /// stream cannot grow the buffer without bound.
-fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, line: usize) -> Result<usize, RedactError> {
+fn read_line_capped(
+    r: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    line: usize,
+) -> Result<usize, RedactError> {
     loop {
         let avail = match r.fill_buf() {
             Ok(a) => a,
@@ -739,7 +869,10 @@ fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, line: usize) -> Res
             None => (avail.len(), false),
         };
         if buf.len() + take > MAX_LINE_BYTES {
-            return Err(RedactError::LineTooLong { line, cap: MAX_LINE_BYTES });
+            return Err(RedactError::LineTooLong {
+                line,
+                cap: MAX_LINE_BYTES,
+            });
         }
         buf.extend_from_slice(&avail[..take]);
         r.consume(take);
@@ -779,17 +912,29 @@ pub mod fuzzing {
         match s.redact(&text) {
             Ok(r) => {
                 for f in s.scan(&r.text) {
-                    assert!(f.severity != Severity::Block, "redacted output still has a blocking {} finding", f.kind);
+                    assert!(
+                        f.severity != Severity::Block,
+                        "redacted output still has a blocking {} finding",
+                        f.kind
+                    );
                 }
-                let again = s.redact(&r.text).expect("redacting redacted text must succeed");
+                let again = s
+                    .redact(&r.text)
+                    .expect("redacting redacted text must succeed");
                 assert_eq!(again.text, r.text, "redaction is not idempotent");
                 for (a, b) in split_lines(text.as_bytes()).zip(split_lines(r.text.as_bytes())) {
                     if serde_json::from_slice::<serde_json::Value>(a).is_ok() {
-                        assert!(serde_json::from_slice::<serde_json::Value>(b).is_ok(), "valid JSON line became invalid");
+                        assert!(
+                            serde_json::from_slice::<serde_json::Value>(b).is_ok(),
+                            "valid JSON line became invalid"
+                        );
                     }
                 }
             }
-            Err(e) => assert!(e.is_deterministic() || matches!(e, RedactError::Io { .. }), "unexpected error {e}"),
+            Err(e) => assert!(
+                e.is_deterministic() || matches!(e, RedactError::Io { .. }),
+                "unexpected error {e}"
+            ),
         }
         let mut sink = Vec::new();
         let _ = s.redact_stream(data, &mut sink);

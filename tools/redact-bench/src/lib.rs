@@ -28,7 +28,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -37,7 +37,7 @@ impl Rng {
         x
     }
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
     pub fn s(&mut self, alphabet: &str, len: usize) -> String {
         let a = alphabet.as_bytes();
@@ -58,7 +58,10 @@ pub fn b64(s: &[u8]) -> String {
     let a = B64.as_bytes();
     let mut out = String::new();
     for chunk in s.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(a[((n >> (18 - 6 * i)) & 63) as usize] as char);
@@ -71,7 +74,14 @@ pub fn b64(s: &[u8]) -> String {
 }
 
 fn uuid(r: &mut Rng) -> String {
-    format!("{}-{}-4{}-a{}-{}", r.s(HEX, 8), r.s(HEX, 4), r.s(HEX, 3), r.s(HEX, 3), r.s(HEX, 12))
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        r.s(HEX, 8),
+        r.s(HEX, 4),
+        r.s(HEX, 3),
+        r.s(HEX, 3),
+        r.s(HEX, 12)
+    )
 }
 
 /// One planted value in the corpus.
@@ -91,76 +101,425 @@ pub struct Truth {
 fn secret(r: &mut Rng, which: usize) -> (&'static str, &'static str, String, String) {
     let sec = "secret";
     match which {
-        0 => { let v = format!("ghp_{}", r.s(ALNUM, 36)); ("github-token", sec, format!("export GITHUB_TOKEN={v}"), v) }
-        1 => { let v = format!("github_pat_{}_{}", r.s(ALNUM, 22), r.s(ALNUM, 59)); ("github-token", sec, format!("\"token\": \"{v}\""), v) }
-        2 => { let v = format!("gho_{}", r.s(ALNUM, 36)); ("github-token", sec, format!("oauth_token: {v}"), v) }
-        3 => { let v = format!("glpat-{}", r.s(URLSAFE, 20)); ("gitlab-token", sec, format!("git remote set-url origin https://oauth2:{v}@gitlab.com/g/p.git"), v) }
-        4 => { let v = format!("xoxb-{}-{}-{}", r.s("0123456789", 12), r.s("0123456789", 13), r.s(ALNUM, 24)); ("slack-token", sec, format!("SLACK_BOT_TOKEN={v}"), v) }
-        5 => { let v = format!("T{}/B{}/{}", r.s(UPPER_NUM, 8), r.s(UPPER_NUM, 10), r.s(ALNUM, 24)); ("slack-webhook", sec, format!("curl -X POST https://hooks.slack.com/services/{v} -d '{{}}'"), v) }
-        6 => { let v = format!("sk_live_{}", r.s(ALNUM, 24)); ("stripe-key", sec, format!("Stripe.api_key = \"{v}\""), v) }
-        7 => { let v = format!("sk-proj-{}", r.s(URLSAFE, 120)); ("openai-key", sec, format!("OPENAI_API_KEY={v}"), v) }
-        8 => { let v = format!("sk-{}T3BlbkFJ{}", r.s(ALNUM, 20), r.s(ALNUM, 20)); ("openai-key", sec, format!("openai.api_key = '{v}'"), v) }
-        9 => { let v = format!("sk-svcacct-{}", r.s(URLSAFE, 80)); ("openai-key", sec, format!("{{\"openai\":{{\"key\":\"{v}\"}}}}"), v) }
-        10 => { let v = format!("sk-ant-api03-{}", r.s(URLSAFE, 93)); ("anthropic-key", sec, format!("ANTHROPIC_API_KEY={v}"), v) }
-        11 => { let v = format!("sk-ant-oat01-{}", r.s(URLSAFE, 93)); ("anthropic-key", sec, format!("CLAUDE_CODE_OAUTH_TOKEN={v}"), v) }
-        12 => { let v = format!("sk-or-v1-{}", r.s(HEX, 64)); ("openrouter-key", sec, format!("\"apiKey\":\"{v}\","), v) }
-        13 => { let v = format!("AIza{}", r.s(URLSAFE, 35)); ("google-api-key", sec, format!("const key = \"{v}\";"), v) }
-        14 => { let v = format!("ya29.{}", r.s(URLSAFE, 150)); ("google-oauth-token", sec, format!("access_token={v}&expires_in=3599"), v) }
-        15 => { let v = r.s(HEX, 40); ("gcp-service-account", sec, format!("{{\"type\": \"service_account\", \"project_id\": \"p\", \"private_key_id\": \"{v}\"}}"), v) }
-        16 => { let v = format!("AKIA{}", r.s(UPPER_NUM, 16)); ("aws-access-key-id", sec, format!("aws_access_key_id = {v}"), v) }
-        17 => { let v = r.s(B64, 40); ("aws-secret-key", sec, format!("aws_secret_access_key = {v}"), v) }
-        18 => { let v = format!("{}==", r.s(B64, 86)); ("azure-storage-key", sec, format!("DefaultEndpointsProtocol=https;AccountName=acct{};AccountKey={v};EndpointSuffix=core.windows.net", r.s(HEX, 4)), v) }
-        19 => { let v = format!("npm_{}", r.s(ALNUM, 36)); ("npm-token", sec, format!("//registry.npmjs.org/:_authToken={v}"), v) }
-        20 => { let v = format!("pypi-AgEIcHlwaS5vcmc{}", r.s(URLSAFE, 70)); ("pypi-token", sec, format!("password = {v}"), v) }
-        21 => { let v = format!("dckr_pat_{}", r.s(URLSAFE, 27)); ("dockerhub-token", sec, format!("echo {v} | docker login -u zq --password-stdin"), v) }
-        22 => { let v = format!("hf_{}", r.s(ALNUM, 34)); ("huggingface-token", sec, format!("HF_TOKEN={v}"), v) }
-        23 => { let v = format!("SK{}", r.s(HEX, 32)); ("twilio-key", sec, format!("TWILIO_API_KEY={v}"), v) }
-        24 => { let v = format!("SG.{}.{}", r.s(URLSAFE, 22), r.s(URLSAFE, 43)); ("sendgrid-key", sec, format!("SENDGRID_API_KEY='{v}'"), v) }
-        25 => { let v = format!("key-{}", r.s(HEX, 32)); ("mailgun-key", sec, format!("MAILGUN_API_KEY={v}"), v) }
-        26 => { let v = uuid(r); ("heroku-key", sec, format!("HEROKU_API_KEY={v}"), v) }
-        27 => { let v = format!("dop_v1_{}", r.s(HEX, 64)); ("digitalocean-token", sec, format!("doctl auth init -t {v}"), v) }
-        28 => { let v = format!("shpat_{}", r.s(HEX, 32)); ("shopify-token", sec, format!("X-Shopify-Access-Token: {v}"), v) }
-        29 => { let v = format!("M{}.{}.{}", r.s(URLSAFE, 23), r.s(URLSAFE, 6), r.s(URLSAFE, 27)); ("discord-token", sec, format!("DISCORD_TOKEN={v}"), v) }
-        30 => { let v = format!("{}:AA{}", r.s("123456789", 10), r.s(URLSAFE, 33)); ("telegram-bot-token", sec, format!("https://api.telegram.org/bot{v}/getMe"), v) }
-        31 => { let v = format!("dapi{}", r.s(HEX, 32)); ("databricks-token", sec, format!("DATABRICKS_TOKEN={v}"), v) }
-        32 => { let v = r.s(HEX, 32); ("datadog-key", sec, format!("DD_API_KEY={v}"), v) }
-        33 => { let v = format!("sntryu_{}", r.s(HEX, 64)); ("sentry-token", sec, format!("SENTRY_AUTH_TOKEN={v}"), v) }
-        34 => { let v = format!("hvs.{}", r.s(URLSAFE, 90)); ("vault-token", sec, format!("VAULT_TOKEN={v}"), v) }
-        35 => { let v = format!("eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJ{}.{}", r.s(URLSAFE, 60), r.s(URLSAFE, 86)); ("jwt", sec, format!("id_token: {v}"), v) }
+        0 => {
+            let v = format!("ghp_{}", r.s(ALNUM, 36));
+            ("github-token", sec, format!("export GITHUB_TOKEN={v}"), v)
+        }
+        1 => {
+            let v = format!("github_pat_{}_{}", r.s(ALNUM, 22), r.s(ALNUM, 59));
+            ("github-token", sec, format!("\"token\": \"{v}\""), v)
+        }
+        2 => {
+            let v = format!("gho_{}", r.s(ALNUM, 36));
+            ("github-token", sec, format!("oauth_token: {v}"), v)
+        }
+        3 => {
+            let v = format!("glpat-{}", r.s(URLSAFE, 20));
+            (
+                "gitlab-token",
+                sec,
+                format!("git remote set-url origin https://oauth2:{v}@gitlab.com/g/p.git"),
+                v,
+            )
+        }
+        4 => {
+            let v = format!(
+                "xoxb-{}-{}-{}",
+                r.s("0123456789", 12),
+                r.s("0123456789", 13),
+                r.s(ALNUM, 24)
+            );
+            ("slack-token", sec, format!("SLACK_BOT_TOKEN={v}"), v)
+        }
+        5 => {
+            let v = format!(
+                "T{}/B{}/{}",
+                r.s(UPPER_NUM, 8),
+                r.s(UPPER_NUM, 10),
+                r.s(ALNUM, 24)
+            );
+            (
+                "slack-webhook",
+                sec,
+                format!("curl -X POST https://hooks.slack.com/services/{v} -d '{{}}'"),
+                v,
+            )
+        }
+        6 => {
+            let v = format!("sk_live_{}", r.s(ALNUM, 24));
+            ("stripe-key", sec, format!("Stripe.api_key = \"{v}\""), v)
+        }
+        7 => {
+            let v = format!("sk-proj-{}", r.s(URLSAFE, 120));
+            ("openai-key", sec, format!("OPENAI_API_KEY={v}"), v)
+        }
+        8 => {
+            let v = format!("sk-{}T3BlbkFJ{}", r.s(ALNUM, 20), r.s(ALNUM, 20));
+            ("openai-key", sec, format!("openai.api_key = '{v}'"), v)
+        }
+        9 => {
+            let v = format!("sk-svcacct-{}", r.s(URLSAFE, 80));
+            (
+                "openai-key",
+                sec,
+                format!("{{\"openai\":{{\"key\":\"{v}\"}}}}"),
+                v,
+            )
+        }
+        10 => {
+            let v = format!("sk-ant-api03-{}", r.s(URLSAFE, 93));
+            ("anthropic-key", sec, format!("ANTHROPIC_API_KEY={v}"), v)
+        }
+        11 => {
+            let v = format!("sk-ant-oat01-{}", r.s(URLSAFE, 93));
+            (
+                "anthropic-key",
+                sec,
+                format!("CLAUDE_CODE_OAUTH_TOKEN={v}"),
+                v,
+            )
+        }
+        12 => {
+            let v = format!("sk-or-v1-{}", r.s(HEX, 64));
+            ("openrouter-key", sec, format!("\"apiKey\":\"{v}\","), v)
+        }
+        13 => {
+            let v = format!("AIza{}", r.s(URLSAFE, 35));
+            ("google-api-key", sec, format!("const key = \"{v}\";"), v)
+        }
+        14 => {
+            let v = format!("ya29.{}", r.s(URLSAFE, 150));
+            (
+                "google-oauth-token",
+                sec,
+                format!("access_token={v}&expires_in=3599"),
+                v,
+            )
+        }
+        15 => {
+            let v = r.s(HEX, 40);
+            ("gcp-service-account", sec, format!("{{\"type\": \"service_account\", \"project_id\": \"p\", \"private_key_id\": \"{v}\"}}"), v)
+        }
+        16 => {
+            let v = format!("AKIA{}", r.s(UPPER_NUM, 16));
+            (
+                "aws-access-key-id",
+                sec,
+                format!("aws_access_key_id = {v}"),
+                v,
+            )
+        }
+        17 => {
+            let v = r.s(B64, 40);
+            (
+                "aws-secret-key",
+                sec,
+                format!("aws_secret_access_key = {v}"),
+                v,
+            )
+        }
+        18 => {
+            let v = format!("{}==", r.s(B64, 86));
+            ("azure-storage-key", sec, format!("DefaultEndpointsProtocol=https;AccountName=acct{};AccountKey={v};EndpointSuffix=core.windows.net", r.s(HEX, 4)), v)
+        }
+        19 => {
+            let v = format!("npm_{}", r.s(ALNUM, 36));
+            (
+                "npm-token",
+                sec,
+                format!("//registry.npmjs.org/:_authToken={v}"),
+                v,
+            )
+        }
+        20 => {
+            let v = format!("pypi-AgEIcHlwaS5vcmc{}", r.s(URLSAFE, 70));
+            ("pypi-token", sec, format!("password = {v}"), v)
+        }
+        21 => {
+            let v = format!("dckr_pat_{}", r.s(URLSAFE, 27));
+            (
+                "dockerhub-token",
+                sec,
+                format!("echo {v} | docker login -u zq --password-stdin"),
+                v,
+            )
+        }
+        22 => {
+            let v = format!("hf_{}", r.s(ALNUM, 34));
+            ("huggingface-token", sec, format!("HF_TOKEN={v}"), v)
+        }
+        23 => {
+            let v = format!("SK{}", r.s(HEX, 32));
+            ("twilio-key", sec, format!("TWILIO_API_KEY={v}"), v)
+        }
+        24 => {
+            let v = format!("SG.{}.{}", r.s(URLSAFE, 22), r.s(URLSAFE, 43));
+            ("sendgrid-key", sec, format!("SENDGRID_API_KEY='{v}'"), v)
+        }
+        25 => {
+            let v = format!("key-{}", r.s(HEX, 32));
+            ("mailgun-key", sec, format!("MAILGUN_API_KEY={v}"), v)
+        }
+        26 => {
+            let v = uuid(r);
+            ("heroku-key", sec, format!("HEROKU_API_KEY={v}"), v)
+        }
+        27 => {
+            let v = format!("dop_v1_{}", r.s(HEX, 64));
+            (
+                "digitalocean-token",
+                sec,
+                format!("doctl auth init -t {v}"),
+                v,
+            )
+        }
+        28 => {
+            let v = format!("shpat_{}", r.s(HEX, 32));
+            (
+                "shopify-token",
+                sec,
+                format!("X-Shopify-Access-Token: {v}"),
+                v,
+            )
+        }
+        29 => {
+            let v = format!(
+                "M{}.{}.{}",
+                r.s(URLSAFE, 23),
+                r.s(URLSAFE, 6),
+                r.s(URLSAFE, 27)
+            );
+            ("discord-token", sec, format!("DISCORD_TOKEN={v}"), v)
+        }
+        30 => {
+            let v = format!("{}:AA{}", r.s("123456789", 10), r.s(URLSAFE, 33));
+            (
+                "telegram-bot-token",
+                sec,
+                format!("https://api.telegram.org/bot{v}/getMe"),
+                v,
+            )
+        }
+        31 => {
+            let v = format!("dapi{}", r.s(HEX, 32));
+            ("databricks-token", sec, format!("DATABRICKS_TOKEN={v}"), v)
+        }
+        32 => {
+            let v = r.s(HEX, 32);
+            ("datadog-key", sec, format!("DD_API_KEY={v}"), v)
+        }
+        33 => {
+            let v = format!("sntryu_{}", r.s(HEX, 64));
+            ("sentry-token", sec, format!("SENTRY_AUTH_TOKEN={v}"), v)
+        }
+        34 => {
+            let v = format!("hvs.{}", r.s(URLSAFE, 90));
+            ("vault-token", sec, format!("VAULT_TOKEN={v}"), v)
+        }
+        35 => {
+            let v = format!(
+                "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJ{}.{}",
+                r.s(URLSAFE, 60),
+                r.s(URLSAFE, 86)
+            );
+            ("jwt", sec, format!("id_token: {v}"), v)
+        }
         36 => {
             let body: Vec<String> = (0..8).map(|_| r.s(B64, 64)).collect();
             let v = body[3].clone();
-            ("private-key", sec, format!("-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----", body.join("\n")), v)
+            (
+                "private-key",
+                sec,
+                format!(
+                    "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----",
+                    body.join("\n")
+                ),
+                v,
+            )
         }
         37 => {
             let body: Vec<String> = (0..5).map(|_| r.s(B64, 70)).collect();
             let v = body[2].clone();
-            ("private-key", sec, format!("-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----", body.join("\n")), v)
+            (
+                "private-key",
+                sec,
+                format!(
+                    "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----",
+                    body.join("\n")
+                ),
+                v,
+            )
         }
-        38 => { let v = r.s(ALNUM, 18); ("credential-url", sec, format!("DATABASE_URL=postgres://app:{v}@db.prod.example.com:5432/app"), v) }
-        39 => { let v = r.s(ALNUM, 16); ("credential-url", sec, format!("redis-cli -u redis://default:{v}@cache.example.net:6379"), v) }
-        40 => { let v = b64(format!("deploy:{}", r.s(ALNUM, 14)).as_bytes()); ("basic-auth", sec, format!("curl -H \"Authorization: Basic {v}\" https://ci.example.com/api"), v) }
-        41 => { let v = r.s(ALNUM, 48); ("bearer-token", sec, format!("curl -H 'Authorization: Bearer {v}' https://api.example.com/v1/me"), v) }
-        42 => { let v = r.s(ALNUM, 40); ("session-cookie", sec, format!("Cookie: sessionid={v}; csrftoken=abc"), v) }
-        43 => { let w = ["tiger", "lamp", "river", "stone", "maple", "cloud"]; let v = format!("{}-{}-{}{}", r.pick(&w), r.pick(&w), r.pick(&w), r.below(100)); ("password", sec, format!("DB_PASSWORD={v}"), v) }
-        44 => { let v = format!("{}{}!", r.s(ALNUM, 10), r.below(1000)); ("password", sec, format!("mysql -u app --password={v} prod"), v) }
-        45 => { let v = format!("{}{}", r.s(ALNUM, 12), r.below(99)); ("password", sec, format!("  password: \"{v}\""), v) }
-        46 => { let v = format!("django-insecure-{}", r.s("abcdefghijklmnopqrstuvwxyz0123456789!@#%^&*(-_=+)", 50).replace(['(', ')'], "x")); ("generic-secret", sec, format!("SECRET_KEY = '{v}'"), v) }
-        47 => { let v = r.s(HEX, 40); ("generic-secret", sec, format!("api_key = \"{v}\""), v) }
-        48 => { let v = r.s(ALNUM, 32); ("generic-secret", sec, format!("client_secret: {v}"), v) }
-        49 => { let v = b64(format!("ci-bot:{}", r.s(ALNUM, 20)).as_bytes()); ("basic-auth", sec, format!("{{\"auths\":{{\"registry.example.com\":{{\"auth\":\"{v}\"}}}}}}"), v) }
-        50 => { let v = r.s(ALNUM, 40); ("bearer-token", sec, format!("Bearer {v}"), v) }
+        38 => {
+            let v = r.s(ALNUM, 18);
+            (
+                "credential-url",
+                sec,
+                format!("DATABASE_URL=postgres://app:{v}@db.prod.example.com:5432/app"),
+                v,
+            )
+        }
+        39 => {
+            let v = r.s(ALNUM, 16);
+            (
+                "credential-url",
+                sec,
+                format!("redis-cli -u redis://default:{v}@cache.example.net:6379"),
+                v,
+            )
+        }
+        40 => {
+            let v = b64(format!("deploy:{}", r.s(ALNUM, 14)).as_bytes());
+            (
+                "basic-auth",
+                sec,
+                format!("curl -H \"Authorization: Basic {v}\" https://ci.example.com/api"),
+                v,
+            )
+        }
+        41 => {
+            let v = r.s(ALNUM, 48);
+            (
+                "bearer-token",
+                sec,
+                format!("curl -H 'Authorization: Bearer {v}' https://api.example.com/v1/me"),
+                v,
+            )
+        }
+        42 => {
+            let v = r.s(ALNUM, 40);
+            (
+                "session-cookie",
+                sec,
+                format!("Cookie: sessionid={v}; csrftoken=abc"),
+                v,
+            )
+        }
+        43 => {
+            let w = ["tiger", "lamp", "river", "stone", "maple", "cloud"];
+            let v = format!(
+                "{}-{}-{}{}",
+                r.pick(&w),
+                r.pick(&w),
+                r.pick(&w),
+                r.below(100)
+            );
+            ("password", sec, format!("DB_PASSWORD={v}"), v)
+        }
+        44 => {
+            let v = format!("{}{}!", r.s(ALNUM, 10), r.below(1000));
+            (
+                "password",
+                sec,
+                format!("mysql -u app --password={v} prod"),
+                v,
+            )
+        }
+        45 => {
+            let v = format!("{}{}", r.s(ALNUM, 12), r.below(99));
+            ("password", sec, format!("  password: \"{v}\""), v)
+        }
+        46 => {
+            let v = format!(
+                "django-insecure-{}",
+                r.s("abcdefghijklmnopqrstuvwxyz0123456789!@#%^&*(-_=+)", 50)
+                    .replace(['(', ')'], "x")
+            );
+            ("generic-secret", sec, format!("SECRET_KEY = '{v}'"), v)
+        }
+        47 => {
+            let v = r.s(HEX, 40);
+            ("generic-secret", sec, format!("api_key = \"{v}\""), v)
+        }
+        48 => {
+            let v = r.s(ALNUM, 32);
+            ("generic-secret", sec, format!("client_secret: {v}"), v)
+        }
+        49 => {
+            let v = b64(format!("ci-bot:{}", r.s(ALNUM, 20)).as_bytes());
+            (
+                "basic-auth",
+                sec,
+                format!("{{\"auths\":{{\"registry.example.com\":{{\"auth\":\"{v}\"}}}}}}"),
+                v,
+            )
+        }
+        50 => {
+            let v = r.s(ALNUM, 40);
+            ("bearer-token", sec, format!("Bearer {v}"), v)
+        }
         // identity / network (abcd-only)
-        51 => { let v = format!("192.168.{}.{}", r.below(255), 1 + r.below(250)); ("ip-address", "network", format!("ssh zed@{v}"), v) }
-        52 => { let v = format!("10.{}.{}.{}", r.below(255), r.below(255), 1 + r.below(250)); ("ip-address", "network", format!("inet {v} netmask 0xff000000"), v) }
-        53 => { let v = format!("fe80::{}:{}ff:fe{}:{}", r.s(HEX, 4), r.s(HEX, 2), r.s(HEX, 2), r.s(HEX, 4)); ("ip-address", "network", format!("inet6 {v}%en0 prefixlen 64"), v) }
-        54 => { let v = (0..6).map(|_| r.s(HEX, 2)).collect::<Vec<_>>().join(":"); ("mac-address", "network", format!("ether {v}"), v) }
-        55 => { let v = format!("nas-{}.local", r.s("abcdefghij", 3)); ("hostname", "network", format!("mount //{v}/share"), v) }
-        56 => { let v = format!("build{}.corp.internal", r.below(99)); ("hostname", "network", format!("ssh {v}"), v) }
-        57 => { let v = "/home/zed".to_string(); ("home-path", "identity", format!("cd {v}/src/app && make"), v) }
-        58 => { let v = format!("u{}", r.s("abcdefghijklmnop", 6)); ("home-user", "identity", format!("ls /Users/{v}/Library"), v) }
-        59 => { let v = "zed.quimby@example.org".to_string(); ("git-email", "identity", format!("Author: Zed Quimby <{v}>"), v) }
-        60 => { let v = "zquimby".to_string(); ("github-owner", "identity", format!("git clone https://github.com/{v}/tool.git"), v) }
+        51 => {
+            let v = format!("192.168.{}.{}", r.below(255), 1 + r.below(250));
+            ("ip-address", "network", format!("ssh zed@{v}"), v)
+        }
+        52 => {
+            let v = format!("10.{}.{}.{}", r.below(255), r.below(255), 1 + r.below(250));
+            (
+                "ip-address",
+                "network",
+                format!("inet {v} netmask 0xff000000"),
+                v,
+            )
+        }
+        53 => {
+            let v = format!(
+                "fe80::{}:{}ff:fe{}:{}",
+                r.s(HEX, 4),
+                r.s(HEX, 2),
+                r.s(HEX, 2),
+                r.s(HEX, 4)
+            );
+            (
+                "ip-address",
+                "network",
+                format!("inet6 {v}%en0 prefixlen 64"),
+                v,
+            )
+        }
+        54 => {
+            let v = (0..6).map(|_| r.s(HEX, 2)).collect::<Vec<_>>().join(":");
+            ("mac-address", "network", format!("ether {v}"), v)
+        }
+        55 => {
+            let v = format!("nas-{}.local", r.s("abcdefghij", 3));
+            ("hostname", "network", format!("mount //{v}/share"), v)
+        }
+        56 => {
+            let v = format!("build{}.corp.internal", r.below(99));
+            ("hostname", "network", format!("ssh {v}"), v)
+        }
+        57 => {
+            let v = "/home/zed".to_string();
+            (
+                "home-path",
+                "identity",
+                format!("cd {v}/src/app && make"),
+                v,
+            )
+        }
+        58 => {
+            let v = format!("u{}", r.s("abcdefghijklmnop", 6));
+            ("home-user", "identity", format!("ls /Users/{v}/Library"), v)
+        }
+        59 => {
+            let v = "zed.quimby@example.org".to_string();
+            (
+                "git-email",
+                "identity",
+                format!("Author: Zed Quimby <{v}>"),
+                v,
+            )
+        }
+        60 => {
+            let v = "zquimby".to_string();
+            (
+                "github-owner",
+                "identity",
+                format!("git clone https://github.com/{v}/tool.git"),
+                v,
+            )
+        }
         _ => unreachable!(),
     }
 }
@@ -170,28 +529,103 @@ pub const KINDS: usize = 61;
 /// Decoys: look like secrets to a careless rule, must never be redacted.
 fn decoy(r: &mut Rng, which: usize) -> (&'static str, String, String) {
     match which {
-        0 => { let v = r.s(HEX, 40); ("git-sha", format!("commit {v}"), v) }
-        1 => { let v = r.s(HEX, 64); ("sha256", format!("sha256:{v}"), v) }
-        2 => { let v = uuid(r); ("uuid", format!("request id {v}"), v) }
-        3 => ("placeholder", "GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx".into(), "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx".into()),
-        4 => ("placeholder", "password: <your-password>".into(), "<your-password>".into()),
-        5 => ("placeholder", "API_KEY=${API_KEY}".into(), "${API_KEY}".into()),
+        0 => {
+            let v = r.s(HEX, 40);
+            ("git-sha", format!("commit {v}"), v)
+        }
+        1 => {
+            let v = r.s(HEX, 64);
+            ("sha256", format!("sha256:{v}"), v)
+        }
+        2 => {
+            let v = uuid(r);
+            ("uuid", format!("request id {v}"), v)
+        }
+        3 => (
+            "placeholder",
+            "GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx".into(),
+            "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx".into(),
+        ),
+        4 => (
+            "placeholder",
+            "password: <your-password>".into(),
+            "<your-password>".into(),
+        ),
+        5 => (
+            "placeholder",
+            "API_KEY=${API_KEY}".into(),
+            "${API_KEY}".into(),
+        ),
         6 => ("code-ref", "token = get_token()".into(), "get_token".into()),
-        7 => ("code-ref", "secret_key = settings.SECRET_KEY".into(), "settings.SECRET_KEY".into()),
-        8 => ("example-key", "aws_access_key_id = AKIAIOSFODNN7EXAMPLE".into(), "AKIAIOSFODNN7EXAMPLE".into()),
-        9 => ("example-key", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(), "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into()),
-        10 => ("example-key", "stripe.api_key = \"sk_test_4eC39HqLyjWDarjtT1zdp7dc\"".into(), "sk_test_4eC39HqLyjWDarjtT1zdp7dc".into()),
-        11 => { let v = format!("{}", 1000 + r.below(90000)); ("number", format!("max_tokens: {v}"), v) }
-        12 => ("doc-ip", "curl http://192.0.2.44/health".into(), "192.0.2.44".into()),
+        7 => (
+            "code-ref",
+            "secret_key = settings.SECRET_KEY".into(),
+            "settings.SECRET_KEY".into(),
+        ),
+        8 => (
+            "example-key",
+            "aws_access_key_id = AKIAIOSFODNN7EXAMPLE".into(),
+            "AKIAIOSFODNN7EXAMPLE".into(),
+        ),
+        9 => (
+            "example-key",
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(),
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(),
+        ),
+        10 => (
+            "example-key",
+            "stripe.api_key = \"sk_test_4eC39HqLyjWDarjtT1zdp7dc\"".into(),
+            "sk_test_4eC39HqLyjWDarjtT1zdp7dc".into(),
+        ),
+        11 => {
+            let v = format!("{}", 1000 + r.below(90000));
+            ("number", format!("max_tokens: {v}"), v)
+        }
+        12 => (
+            "doc-ip",
+            "curl http://192.0.2.44/health".into(),
+            "192.0.2.44".into(),
+        ),
         13 => ("doc-ip", "ping 2001:db8::17".into(), "2001:db8::17".into()),
-        14 => ("public-ip", "dig @8.8.8.8 example.com".into(), "8.8.8.8".into()),
-        15 => ("public-host", "curl https://api.github.com/repos".into(), "api.github.com".into()),
-        16 => ("version", format!("node v{}.{}.{}", 10 + r.below(12), r.below(20), r.below(30)), "node v".into()),
-        17 => ("placeholder", "Authorization: Bearer <token>".into(), "<token>".into()),
-        18 => ("lorem", "Lorem ipsum dolor sit amet, consectetur adipiscing elit".into(), "consectetur adipiscing".into()),
-        19 => { let v = r.s(HEX, 128); ("sha512", format!("sha512-{v}"), v) }
-        20 => ("loopback", "listening on 127.0.0.1:3000 and [::1]:3000".into(), "127.0.0.1".into()),
-        21 => ("timestamp", "2025-03-04T12:34:56.789Z".into(), "12:34:56".into()),
+        14 => (
+            "public-ip",
+            "dig @8.8.8.8 example.com".into(),
+            "8.8.8.8".into(),
+        ),
+        15 => (
+            "public-host",
+            "curl https://api.github.com/repos".into(),
+            "api.github.com".into(),
+        ),
+        16 => (
+            "version",
+            format!("node v{}.{}.{}", 10 + r.below(12), r.below(20), r.below(30)),
+            "node v".into(),
+        ),
+        17 => (
+            "placeholder",
+            "Authorization: Bearer <token>".into(),
+            "<token>".into(),
+        ),
+        18 => (
+            "lorem",
+            "Lorem ipsum dolor sit amet, consectetur adipiscing elit".into(),
+            "consectetur adipiscing".into(),
+        ),
+        19 => {
+            let v = r.s(HEX, 128);
+            ("sha512", format!("sha512-{v}"), v)
+        }
+        20 => (
+            "loopback",
+            "listening on 127.0.0.1:3000 and [::1]:3000".into(),
+            "127.0.0.1".into(),
+        ),
+        21 => (
+            "timestamp",
+            "2025-03-04T12:34:56.789Z".into(),
+            "12:34:56".into(),
+        ),
         _ => unreachable!(),
     }
 }
@@ -244,12 +678,24 @@ pub fn generate(seed: u64, target: usize, density: f64) -> (String, Vec<Truth>) 
                 let (kind, ctx, v) = decoy(&mut r, d % DECOYS);
                 d += 1;
                 body.push_str(&ctx);
-                planted.push(Truth { kind: kind.into(), class: "decoy".into(), value: v, decoy: true, line: 0 });
+                planted.push(Truth {
+                    kind: kind.into(),
+                    class: "decoy".into(),
+                    value: v,
+                    decoy: true,
+                    line: 0,
+                });
             } else {
                 let (kind, class, ctx, v) = secret(&mut r, k % KINDS);
                 k += 1;
                 body.push_str(&ctx);
-                planted.push(Truth { kind: kind.into(), class: class.into(), value: v, decoy: false, line: 0 });
+                planted.push(Truth {
+                    kind: kind.into(),
+                    class: class.into(),
+                    value: v,
+                    decoy: false,
+                    line: 0,
+                });
             }
             body.push('\n');
             for _ in 0..r.below(3) {
@@ -262,9 +708,14 @@ pub fn generate(seed: u64, target: usize, density: f64) -> (String, Vec<Truth>) 
         let img_len = 2000 + r.below(6000);
         let text = serde_json::to_string(&body).expect("string");
         let l = match shape {
-            0 | 1 => format!(r#"{{{env},"type":"user","message":{{"role":"user","content":{text}}}}}"#),
+            0 | 1 => {
+                format!(r#"{{{env},"type":"user","message":{{"role":"user","content":{text}}}}}"#)
+            }
             2 | 3 => {
-                let inner = serde_json::to_string(&serde_json::json!({"command": body, "description": "Run it"})).expect("json");
+                let inner = serde_json::to_string(
+                    &serde_json::json!({"command": body, "description": "Run it"}),
+                )
+                .expect("json");
                 let tool = format!("toolu_01{}", r.s(ALNUM, 22));
                 // tool_use input as a JSON object, the model's own escaping.
                 format!(
@@ -278,7 +729,8 @@ pub fn generate(seed: u64, target: usize, density: f64) -> (String, Vec<Truth>) 
             }
             4 => {
                 // Nested: a tool result holding JSON that itself holds the text.
-                let inner = serde_json::to_string(&serde_json::json!({"stdout": body, "exit": 0})).expect("json");
+                let inner = serde_json::to_string(&serde_json::json!({"stdout": body, "exit": 0}))
+                    .expect("json");
                 let text2 = serde_json::to_string(&inner).expect("json");
                 format!(
                     r#"{{{env},"type":"user","message":{{"role":"user","content":[{{"tool_use_id":"toolu_01{}","type":"tool_result","content":{text2}}}]}}}}"#,
@@ -289,7 +741,13 @@ pub fn generate(seed: u64, target: usize, density: f64) -> (String, Vec<Truth>) 
                 // Percent-encoded in a fetched URL.
                 let enc: String = body
                     .bytes()
-                    .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+                    .map(|b| {
+                        if b.is_ascii_alphanumeric() {
+                            (b as char).to_string()
+                        } else {
+                            format!("%{b:02X}")
+                        }
+                    })
                     .collect();
                 format!(
                     r#"{{{env},"type":"assistant","message":{{"role":"assistant","content":[{{"type":"tool_use","id":"toolu_01{}","name":"WebFetch","input":{{"url":"https://example.com/cb?state={enc}"}}}}]}}}}"#,
@@ -355,9 +813,17 @@ pub fn score_redacted(original: &str, redacted: &str, truth: &[Truth], classes: 
     let red: Vec<&str> = redacted.lines().collect();
     let mut s = Score::default();
     for t in truth {
-        let (Some(o), Some(x)) = (orig.get(t.line - 1), red.get(t.line - 1)) else { continue };
-        let present_before = spellings(&t.value).iter().filter(|v| o.contains(v.as_str())).count();
-        let present_after = spellings(&t.value).iter().filter(|v| x.contains(v.as_str())).count();
+        let (Some(o), Some(x)) = (orig.get(t.line - 1), red.get(t.line - 1)) else {
+            continue;
+        };
+        let present_before = spellings(&t.value)
+            .iter()
+            .filter(|v| o.contains(v.as_str()))
+            .count();
+        let present_after = spellings(&t.value)
+            .iter()
+            .filter(|v| x.contains(v.as_str()))
+            .count();
         if t.decoy {
             s.decoys += 1;
             if present_after < present_before {
@@ -388,12 +854,14 @@ pub fn score_report(report: &serde_json::Value, truth: &[Truth], classes: &[&str
     collect_strings(report, &mut strings);
     let mut s = Score::default();
     for t in truth {
-        let hit = strings.iter().any(|r| {
-            r.contains(&t.value) || (r.len() >= 12 && t.value.contains(r.as_str()))
-        });
+        let hit = strings
+            .iter()
+            .any(|r| r.contains(&t.value) || (r.len() >= 12 && t.value.contains(r.as_str())));
         if t.decoy {
             s.decoys += 1;
-            if strings.iter().any(|r| r.len() >= 6 && (r == &t.value || (t.value.len() >= 8 && r.contains(&t.value)))) {
+            if strings.iter().any(|r| {
+                r.len() >= 6 && (r == &t.value || (t.value.len() >= 8 && r.contains(&t.value)))
+            }) {
                 s.decoy_hits.push(format!("{} (line {})", t.kind, t.line));
             }
             continue;
@@ -414,11 +882,7 @@ pub fn score_report(report: &serde_json::Value, truth: &[Truth], classes: &[&str
 
 fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
     match v {
-        serde_json::Value::String(s) => {
-            if s.len() >= 6 {
-                out.push(s.clone())
-            }
-        }
+        serde_json::Value::String(s) if s.len() >= 6 => out.push(s.clone()),
         serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
         serde_json::Value::Object(o) => o.values().for_each(|x| collect_strings(x, out)),
         _ => {}
@@ -433,7 +897,13 @@ fn spellings(v: &str) -> Vec<String> {
     let jj = jj[1..jj.len() - 1].to_string();
     let pct: String = v
         .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect();
     let mut out = vec![v.to_string(), j, jj, pct];
     out.sort();
@@ -443,9 +913,21 @@ fn spellings(v: &str) -> Vec<String> {
 
 /// Prints a per-kind table.
 pub fn print_score(name: &str, s: &Score, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    writeln!(out, "{name}: recall {:.2}% ({}/{}), false positives on decoys: {}/{}", 100.0 * s.recall(), s.caught, s.planted, s.decoy_hits.len(), s.decoys)?;
+    writeln!(
+        out,
+        "{name}: recall {:.2}% ({}/{}), false positives on decoys: {}/{}",
+        100.0 * s.recall(),
+        s.caught,
+        s.planted,
+        s.decoy_hits.len(),
+        s.decoys
+    )?;
     for (k, t) in &s.per_kind {
-        let mark = if t.caught < t.planted { "  <-- missed" } else { "" };
+        let mark = if t.caught < t.planted {
+            "  <-- missed"
+        } else {
+            ""
+        };
         writeln!(out, "  {k:<22} {:>5}/{:<5}{mark}", t.caught, t.planted)?;
     }
     for h in s.decoy_hits.iter().take(20) {

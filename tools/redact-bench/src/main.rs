@@ -32,11 +32,20 @@ fn main() {
         Some("speed") => speed(&args),
         Some("score") => score(&args),
         Some("redact") => {
-            let file = args.get(1).filter(|a| !a.starts_with("--")).map(PathBuf::from);
+            let file = args
+                .get(1)
+                .filter(|a| !a.starts_with("--"))
+                .map(PathBuf::from);
             let report = args.iter().any(|a| a == "--report");
             let cwd = std::env::current_dir().ok();
             let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
-            abcd_redact::run_redact_command(file.as_deref(), report, cwd.as_deref(), &mut out, &mut err)
+            abcd_redact::run_redact_command(
+                file.as_deref(),
+                report,
+                cwd.as_deref(),
+                &mut out,
+                &mut err,
+            )
         }
         _ => {
             eprintln!("usage: redact-bench gen|quality|speed|score|redact … (see tools/redact-bench/README.md)");
@@ -110,7 +119,12 @@ fn quality(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let s = score_redacted(&corpus, &red.text, &truth, &["secret", "network", "identity"]);
+    let s = score_redacted(
+        &corpus,
+        &red.text,
+        &truth,
+        &["secret", "network", "identity"],
+    );
     let _ = print_score("abcd", &s, &mut std::io::stdout());
     if s.recall() < 0.99 || !s.decoy_hits.is_empty() {
         1
@@ -130,7 +144,11 @@ fn speed(args: &[String]) -> i32 {
     } else {
         generate(seed, mb << 20, 0.02).0.into_bytes()
     };
-    let id = if args.iter().any(|a| a == "--no-identity") { abcd_redact::Identity::default() } else { corpus_identity() };
+    let id = if args.iter().any(|a| a == "--no-identity") {
+        abcd_redact::Identity::default()
+    } else {
+        corpus_identity()
+    };
     let scanner = abcd_redact::Scanner::new(id, None);
     let mut best = f64::MAX;
     let mut findings = 0;
@@ -150,7 +168,11 @@ fn speed(args: &[String]) -> i32 {
     println!(
         "{} MiB {}: best of 3 {:.3} s = {:.1} MB/s (MiB/s), {} findings, peak RSS {} MiB",
         input.len() >> 20,
-        if no_newline { "single line" } else { "transcript JSONL" },
+        if no_newline {
+            "single line"
+        } else {
+            "transcript JSONL"
+        },
         best,
         mbs,
         findings,
@@ -175,9 +197,11 @@ fn peak_rss_mib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
         })
         .map_or(0, |kb| kb / 1024)
 }
@@ -196,7 +220,11 @@ fn score(args: &[String]) -> i32 {
             return 3;
         }
     };
-    let s = if let Some(p) = args.iter().position(|a| a == "--redacted").and_then(|i| args.get(i + 1)) {
+    let s = if let Some(p) = args
+        .iter()
+        .position(|a| a == "--redacted")
+        .and_then(|i| args.get(i + 1))
+    {
         match std::fs::read_to_string(p) {
             Ok(red) => score_redacted(&corpus, &red, &truth, &classes),
             Err(e) => {
@@ -204,11 +232,19 @@ fn score(args: &[String]) -> i32 {
                 return 3;
             }
         }
-    } else if let Some(p) = args.iter().position(|a| a == "--report").and_then(|i| args.get(i + 1)) {
+    } else if let Some(p) = args
+        .iter()
+        .position(|a| a == "--report")
+        .and_then(|i| args.get(i + 1))
+    {
         let text = std::fs::read_to_string(p).unwrap_or_default();
         // JSON, or JSON lines (kingfisher's jsonl).
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| {
-            serde_json::Value::Array(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+            serde_json::Value::Array(
+                text.lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect(),
+            )
         });
         score_report(&v, &truth, &classes)
     } else {

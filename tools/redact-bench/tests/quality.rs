@@ -7,15 +7,39 @@ use abcd_redact_bench::{corpus_identity, generate, score_redacted, KINDS};
 #[test]
 fn generated_corpus_meets_the_recall_and_decoy_bar() {
     let (corpus, truth) = generate(5, 600 * 1024, 0.6);
-    let planted_kinds: std::collections::BTreeSet<_> = truth.iter().filter(|t| !t.decoy).map(|t| t.kind.clone()).collect();
-    assert!(truth.iter().filter(|t| !t.decoy).count() >= KINDS, "corpus too small to plant every kind");
+    let planted_kinds: std::collections::BTreeSet<_> = truth
+        .iter()
+        .filter(|t| !t.decoy)
+        .map(|t| t.kind.clone())
+        .collect();
+    assert!(
+        truth.iter().filter(|t| !t.decoy).count() >= KINDS,
+        "corpus too small to plant every kind"
+    );
     assert!(planted_kinds.len() >= 40, "{planted_kinds:?}");
     let scanner = abcd_redact::Scanner::new(corpus_identity(), None);
     let red = scanner.redact(&corpus).expect("corpus must not be refused");
-    let s = score_redacted(&corpus, &red.text, &truth, &["secret", "network", "identity"]);
-    let missed: Vec<_> = s.per_kind.iter().filter(|(_, t)| t.caught < t.planted).collect();
-    assert!(s.recall() >= 0.99, "recall {:.4}; missed {missed:?}", s.recall());
-    assert!(s.decoy_hits.is_empty(), "decoys redacted: {:?}", s.decoy_hits);
+    let s = score_redacted(
+        &corpus,
+        &red.text,
+        &truth,
+        &["secret", "network", "identity"],
+    );
+    let missed: Vec<_> = s
+        .per_kind
+        .iter()
+        .filter(|(_, t)| t.caught < t.planted)
+        .collect();
+    assert!(
+        s.recall() >= 0.99,
+        "recall {:.4}; missed {missed:?}",
+        s.recall()
+    );
+    assert!(
+        s.decoy_hits.is_empty(),
+        "decoys redacted: {:?}",
+        s.decoy_hits
+    );
     // Every valid JSON line stays valid JSON.
     for (a, b) in corpus.lines().zip(red.text.lines()) {
         if serde_json::from_str::<serde_json::Value>(a).is_ok() {
@@ -36,7 +60,13 @@ fn the_scorer_counts_a_miss_and_a_false_positive() {
     let lines: Vec<String> = corpus
         .lines()
         .enumerate()
-        .map(|(i, l)| if i + 1 == d.line { l.replace(&d.value, "X") } else { l.to_string() })
+        .map(|(i, l)| {
+            if i + 1 == d.line {
+                l.replace(&d.value, "X")
+            } else {
+                l.to_string()
+            }
+        })
         .collect();
     let s = score_redacted(&corpus, &lines.join("\n"), &truth, &["secret"]);
     assert_eq!(s.decoy_hits.len(), 1);
