@@ -1093,6 +1093,11 @@ impl Engine {
     /// [`ALLOWED_ID_KEYS`] (or `signature` / image `data`) and the value must
     /// have the plumbing's shape, so a secret pasted into such a field is
     /// still caught.
+    /// Allowlisted value spans of a JSON line (see `mark_allowed`).
+    pub fn allowed_spans(&self, v: &[u8], out: &mut Vec<(usize, usize)>) {
+        self.mark_allowed(v, out)
+    }
+
     fn mark_allowed(&self, v: &[u8], out: &mut Vec<(usize, usize)>) {
         out.clear();
         // Compact JSON (what Claude Code writes): every member is `"key":`.

@@ -725,7 +725,9 @@ impl Scanner {
         let mut found = Vec::new();
         let mut pem_open = 0;
         if matches!(first, Some(b'{')) && after.len() > 4 * VERIFY_CONTEXT {
-            for (a, b) in verify_windows(after, changed) {
+            let mut allowed = Vec::new();
+            self.engine.allowed_spans(after, &mut allowed);
+            for (a, b) in verify_windows(after, changed, &allowed) {
                 self.engine.scan_line_as(
                     &after[a..b],
                     true,
@@ -787,7 +789,7 @@ fn output_spans(metas: &[engine::Meta], merged: &[Hit]) -> Vec<(usize, usize)> {
 /// at a `{"`, `,"` or `["` (a `"` after those bytes cannot be inside a
 /// string, where it would be escaped) and ends before one, so allowlisted
 /// values are never cut and scanned as fragments.
-fn verify_windows(line: &[u8], changed: &[(usize, usize)]) -> Vec<(usize, usize)> {
+fn verify_windows(line: &[u8], changed: &[(usize, usize)], allowed: &[(usize, usize)]) -> Vec<(usize, usize)> {
     let is_start = |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
     let mut out: Vec<(usize, usize)> = Vec::new();
     for &(s, e) in changed {
@@ -802,6 +804,13 @@ fn verify_windows(line: &[u8], changed: &[(usize, usize)]) -> Vec<(usize, usize)
         let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
             .find(|&i| is_start(i))
             .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
+        // Never cut an allowlisted value (a signature, an image): leave it
+        // out whole, exactly as stage one did.
+        let a = allowed.iter().find(|&&(s0, e0)| s0 < a && a < e0).map_or(a, |&(_, e0)| e0);
+        let b = allowed.iter().find(|&&(s0, e0)| s0 < b && b < e0).map_or(b, |&(s0, _)| s0);
+        if a >= b {
+            continue;
+        }
         match out.last_mut() {
             Some(last) if a <= last.1 => last.1 = last.1.max(b),
             _ => out.push((a, b)),

@@ -270,3 +270,17 @@ fn residual_errors_are_deterministic_and_name_kinds_only() {
     assert!(e.is_deterministic());
     assert!(e.to_string().contains("github-token"));
 }
+
+#[test]
+fn verify_windows_never_scan_a_cut_allowlisted_value() {
+    // A long image line whose base64 happens to hold the user's name, plus a
+    // change (the home path) far from it: verify must not see a fragment.
+    let s = scanner();
+    let data = format!("{}/zed+{}", rs(80, B64, 1000), rs(81, B64, 5000)).replace('=', "A");
+    let line = format!(
+        "{{\"cwd\":\"{HOME}/src\",\"message\":{{\"content\":[{{\"type\":\"image\",\"source\":{{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"{data}\"}}}}]}}}}"
+    );
+    let r = s.redact(&line).expect("must not refuse");
+    assert!(r.text.contains(&data));
+    assert!(r.text.starts_with("{\"cwd\":\"~/src\""));
+}
