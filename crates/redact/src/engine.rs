@@ -19,13 +19,9 @@ static F_BEGIN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"-----
 static F_MEMBER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\":\""));
 static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
 static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
-static F_HOMES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
-    [
-        Finder::new(b"/Users/"),
-        Finder::new(b"/home/"),
-        Finder::new(b"\\Users\\"),
-        Finder::new(b"/Users\\"),
-    ]
+/// Home-directory prefixes, searched in one pass.
+static HOMES_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::new([&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"]).ok()
 });
 static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
@@ -88,7 +84,6 @@ pub enum Matcher {
     Pem,
     OtherHome,
     DataUri,
-    Identity,
 }
 
 pub struct Rule {
@@ -108,8 +103,7 @@ pub enum Needle {
 }
 
 pub struct IdentitySet {
-    pub ac: Option<AhoCorasick>,
-    /// (needle kind, meta index) per AC pattern.
+    /// (needle kind, meta index) per identity string.
     pub needles: Vec<(Needle, usize)>,
 }
 
@@ -134,6 +128,8 @@ pub struct Engine {
     /// Keyword automaton; pattern i triggers `kw_rules[i]`.
     pub keywords: AhoCorasick,
     pub kw_rules: Vec<Vec<usize>>,
+    /// Keyword i is also identity needle(s) `kw_identity[i]`.
+    pub kw_identity: Vec<Vec<usize>>,
     /// Rules with no keyword: always run.
     pub always: Vec<usize>,
     pub identity: IdentitySet,
@@ -711,11 +707,15 @@ impl Engine {
             list.push(r);
         }
         for m in self.keywords.find_overlapping_iter(v) {
-            for &r in &self.kw_rules[m.pattern().as_usize()] {
+            let pi = m.pattern().as_usize();
+            for &r in &self.kw_rules[pi] {
                 if !triggered[r] {
                     triggered[r] = true;
                     list.push(r);
                 }
+            }
+            for &ni in &self.kw_identity[pi] {
+                self.identity_hit(v, layer, views, hits, m.start(), m.end(), ni);
             }
         }
         for &ri in &list {
@@ -754,7 +754,6 @@ impl Engine {
                     self.run_data_uri(v, layer, views, rule.meta, scratch, known, found, hits)
                 }
                 Matcher::DataUri => {}
-                Matcher::Identity => self.run_identity(v, layer, views, hits),
             }
         }
         scratch.triggered = triggered;
@@ -960,10 +959,11 @@ impl Engine {
     }
 
     fn run_other_home(&self, v: &[u8], layer: L, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
-        for finder in F_HOMES.iter() {
-            let prefix = finder.needle();
-            for p in finder.find_iter(v) {
-                let s = p + prefix.len();
+        let Some(ac) = HOMES_AC.as_ref() else { return };
+        {
+            for m in ac.find_iter(v) {
+                let p = m.start();
+                let s = m.end();
                 let len = v[s..]
                     .iter()
                     .take(65)
@@ -1060,11 +1060,19 @@ impl Engine {
         }
     }
 
-    fn run_identity(&self, v: &[u8], layer: L, views: &Views, hits: &mut Vec<Hit>) {
-        let Some(ac) = &self.identity.ac else { return };
-        for m in ac.find_overlapping_iter(v) {
-            let (needle, meta) = self.identity.needles[m.pattern().as_usize()];
-            let (s, e) = (m.start(), m.end());
+    #[allow(clippy::too_many_arguments)]
+    fn identity_hit(
+        &self,
+        v: &[u8],
+        layer: L,
+        views: &Views,
+        hits: &mut Vec<Hit>,
+        s: usize,
+        e: usize,
+        ni: usize,
+    ) {
+        {
+            let (needle, meta) = self.identity.needles[ni];
             let prev = if s > 0 { Some(v[s - 1]) } else { None };
             let next = v.get(e).copied();
             let ok = match needle {

@@ -163,6 +163,7 @@ struct Builder {
     rules: Vec<Rule>,
     kw: Vec<String>,
     kw_rules: Vec<Vec<usize>>,
+    kw_identity: Vec<Vec<usize>>,
     always: Vec<usize>,
     errors: Vec<String>,
 }
@@ -192,7 +193,19 @@ impl Builder {
                 None => {
                     self.kw.push(k);
                     self.kw_rules.push(vec![ri]);
+                    self.kw_identity.push(Vec::new());
                 }
+            }
+        }
+    }
+
+    fn identity_keyword(&mut self, k: &str, needle: usize) {
+        match self.kw.iter().position(|x| x == k) {
+            Some(p) => self.kw_identity[p].push(needle),
+            None => {
+                self.kw.push(k.to_string());
+                self.kw_rules.push(Vec::new());
+                self.kw_identity.push(vec![needle]);
             }
         }
     }
@@ -209,6 +222,7 @@ impl Scanner {
             rules: Vec::new(),
             kw: Vec::new(),
             kw_rules: Vec::new(),
+            kw_identity: Vec::new(),
             always: Vec::new(),
             errors: Vec::new(),
         };
@@ -359,6 +373,7 @@ impl Scanner {
                 rules: b.rules,
                 keywords,
                 kw_rules: b.kw_rules,
+                kw_identity: b.kw_identity,
                 always: b.always,
                 identity: identity_set,
                 allow_values,
@@ -437,19 +452,12 @@ impl Scanner {
         if let Some(o) = id.github_owner.as_deref().filter(|o| usable_user(o)) {
             add(b, o, Needle::Word, "github-owner", "github-owner");
         }
-        if pats.is_empty() {
-            return IdentitySet { ac: None, needles };
+        // Identity strings ride in the keyword automaton: its match *is* the
+        // identity hit, so no second pass over the line is needed.
+        for (i, p) in pats.iter().enumerate() {
+            b.identity_keyword(&p.to_ascii_lowercase(), i);
         }
-        let ac = AhoCorasickBuilder::new()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&pats)
-            .ok();
-        let kws: Vec<String> = pats.iter().map(|p| p.to_ascii_lowercase()).collect();
-        let meta = needles[0].1;
-        b.rule(meta, Matcher::Identity, &kws);
-        IdentitySet { ac, needles }
+        IdentitySet { needles }
     }
 
     /// Why this scanner refuses to redact, if it does.
@@ -789,7 +797,11 @@ fn output_spans(metas: &[engine::Meta], merged: &[Hit]) -> Vec<(usize, usize)> {
 /// at a `{"`, `,"` or `["` (a `"` after those bytes cannot be inside a
 /// string, where it would be escaped) and ends before one, so allowlisted
 /// values are never cut and scanned as fragments.
-fn verify_windows(line: &[u8], changed: &[(usize, usize)], allowed: &[(usize, usize)]) -> Vec<(usize, usize)> {
+fn verify_windows(
+    line: &[u8],
+    changed: &[(usize, usize)],
+    allowed: &[(usize, usize)],
+) -> Vec<(usize, usize)> {
     let is_start = |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
     let mut out: Vec<(usize, usize)> = Vec::new();
     for &(s, e) in changed {
@@ -806,8 +818,14 @@ fn verify_windows(line: &[u8], changed: &[(usize, usize)], allowed: &[(usize, us
             .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
         // Never cut an allowlisted value (a signature, an image): leave it
         // out whole, exactly as stage one did.
-        let a = allowed.iter().find(|&&(s0, e0)| s0 < a && a < e0).map_or(a, |&(_, e0)| e0);
-        let b = allowed.iter().find(|&&(s0, e0)| s0 < b && b < e0).map_or(b, |&(s0, _)| s0);
+        let a = allowed
+            .iter()
+            .find(|&&(s0, e0)| s0 < a && a < e0)
+            .map_or(a, |&(_, e0)| e0);
+        let b = allowed
+            .iter()
+            .find(|&&(s0, e0)| s0 < b && b < e0)
+            .map_or(b, |&(s0, _)| s0);
         if a >= b {
             continue;
         }

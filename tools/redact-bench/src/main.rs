@@ -168,7 +168,11 @@ fn speed(args: &[String]) -> i32 {
         best_cpu = best_cpu.min(thread_cpu_seconds() - c);
     }
     let mib = input.len() as f64 / 1048576.0;
-    let shape = if no_newline { "single line" } else { "transcript JSONL" };
+    let shape = if no_newline {
+        "single line"
+    } else {
+        "transcript JSONL"
+    };
     println!(
         "{} MiB {shape}: best of 3: wall {best:.3} s = {:.1} MiB/s; on-CPU {best_cpu:.3} s = {:.1} MiB/s; {findings} findings; peak RSS {} MiB",
         input.len() >> 20,
@@ -195,7 +199,11 @@ impl Write for CountingSink {
 fn thread_cpu_seconds() -> f64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .map_or(0.0, |ns| ns as f64 / 1e9)
 }
 
