@@ -159,9 +159,10 @@ pub struct Scratch {
 /// Sweep state for values already found (redact every later occurrence).
 ///
 /// Values arrive a few at a time while streaming. The automaton over them is
-/// rebuilt only when the values not yet in it outnumber those in it
-/// (geometric growth, so total build work is O(n log n)); the newest values
-/// are searched with plain substring finders until then.
+/// rebuilt only when the values not yet in it exceed an eighth of those in
+/// it (geometric growth, so total build work stays O(n log n)); the newest
+/// values are searched with plain substring finders until then, and there
+/// are never more than max(8, n/8) of those.
 #[derive(Default)]
 pub struct Known {
     values: Vec<Vec<u8>>,
@@ -174,9 +175,10 @@ pub struct Known {
 /// Values searched by substring finders before a rebuild is due.
 const KNOWN_PENDING_MIN: usize = 8;
 
-/// Above this many values the sweep automaton is an NFA: a DFA over tens of
-/// thousands of values costs more memory than the lines it protects.
-const KNOWN_DFA_MAX: usize = 4096;
+/// Above this many values the sweep automaton is a contiguous NFA: a DFA
+/// over a thousand random 40-byte values runs to tens of megabytes and its
+/// cache misses cost more than the NFA's extra steps.
+const KNOWN_DFA_MAX: usize = 64;
 
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
@@ -197,7 +199,7 @@ impl Known {
 
     pub fn refresh(&mut self) {
         let pending = self.values.len() - self.built;
-        if pending > KNOWN_PENDING_MIN.max(self.built) {
+        if pending > KNOWN_PENDING_MIN.max(self.built / 8) {
             let kind = if self.values.len() <= KNOWN_DFA_MAX {
                 aho_corasick::AhoCorasickKind::DFA
             } else {
