@@ -656,7 +656,7 @@ impl Engine {
                 let mut i = layer_first;
                 while i < hits.len() {
                     let h = hits[i];
-                    if short.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
+                    if within(&short, h) {
                         hits.swap_remove(i);
                     } else {
                         i += 1;
@@ -672,7 +672,7 @@ impl Engine {
             let mut i = first;
             while i < hits.len() {
                 let h = hits[i];
-                if spans.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
+                if within(&spans, h) {
                     hits.swap_remove(i);
                 } else {
                     i += 1;
@@ -1173,6 +1173,13 @@ fn maybe_mac(v: &[u8]) -> bool {
                 hex(j + 1) && hex(j + 2) && v.get(j + 3) == Some(&v[i])
             })
     })
+}
+
+/// Is hit `h` wholly inside one of `spans` (sorted by start, disjoint)?
+/// Binary search: a long line can hold thousands of both.
+fn within(spans: &[(usize, usize)], h: Hit) -> bool {
+    let i = spans.partition_point(|&(s, _)| s <= h.start);
+    i > 0 && h.end <= spans[i - 1].1
 }
 
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
