@@ -6,8 +6,33 @@
 //! sequence, put a quote or backslash into the output, or keep a secret's
 //! bytes anywhere but in the in-memory set of values to sweep for.
 
+use std::sync::LazyLock;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use memchr::memmem::Finder;
 use regex::bytes::Regex;
+
+/// Substring searchers used on every line, built once (building a searcher
+/// per call cost more than the search itself).
+static F_REDACTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"[REDACTED:"));
+static F_BEGIN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"-----BEGIN "));
+static F_MEMBER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\":\""));
+static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
+static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
+/// Home-directory prefixes, searched in one pass.
+static HOMES_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::new([&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"]).ok()
+});
+static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .build(PLACEHOLDER_MARKS)
+        .ok()
+});
+
+fn has_placeholder_mark(v: &[u8]) -> bool {
+    PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
+}
 
 use crate::rules::{Check, Class, Severity};
 use crate::view::Views;
@@ -30,6 +55,10 @@ pub const MAX_PEM_BYTES: usize = 32 * 1024;
 /// After a BEGIN marker with no END on its line, at most this many following
 /// lines are consumed as key body (an 8192-bit key is ~100 lines).
 pub const MAX_PEM_LINES: usize = 512;
+
+/// Allowlisted values at least this long are cut out of the scan rather
+/// than scanned and filtered: signatures and images run to kilobytes.
+pub const SKIP_SCAN_MIN: usize = 128;
 
 /// Prefixed tokens whose bytes are this repetitive are documentation
 /// placeholders (`ghp_xxxx…`); real tokens sit near 5 bits per byte.
@@ -55,7 +84,6 @@ pub enum Matcher {
     Pem,
     OtherHome,
     DataUri,
-    Identity,
 }
 
 pub struct Rule {
@@ -75,9 +103,15 @@ pub enum Needle {
 }
 
 pub struct IdentitySet {
-    pub ac: Option<AhoCorasick>,
-    /// (needle kind, meta index) per AC pattern.
+    /// (needle kind, meta index) per identity string.
     pub needles: Vec<(Needle, usize)>,
+}
+
+/// Where a scanned slice sits: decoded layer `k` (0 = raw) at offset `base`.
+#[derive(Clone, Copy)]
+pub struct L {
+    k: usize,
+    base: usize,
 }
 
 /// A hit on one raw line: half-open byte span and the meta it belongs to.
@@ -94,17 +128,20 @@ pub struct Engine {
     /// Keyword automaton; pattern i triggers `kw_rules[i]`.
     pub keywords: AhoCorasick,
     pub kw_rules: Vec<Vec<usize>>,
+    /// Keyword i is also identity needle(s) `kw_identity[i]`.
+    pub kw_identity: Vec<Vec<usize>>,
     /// Rules with no keyword: always run.
     pub always: Vec<usize>,
     pub identity: IdentitySet,
     pub allow_values: Vec<Vec<u8>>,
     pub allow_paths: Vec<Vec<u8>>,
-    /// Transcript fields whose values are never secrets.
-    pub fields: AhoCorasick,
     pub repeat_meta_base: usize,
     /// Every rule's documented provider examples: never a finding under any
     /// rule (a generic `api_key = <stripe doc key>` is still the doc key).
     pub examples: Vec<Vec<u8>>,
+    /// Index of the MAC-address rule: it has no keyword, so a cheap shape
+    /// check (`hh:hh:` or `hh-hh-`) gates it instead.
+    pub mac_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
 }
@@ -114,18 +151,34 @@ pub struct Engine {
 pub struct Scratch {
     views: Views,
     triggered: Vec<bool>,
+    list: Vec<usize>,
     allowed: Vec<(usize, usize)>,
     b64: Vec<u8>,
 }
 
 /// Sweep state for values already found (redact every later occurrence).
+///
+/// Values arrive a few at a time while streaming. The automaton over them is
+/// rebuilt only when the values not yet in it exceed an eighth of those in
+/// it (geometric growth, so total build work stays O(n log n)); the newest
+/// values are searched with plain substring finders until then, and there
+/// are never more than max(8, n/8) of those.
 #[derive(Default)]
 pub struct Known {
-    pub values: Vec<Vec<u8>>,
-    pub metas: Vec<usize>,
-    pub ac: Option<AhoCorasick>,
-    dirty: bool,
+    values: Vec<Vec<u8>>,
+    finders: Vec<Finder<'static>>,
+    metas: Vec<usize>,
+    ac: Option<AhoCorasick>,
+    built: usize,
 }
+
+/// Values searched by substring finders before a rebuild is due.
+const KNOWN_PENDING_MIN: usize = 8;
+
+/// Above this many values the sweep automaton is a contiguous NFA: a DFA
+/// over a thousand random 40-byte values runs to tens of megabytes and its
+/// cache misses cost more than the NFA's extra steps.
+const KNOWN_DFA_MAX: usize = 64;
 
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
@@ -136,17 +189,47 @@ impl Known {
             return;
         }
         self.values.push(v.to_vec());
+        self.finders.push(Finder::new(v).into_owned());
         self.metas.push(meta);
-        self.dirty = true;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
     }
 
     pub fn refresh(&mut self) {
-        if self.dirty {
+        let pending = self.values.len() - self.built;
+        if pending > KNOWN_PENDING_MIN.max(self.built / 8) {
+            let kind = if self.values.len() <= KNOWN_DFA_MAX {
+                aho_corasick::AhoCorasickKind::DFA
+            } else {
+                aho_corasick::AhoCorasickKind::ContiguousNFA
+            };
             self.ac = AhoCorasickBuilder::new()
+                .kind(Some(kind))
                 .match_kind(MatchKind::LeftmostLongest)
                 .build(&self.values)
                 .ok();
-            self.dirty = false;
+            self.built = if self.ac.is_some() {
+                self.values.len()
+            } else {
+                0
+            };
+        }
+    }
+
+    /// Calls `f(start, end, meta)` for every occurrence of a known value.
+    pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
+        if let Some(ac) = &self.ac {
+            for m in ac.find_iter(v) {
+                f(m.start(), m.end(), self.metas[m.pattern().as_usize()]);
+            }
+        }
+        for (i, finder) in self.finders.iter().enumerate().skip(self.built) {
+            let n = finder.needle().len();
+            for p in finder.find_iter(v) {
+                f(p, p + n, self.metas[i]);
+            }
         }
     }
 }
@@ -260,12 +343,9 @@ const PLACEHOLDER_MARKS: &[&str] = &[
     "example",
     "placeholder",
     "redacted",
-    "<",
-    ">",
     "${",
     "{{",
     "$(",
-    "%s",
     "process.env",
     "os.environ",
     "getenv",
@@ -321,14 +401,14 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     }
     if matches!(
         v[0],
-        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&'
+        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<'
     ) || v.starts_with(b"./")
     {
         return false;
     }
     let l = lower(v);
     if STOPWORDS.iter().any(|w| l == w.as_bytes())
-        || PLACEHOLDER_MARKS.iter().any(|m| contains(&l, m))
+        || has_placeholder_mark(&l)
         || contains(&l, "://")
     {
         return false;
@@ -456,19 +536,12 @@ const HOME_NAME_STOPLIST: &[&str] = &[
 ];
 
 impl Engine {
-    fn push(
-        &self,
-        hits: &mut Vec<Hit>,
-        views: &Views,
-        layer: usize,
-        s: usize,
-        e: usize,
-        meta: usize,
-    ) {
-        let (start, end) = if layer == 0 {
+    fn push(&self, hits: &mut Vec<Hit>, views: &Views, at: L, s: usize, e: usize, meta: usize) {
+        let (s, e) = (s + at.base, e + at.base);
+        let (start, end) = if at.k == 0 {
             (s, e)
         } else {
-            views.to_raw(layer, s, e)
+            views.to_raw(at.k, s, e)
         };
         if start < end {
             hits.push(Hit { start, end, meta });
@@ -486,54 +559,123 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
     ) {
+        let json = raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        self.scan_line_as(raw, json, scratch, known, pem_open, found, hits)
+    }
+
+    /// As [`Engine::scan_line`], with the JSON decision made by the caller
+    /// (verify scans windows of whole JSON members cut from a JSON line).
+    #[allow(clippy::too_many_arguments)]
+    pub fn scan_line_as(
+        &self,
+        raw: &[u8],
+        json: bool,
+        scratch: &mut Scratch,
+        known: &Known,
+        pem_open: &mut usize,
+        found: &mut Vec<(Vec<u8>, usize)>,
+        hits: &mut Vec<Hit>,
+    ) {
         let first = hits.len();
-        if *pem_open > 0 {
-            if self.pem_continuation(raw, pem_open) {
-                hits.push(Hit {
-                    start: 0,
-                    end: raw.len(),
-                    meta: self.pem_meta(),
-                });
-                return;
-            }
+        if *pem_open > 0 && self.pem_continuation(raw, pem_open) {
+            hits.push(Hit {
+                start: 0,
+                end: raw.len(),
+                meta: self.pem_meta(),
+            });
+            return;
         }
         let mut views = std::mem::take(&mut scratch.views);
         views.build(raw);
-        let json = raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         let from = if json && views.count() > 0 { 1 } else { 0 };
         for layer in from..=views.count() {
             let v: &[u8] = if layer == 0 { raw } else { views.layer(layer) };
-            let ends_line = self.scan_view(v, layer, &views, scratch, known, found, hits, 0);
-            if ends_line && layer == 0 {
-                *pem_open = MAX_PEM_LINES;
-            }
-        }
-        // Placeholders are never findings (idempotence): drop hits that lie
-        // wholly inside one.
-        if memchr::memmem::find(raw, b"[REDACTED:").is_some() {
-            let spans = placeholder_spans(raw);
-            let mut i = first;
-            while i < hits.len() {
-                let h = hits[i];
-                if spans.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
-                    hits.swap_remove(i);
-                } else {
-                    i += 1;
+            if !json {
+                let ends_line = self.scan_view(
+                    v,
+                    L { k: layer, base: 0 },
+                    &views,
+                    scratch,
+                    known,
+                    found,
+                    hits,
+                    0,
+                );
+                if ends_line && layer == 0 {
+                    *pem_open = MAX_PEM_LINES;
                 }
+                continue;
             }
-        }
-        if json {
-            self.mark_allowed(raw, &mut scratch.allowed);
-            let allowed = &scratch.allowed;
-            if !allowed.is_empty() {
-                let mut i = first;
+            // Allowlisted values (ids, signatures, image data) are never
+            // secrets. Long ones — most of a transcript's bytes — are not
+            // scanned at all; hits inside short ones are dropped afterwards
+            // (cheaper than splitting the scan at every id).
+            self.mark_allowed(v, &mut scratch.allowed);
+            let allowed = std::mem::take(&mut scratch.allowed);
+            let layer_first = hits.len();
+            let mut at = 0;
+            for &(a, b) in allowed.iter().filter(|(a, b)| b - a >= SKIP_SCAN_MIN) {
+                if a > at {
+                    self.scan_view(
+                        &v[at..a],
+                        L { k: layer, base: at },
+                        &views,
+                        scratch,
+                        known,
+                        found,
+                        hits,
+                        0,
+                    );
+                }
+                at = at.max(b);
+            }
+            if at < v.len() {
+                self.scan_view(
+                    &v[at..],
+                    L { k: layer, base: at },
+                    &views,
+                    scratch,
+                    known,
+                    found,
+                    hits,
+                    0,
+                );
+            }
+            if hits.len() > layer_first {
+                let short: Vec<(usize, usize)> = allowed
+                    .iter()
+                    .filter(|(a, b)| b - a < SKIP_SCAN_MIN)
+                    .map(|&(a, b)| {
+                        if layer == 0 {
+                            (a, b)
+                        } else {
+                            views.to_raw(layer, a, b)
+                        }
+                    })
+                    .collect();
+                let mut i = layer_first;
                 while i < hits.len() {
                     let h = hits[i];
-                    if allowed.iter().any(|&(s, e)| s <= h.start && h.end <= e) {
+                    if within(&short, h) {
                         hits.swap_remove(i);
                     } else {
                         i += 1;
                     }
+                }
+            }
+            scratch.allowed = allowed;
+        }
+        // Placeholders are never findings (idempotence): drop hits that lie
+        // wholly inside one.
+        if F_REDACTED.find(raw).is_some() {
+            let spans = placeholder_spans(raw);
+            let mut i = first;
+            while i < hits.len() {
+                let h = hits[i];
+                if within(&spans, h) {
+                    hits.swap_remove(i);
+                } else {
+                    i += 1;
                 }
             }
         }
@@ -546,7 +688,7 @@ impl Engine {
     fn scan_view(
         &self,
         v: &[u8],
-        layer: usize,
+        layer: L,
         views: &Views,
         scratch: &mut Scratch,
         known: &Known,
@@ -556,20 +698,31 @@ impl Engine {
     ) -> bool {
         let mut pem_to_end = false;
         let mut triggered = std::mem::take(&mut scratch.triggered);
-        triggered.clear();
+        let mut list = std::mem::take(&mut scratch.list);
         triggered.resize(self.rules.len(), false);
+        list.clear();
         for &r in &self.always {
-            triggered[r] = true;
-        }
-        for m in self.keywords.find_overlapping_iter(v) {
-            for &r in &self.kw_rules[m.pattern().as_usize()] {
-                triggered[r] = true;
-            }
-        }
-        for (ri, rule) in self.rules.iter().enumerate() {
-            if !triggered[ri] {
+            if r == self.mac_rule && !maybe_mac(v) {
                 continue;
             }
+            triggered[r] = true;
+            list.push(r);
+        }
+        for m in self.keywords.find_overlapping_iter(v) {
+            let pi = m.pattern().as_usize();
+            for &r in &self.kw_rules[pi] {
+                if !triggered[r] {
+                    triggered[r] = true;
+                    list.push(r);
+                }
+            }
+            for &ni in &self.kw_identity[pi] {
+                self.identity_hit(v, layer, views, hits, m.start(), m.end(), ni);
+            }
+        }
+        for &ri in &list {
+            triggered[ri] = false;
+            let rule = &self.rules[ri];
             match &rule.matcher {
                 Matcher::Regex {
                     re,
@@ -594,7 +747,7 @@ impl Engine {
                     );
                 }
                 Matcher::Pem => {
-                    if self.run_pem(v, layer, views, rule.meta, hits) && layer == 0 {
+                    if self.run_pem(v, layer, views, rule.meta, hits) && layer.k == 0 {
                         pem_to_end = true;
                     }
                 }
@@ -603,16 +756,11 @@ impl Engine {
                     self.run_data_uri(v, layer, views, rule.meta, scratch, known, found, hits)
                 }
                 Matcher::DataUri => {}
-                Matcher::Identity => self.run_identity(v, layer, views, hits),
             }
         }
         scratch.triggered = triggered;
-        if let Some(ac) = &known.ac {
-            for m in ac.find_iter(v) {
-                let meta = known.metas[m.pattern().as_usize()];
-                self.push(hits, views, layer, m.start(), m.end(), meta);
-            }
-        }
+        scratch.list = list;
+        known.find_all(v, |s, e, meta| self.push(hits, views, layer, s, e, meta));
         pem_to_end
     }
 
@@ -620,7 +768,7 @@ impl Engine {
     fn run_regex(
         &self,
         v: &[u8],
-        layer: usize,
+        layer: L,
         views: &Views,
         re: &Regex,
         group: usize,
@@ -657,7 +805,7 @@ impl Engine {
             let ok = match check {
                 Check::Token => {
                     entropy(val) >= MIN_TOKEN_ENTROPY
-                        && !PLACEHOLDER_MARKS.iter().any(|p| contains(&lower(val), p))
+                        && !has_placeholder_mark(val)
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
@@ -671,7 +819,7 @@ impl Engine {
                 Check::Bearer => {
                     val.iter().any(|b| b.is_ascii_digit())
                         && val.iter().any(|b| b.is_ascii_alphabetic())
-                        && !PLACEHOLDER_MARKS.iter().any(|p| contains(&lower(val), p))
+                        && !has_placeholder_mark(val)
                 }
                 Check::UrlPassword => {
                     let l = lower(val);
@@ -679,14 +827,14 @@ impl Engine {
                         || val.starts_with(b"[")
                         || val.starts_with(b"{")
                         || matches!(&l[..], b"password" | b"pass" | b"pw" | b"secret" | b"x")
-                        || PLACEHOLDER_MARKS.iter().any(|p| contains(&l, p))
+                        || has_placeholder_mark(&l)
                         || val.iter().all(|b| *b == b'*' || *b == b'x'))
                 }
                 Check::Ipv4 => {
-                    !prev.is_some_and(|b| b.is_ascii_digit() || b == b'.')
-                        && !next.is_some_and(|b| b.is_ascii_digit())
-                        && !(next == Some(b'.') && v.get(e + 1).is_some_and(u8::is_ascii_digit))
-                        && check_ipv4(val)
+                    let glued_before = prev.is_some_and(|b| b.is_ascii_digit() || b == b'.');
+                    let glued_after = next.is_some_and(|b| b.is_ascii_digit())
+                        || (next == Some(b'.') && v.get(e + 1).is_some_and(u8::is_ascii_digit));
+                    !glued_before && !glued_after && check_ipv4(val)
                 }
                 Check::Ipv6 => {
                     !prev.is_some_and(|b| b.is_ascii_hexdigit() || b == b':') && check_ipv6(val)
@@ -748,16 +896,9 @@ impl Engine {
 
     /// Finds `-----BEGIN … PRIVATE KEY…-----` and its END within
     /// [`MAX_PEM_BYTES`]; without an END, takes the run of key-body bytes.
-    fn run_pem(
-        &self,
-        v: &[u8],
-        layer: usize,
-        views: &Views,
-        meta: usize,
-        hits: &mut Vec<Hit>,
-    ) -> bool {
+    fn run_pem(&self, v: &[u8], layer: L, views: &Views, meta: usize, hits: &mut Vec<Hit>) -> bool {
         let mut to_end = false;
-        let finder = memchr::memmem::Finder::new(b"-----BEGIN ");
+        let finder = &*F_BEGIN;
         let mut at = 0;
         while let Some(off) = finder.find(&v[at..]) {
             let s = at + off;
@@ -819,18 +960,12 @@ impl Engine {
         true
     }
 
-    fn run_other_home(
-        &self,
-        v: &[u8],
-        layer: usize,
-        views: &Views,
-        meta: usize,
-        hits: &mut Vec<Hit>,
-    ) {
-        for prefix in [&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"] {
-            let finder = memchr::memmem::Finder::new(prefix);
-            for p in finder.find_iter(v) {
-                let s = p + prefix.len();
+    fn run_other_home(&self, v: &[u8], layer: L, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
+        let Some(ac) = HOMES_AC.as_ref() else { return };
+        {
+            for m in ac.find_iter(v) {
+                let p = m.start();
+                let s = m.end();
                 let len = v[s..]
                     .iter()
                     .take(65)
@@ -865,7 +1000,7 @@ impl Engine {
     fn run_data_uri(
         &self,
         v: &[u8],
-        layer: usize,
+        layer: L,
         views: &Views,
         meta: usize,
         scratch: &mut Scratch,
@@ -873,7 +1008,7 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
     ) {
-        let finder = memchr::memmem::Finder::new(b";base64,");
+        let finder = &*F_B64;
         let mut at = 0;
         while let Some(off) = finder.find(&v[at..]) {
             let p = at + off;
@@ -905,7 +1040,7 @@ impl Engine {
                 let mut sub = Scratch::default();
                 self.scan_view(
                     &dec,
-                    0,
+                    L { k: 0, base: 0 },
                     &empty,
                     &mut sub,
                     known,
@@ -927,20 +1062,29 @@ impl Engine {
         }
     }
 
-    fn run_identity(&self, v: &[u8], layer: usize, views: &Views, hits: &mut Vec<Hit>) {
-        let Some(ac) = &self.identity.ac else { return };
-        for m in ac.find_overlapping_iter(v) {
-            let (needle, meta) = self.identity.needles[m.pattern().as_usize()];
-            let (s, e) = (m.start(), m.end());
+    #[allow(clippy::too_many_arguments)]
+    fn identity_hit(
+        &self,
+        v: &[u8],
+        layer: L,
+        views: &Views,
+        hits: &mut Vec<Hit>,
+        s: usize,
+        e: usize,
+        ni: usize,
+    ) {
+        {
+            let (needle, meta) = self.identity.needles[ni];
             let prev = if s > 0 { Some(v[s - 1]) } else { None };
             let next = v.get(e).copied();
             let ok = match needle {
                 Needle::Home { single } => {
-                    !next.is_some_and(is_alnum)
-                        && !(single
-                            && prev.is_some_and(|b| {
-                                is_alnum(b) || matches!(b, b'.' | b'_' | b'-' | b'~' | b'/')
-                            }))
+                    // `/root` must not be the tail of `/var/root` or `~/root`.
+                    let inside_segment = single
+                        && prev.is_some_and(|b| {
+                            is_alnum(b) || matches!(b, b'.' | b'_' | b'-' | b'~' | b'/')
+                        });
+                    !next.is_some_and(is_alnum) && !inside_segment
                 }
                 Needle::Word => !prev.is_some_and(is_alnum) && !next.is_some_and(is_alnum),
                 Needle::Email => {
@@ -954,30 +1098,41 @@ impl Engine {
         }
     }
 
-    /// Spans of raw JSON values that are transcript plumbing, never secrets:
-    /// ids, signatures, image data. The value must also have the plumbing's
-    /// shape, so a secret pasted into such a field is still caught.
-    fn mark_allowed(&self, raw: &[u8], out: &mut Vec<(usize, usize)>) {
+    /// Spans of JSON values that are transcript plumbing, never secrets:
+    /// ids, signatures, image data. The key must be one of
+    /// [`ALLOWED_ID_KEYS`] (or `signature` / image `data`) and the value must
+    /// have the plumbing's shape, so a secret pasted into such a field is
+    /// still caught.
+    /// Allowlisted value spans of a JSON line (see `mark_allowed`).
+    pub fn allowed_spans(&self, v: &[u8], out: &mut Vec<(usize, usize)>) {
+        self.mark_allowed(v, out)
+    }
+
+    fn mark_allowed(&self, v: &[u8], out: &mut Vec<(usize, usize)>) {
         out.clear();
-        for m in self.fields.find_iter(raw) {
-            let s = m.end();
-            let Some(len) = memchr::memchr(b'"', &raw[s..]) else {
+        // Compact JSON (what Claude Code writes): every member is `"key":`.
+        // Walking the `":"` separators is one SIMD search plus a short look
+        // back per member.
+        for p in F_MEMBER.find_iter(v) {
+            let Some(q) = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p]) else {
                 continue;
             };
-            let val = &raw[s..s + len];
-            let field = m.pattern().as_usize();
-            let ok = match field {
-                // signature / data: base64 only; data only as image/document source.
-                0 => val
-                    .iter()
-                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')),
-                1 => {
-                    memchr::memmem::find(raw, br#""type":"base64""#).is_some()
-                        && val
-                            .iter()
-                            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-                }
-                // ids: uuid / msg_ / toolu_ / req_ / agent ids.
+            let key = &v[p.saturating_sub(40) + q + 1..p];
+            let which = match key {
+                b"signature" => 0,
+                b"data" => 1,
+                k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
+                _ => continue,
+            };
+            let s = p + 3;
+            let Some(len) = memchr::memchr(b'"', &v[s..]) else {
+                continue;
+            };
+            let val = &v[s..s + len];
+            let b64 = |val: &[u8]| val.iter().all(|&b| B64_CHARS[b as usize]);
+            let ok = match which {
+                0 => b64(val),
+                1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
                 _ => {
                     val.len() <= 128
                         && val
@@ -985,16 +1140,51 @@ impl Engine {
                             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
                 }
             };
-            if ok {
+            if ok && len > 0 {
                 out.push((s, s + len));
             }
         }
     }
 }
 
+/// Lookup table for base64 bytes: the allowlist check runs over every byte of
+/// every signature and image, so it must cost one load per byte.
+static B64_CHARS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=';
+        i += 1;
+    }
+    t
+};
+
+/// Could `v` hold a MAC address? Looks for `h h sep h h sep` around each
+/// `:`/`-`; a few compares per separator, far cheaper than the regex.
+fn maybe_mac(v: &[u8]) -> bool {
+    let hex = |i: usize| v.get(i).is_some_and(u8::is_ascii_hexdigit);
+    memchr::memchr2_iter(b':', b'-', v).any(|i| {
+        i >= 2
+            && hex(i - 1)
+            && hex(i - 2)
+            && (0..4).all(|g| {
+                let j = i + 3 * g;
+                hex(j + 1) && hex(j + 2) && v.get(j + 3) == Some(&v[i])
+            })
+    })
+}
+
+/// Is hit `h` wholly inside one of `spans` (sorted by start, disjoint)?
+/// Binary search: a long line can hold thousands of both.
+fn within(spans: &[(usize, usize)], h: Hit) -> bool {
+    let i = spans.partition_point(|&(s, _)| s <= h.start);
+    i > 0 && h.end <= spans[i - 1].1
+}
+
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    for s in memchr::memmem::find_iter(raw, b"[REDACTED:") {
+    for s in F_REDACTED.find_iter(raw) {
         let rest = &raw[s + 10..];
         let len = rest
             .iter()
@@ -1017,31 +1207,28 @@ fn is_pem_body(b: u8) -> bool {
         )
 }
 
-/// The transcript fields [`Engine::mark_allowed`] trusts, in the order its
-/// match arms expect (0 = signature, 1 = data, rest = ids).
-pub const ALLOWED_FIELDS: &[&str] = &[
-    r#""signature":""#,
-    r#""data":""#,
-    r#""uuid":""#,
-    r#""parentUuid":""#,
-    r#""logicalParentUuid":""#,
-    r#""leafUuid":""#,
-    r#""sessionId":""#,
-    r#""session_id":""#,
-    r#""promptId":""#,
-    r#""requestId":""#,
-    r#""tool_use_id":""#,
-    r#""toolUseId":""#,
-    r#""sourceToolAssistantUUID":""#,
-    r#""agentId":""#,
-    r#""messageId":""#,
-    r#""id":""#,
+/// Keys whose values are ids (uuids, `msg_…`, `toolu_…`, `req_…`, agent ids).
+pub const ALLOWED_ID_KEYS: &[&str] = &[
+    "id",
+    "uuid",
+    "parentUuid",
+    "logicalParentUuid",
+    "leafUuid",
+    "sessionId",
+    "session_id",
+    "promptId",
+    "requestId",
+    "tool_use_id",
+    "toolUseId",
+    "sourceToolAssistantUUID",
+    "agentId",
+    "messageId",
 ];
 
 /// Rewrites `raw` into `out`, replacing merged hit spans by placeholders.
 /// Returns the merged spans (start, end, meta) for reporting.
 pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) -> Vec<Hit> {
-    hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end)));
+    hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.meta));
     let mut merged: Vec<Hit> = Vec::new();
     for &h in hits.iter() {
         if let Some(last) = merged.last_mut() {
@@ -1055,7 +1242,12 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
                 // reported as the more serious kind).
                 let lm = &metas[last.meta];
                 let hm = &metas[h.meta];
-                if (hw > lw && hm.severity >= lm.severity) || (hm.severity > lm.severity) {
+                // Ties go to the earlier rule: the catalogue lists specific
+                // provider rules before the generic keyword rules.
+                if (hw > lw && hm.severity >= lm.severity)
+                    || hm.severity > lm.severity
+                    || (hw == lw && hm.severity == lm.severity && h.meta < last.meta)
+                {
                     last.meta = h.meta;
                 }
                 continue;

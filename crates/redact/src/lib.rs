@@ -154,11 +154,16 @@ fn placeholder(kind: &str) -> Vec<u8> {
     format!("[REDACTED:{kind}]").into_bytes()
 }
 
+/// Applies the repository's severity raises to a built-in (rule id, kind,
+/// default), recording an error when asked to lower one.
+type RaiseFn<'a> = dyn Fn(&str, &str, Severity, &mut Vec<String>) -> Severity + 'a;
+
 struct Builder {
     metas: Vec<Meta>,
     rules: Vec<Rule>,
     kw: Vec<String>,
     kw_rules: Vec<Vec<usize>>,
+    kw_identity: Vec<Vec<usize>>,
     always: Vec<usize>,
     errors: Vec<String>,
 }
@@ -188,7 +193,19 @@ impl Builder {
                 None => {
                     self.kw.push(k);
                     self.kw_rules.push(vec![ri]);
+                    self.kw_identity.push(Vec::new());
                 }
+            }
+        }
+    }
+
+    fn identity_keyword(&mut self, k: &str, needle: usize) {
+        match self.kw.iter().position(|x| x == k) {
+            Some(p) => self.kw_identity[p].push(needle),
+            None => {
+                self.kw.push(k.to_string());
+                self.kw_rules.push(Vec::new());
+                self.kw_identity.push(vec![needle]);
             }
         }
     }
@@ -205,6 +222,7 @@ impl Scanner {
             rules: Vec::new(),
             kw: Vec::new(),
             kw_rules: Vec::new(),
+            kw_identity: Vec::new(),
             always: Vec::new(),
             errors: Vec::new(),
         };
@@ -311,22 +329,24 @@ impl Scanner {
             }
         }
         let keywords = AhoCorasickBuilder::new()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .build(&b.kw);
-        let fields = AhoCorasick::new(engine::ALLOWED_FIELDS);
-        let (keywords, fields) = match (keywords, fields) {
-            (Ok(k), Ok(f)) => (k, f),
-            (Err(e), _) | (_, Err(e)) => {
+        let keywords = match keywords {
+            Ok(k) => k,
+            Err(e) => {
                 b.errors.push(format!("keyword automaton: {e}"));
                 let empty: [&str; 0] = [];
-                (
-                    AhoCorasick::new(empty).expect("empty automaton"),
-                    AhoCorasick::new(empty).expect("empty automaton"),
-                )
+                AhoCorasick::new(empty).expect("an empty automaton always builds")
             }
         };
         let repeat_meta_base = b.metas.len();
+        let mac_rule = b
+            .rules
+            .iter()
+            .position(|r| b.metas[r.meta].id == "mac-address")
+            .unwrap_or(usize::MAX);
         let (allow_values, allow_paths) = match &cfg {
             Some(c) => (
                 c.allow_values
@@ -353,27 +373,24 @@ impl Scanner {
                 rules: b.rules,
                 keywords,
                 kw_rules: b.kw_rules,
+                kw_identity: b.kw_identity,
                 always: b.always,
                 identity: identity_set,
                 allow_values,
                 allow_paths,
-                fields,
                 repeat_meta_base,
                 examples: rules::builtin()
                     .iter()
                     .flat_map(|d| d.allow.iter().map(|a| a.as_bytes().to_vec()))
                     .collect(),
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
+                mac_rule,
             },
             degraded,
         }
     }
 
-    fn identity(
-        b: &mut Builder,
-        id: &Identity,
-        raise: &dyn Fn(&str, &str, Severity, &mut Vec<String>) -> Severity,
-    ) -> IdentitySet {
+    fn identity(b: &mut Builder, id: &Identity, raise: &RaiseFn) -> IdentitySet {
         let mut pats: Vec<String> = Vec::new();
         let mut needles = Vec::new();
         let mut metas = std::collections::HashMap::new();
@@ -404,7 +421,13 @@ impl Scanner {
                 // Claude Code names project directories after the cwd with
                 // `/` spelled `-` (`~/.claude/projects/-home-zed-repo`).
                 if !single {
-                    add(b, &h.replace('/', "-"), Needle::Home { single: false }, "home-path", "home-path");
+                    add(
+                        b,
+                        &h.replace('/', "-"),
+                        Needle::Home { single: false },
+                        "home-path",
+                        "home-path",
+                    );
                 }
                 if let Some(base) = h.rsplit('/').next().filter(|u| usable_user(u)) {
                     add(b, base, Needle::Word, "user-name", "user-name");
@@ -429,18 +452,12 @@ impl Scanner {
         if let Some(o) = id.github_owner.as_deref().filter(|o| usable_user(o)) {
             add(b, o, Needle::Word, "github-owner", "github-owner");
         }
-        if pats.is_empty() {
-            return IdentitySet { ac: None, needles };
+        // Identity strings ride in the keyword automaton: its match *is* the
+        // identity hit, so no second pass over the line is needed.
+        for (i, p) in pats.iter().enumerate() {
+            b.identity_keyword(&p.to_ascii_lowercase(), i);
         }
-        let ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&pats)
-            .ok();
-        let kws: Vec<String> = pats.iter().map(|p| p.to_ascii_lowercase()).collect();
-        let meta = needles[0].1;
-        b.rule(meta, Matcher::Identity, &kws);
-        IdentitySet { ac, needles }
+        IdentitySet { needles }
     }
 
     /// Why this scanner refuses to redact, if it does.
@@ -484,7 +501,16 @@ impl Scanner {
                 }
                 line_buf.clear();
                 let merged = engine::apply(&self.engine.metas, body, &mut h, &mut line_buf);
-                self.check_line(body, &line_buf, li + 1, &mut scratch, &known, &mut residual)?;
+                let changed = output_spans(&self.engine.metas, &merged);
+                self.check_line(
+                    body,
+                    &line_buf,
+                    &changed,
+                    li + 1,
+                    &mut scratch,
+                    &known,
+                    &mut residual,
+                )?;
                 findings.extend(merged.iter().map(|m| self.finding(m, li + 1)));
                 text.extend_from_slice(&line_buf);
                 text.extend_from_slice(nl);
@@ -574,9 +600,11 @@ impl Scanner {
             }
             out.clear();
             let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
+            let changed = output_spans(&self.engine.metas, &merged);
             self.check_line(
                 body,
                 &out,
+                &changed,
                 report.lines,
                 &mut verify_scratch,
                 &known,
@@ -651,7 +679,7 @@ impl Scanner {
             known.add(&v, m);
         }
         known.refresh();
-        if let Some(ac) = &known.ac {
+        if !known.is_empty() {
             let mut views = view::Views::default();
             for (pi, part) in parts.iter().enumerate() {
                 for (li, line) in split_lines(part.as_bytes()).enumerate() {
@@ -659,19 +687,19 @@ impl Scanner {
                     views.build(body);
                     for layer in 0..=views.count() {
                         let v: &[u8] = if layer == 0 { body } else { views.layer(layer) };
-                        for m in ac.find_iter(v) {
+                        let hits = &mut all[pi][li];
+                        known.find_all(v, |s, e, meta| {
                             let (s, e) = if layer == 0 {
-                                (m.start(), m.end())
+                                (s, e)
                             } else {
-                                views.to_raw(layer, m.start(), m.end())
+                                views.to_raw(layer, s, e)
                             };
-                            let meta = known.metas[m.pattern().as_usize()];
-                            all[pi][li].push(Hit {
+                            hits.push(Hit {
                                 start: s,
                                 end: e,
                                 meta,
                             });
-                        }
+                        });
                     }
                 }
             }
@@ -683,10 +711,12 @@ impl Scanner {
     /// fresh scan of the output finds nothing blocking. Unchanged lines need
     /// no re-scan: the scan is a pure function of the line, and it found
     /// nothing there.
+    #[allow(clippy::too_many_arguments)]
     fn check_line(
         &self,
         before: &[u8],
         after: &[u8],
+        changed: &[(usize, usize)],
         line: usize,
         scratch: &mut Scratch,
         known: &Known,
@@ -702,8 +732,24 @@ impl Scanner {
         let mut hits = Vec::new();
         let mut found = Vec::new();
         let mut pem_open = 0;
-        self.engine
-            .scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+        if matches!(first, Some(b'{')) && after.len() > 4 * VERIFY_CONTEXT {
+            let mut allowed = Vec::new();
+            self.engine.allowed_spans(after, &mut allowed);
+            for (a, b) in verify_windows(after, changed, &allowed) {
+                self.engine.scan_line_as(
+                    &after[a..b],
+                    true,
+                    scratch,
+                    known,
+                    &mut pem_open,
+                    &mut found,
+                    &mut hits,
+                );
+            }
+        } else {
+            self.engine
+                .scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+        }
         for h in hits {
             let m = &self.engine.metas[h.meta];
             if m.severity == Severity::Block {
@@ -722,6 +768,73 @@ impl Scanner {
             .map(|m| (m.id.clone(), m.kind.clone(), m.severity))
             .collect()
     }
+}
+
+/// Verify re-scans at least this many bytes on each side of every change.
+/// Every built-in match and the context its checks read (a key before its
+/// value, a boundary byte, a `"type":"base64"` look-back) fits well inside
+/// it, so a finding that would involve replaced bytes lies inside a window;
+/// bytes outside every window are the input's own bytes in the input's own
+/// context, which stage one scanned and found clean.
+pub const VERIFY_CONTEXT: usize = 1024;
+
+/// Placeholder spans in the output line, from the merged raw spans.
+fn output_spans(metas: &[engine::Meta], merged: &[Hit]) -> Vec<(usize, usize)> {
+    let mut delta: isize = 0;
+    merged
+        .iter()
+        .map(|h| {
+            let p = metas[h.meta].placeholder.len();
+            let s = (h.start as isize + delta) as usize;
+            delta += p as isize - (h.end - h.start) as isize;
+            (s, s + p)
+        })
+        .collect()
+}
+
+/// Windows of a JSON line to verify: each change widened by
+/// [`VERIFY_CONTEXT`] and then out to whole JSON members — a window starts
+/// at a `{"`, `,"` or `["` (a `"` after those bytes cannot be inside a
+/// string, where it would be escaped) and ends before one, so allowlisted
+/// values are never cut and scanned as fragments.
+fn verify_windows(
+    line: &[u8],
+    changed: &[(usize, usize)],
+    allowed: &[(usize, usize)],
+) -> Vec<(usize, usize)> {
+    let is_start = |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &(s, e) in changed {
+        // Snapping looks at most VERIFY_CONTEXT further out, so the work
+        // per change stays bounded on lines with no structural members.
+        let a0 = s.saturating_sub(VERIFY_CONTEXT);
+        let a = (a0.saturating_sub(VERIFY_CONTEXT)..=a0)
+            .rev()
+            .find(|&i| is_start(i))
+            .map_or(a0.saturating_sub(VERIFY_CONTEXT), |i| i - 1);
+        let b0 = (e + VERIFY_CONTEXT).min(line.len());
+        let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
+            .find(|&i| is_start(i))
+            .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
+        // Never cut an allowlisted value (a signature, an image): leave it
+        // out whole, exactly as stage one did.
+        // `allowed` is sorted and disjoint: binary search keeps this
+        // O(log n) per change on a line with thousands of ids.
+        let inside = |x: usize| {
+            let i = allowed.partition_point(|&(s0, _)| s0 < x);
+            (i > 0 && x < allowed[i - 1].1).then(|| allowed[i - 1])
+        };
+        let a = inside(a).map_or(a, |(_, e0)| e0);
+        let b = inside(b).map_or(b, |(s0, _)| s0);
+        if a >= b {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 fn io_err(context: &str, source: std::io::Error) -> RedactError {

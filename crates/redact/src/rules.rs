@@ -121,17 +121,51 @@ macro_rules! assign {
     };
 }
 
+/// As `assign!` but leaves an opening quote to the value alternatives, so a
+/// quoted value may hold `&`, `;` or `,` (Django keys, shell-quoted
+/// passwords) while a bare one stops at them (query strings).
+macro_rules! assign_q {
+    () => {
+        r#"["']?\s*(?::=|=>|=|:)\s*"#
+    };
+}
+
 pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|auth[_-]?token|credentials?|signing[_-]?key|encryption[_-]?key|master[_-]?key|session[_-]?key)";
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
 
 pub fn builtin() -> Vec<RuleDef> {
     let mut r = vec![
         // --- GitHub ---
-        tok("github-pat", "github-token", &["ghp_"], r"ghp_[A-Za-z0-9]{36,}"),
-        tok("github-oauth", "github-token", &["gho_"], r"gho_[A-Za-z0-9]{36,}"),
-        tok("github-user-to-server", "github-token", &["ghu_"], r"ghu_[A-Za-z0-9]{36,}"),
-        tok("github-app", "github-token", &["ghs_"], r"ghs_[A-Za-z0-9]{36,}"),
-        tok("github-refresh", "github-token", &["ghr_"], r"ghr_[A-Za-z0-9]{36,}"),
+        tok(
+            "github-pat",
+            "github-token",
+            &["ghp_"],
+            r"ghp_[A-Za-z0-9]{36,}",
+        ),
+        tok(
+            "github-oauth",
+            "github-token",
+            &["gho_"],
+            r"gho_[A-Za-z0-9]{36,}",
+        ),
+        tok(
+            "github-user-to-server",
+            "github-token",
+            &["ghu_"],
+            r"ghu_[A-Za-z0-9]{36,}",
+        ),
+        tok(
+            "github-app",
+            "github-token",
+            &["ghs_"],
+            r"ghs_[A-Za-z0-9]{36,}",
+        ),
+        tok(
+            "github-refresh",
+            "github-token",
+            &["ghr_"],
+            r"ghr_[A-Za-z0-9]{36,}",
+        ),
         tok(
             "github-fine-grained",
             "github-token",
@@ -142,12 +176,25 @@ pub fn builtin() -> Vec<RuleDef> {
         tok(
             "gitlab-token",
             "gitlab-token",
-            &["glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-", "glcbt-", "glft-", "glimt-", "glagent-"],
+            &[
+                "glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-", "glcbt-", "glft-",
+                "glimt-", "glagent-",
+            ],
             r"gl(?:pat|dt|rt|ptt|soat|oas|cbt|ft|imt|agent)-[A-Za-z0-9_-]{20,}",
         ),
         // --- Slack ---
-        tok("slack-token", "slack-token", &["xox"], r"xox[abposre]-[A-Za-z0-9-]{10,}"),
-        tok("slack-app-token", "slack-token", &["xapp-"], r"xapp-[0-9]-[A-Za-z0-9-]{10,}"),
+        tok(
+            "slack-token",
+            "slack-token",
+            &["xox"],
+            r"xox[abposre]-[A-Za-z0-9-]{10,}",
+        ),
+        tok(
+            "slack-app-token",
+            "slack-token",
+            &["xapp-"],
+            r"xapp-[0-9]-[A-Za-z0-9-]{10,}",
+        ),
         grp(
             "slack-webhook",
             "slack-webhook",
@@ -157,7 +204,10 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // --- Stripe ---
         RuleDef {
-            allow: &["sk_test_4eC39HqLyjWDarjtT1zdp7dc", "pk_test_TYooMQauvdEDq54NiTphI7jx"],
+            allow: &[
+                "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+                "pk_test_TYooMQauvdEDq54NiTphI7jx",
+            ],
             ..tok(
                 "stripe-key",
                 "stripe-key",
@@ -178,22 +228,52 @@ pub fn builtin() -> Vec<RuleDef> {
             &["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-None-"],
             r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{40,}",
         ),
-        tok("openai-generic", "openai-key", &["sk-"], r"sk-[A-Za-z0-9]{32,}"),
+        tok(
+            "openai-generic",
+            "openai-key",
+            &["sk-"],
+            r"sk-[A-Za-z0-9]{32,}",
+        ),
         tok(
             "anthropic-key",
             "anthropic-key",
             &["sk-ant-"],
             r"sk-ant-(?:api|admin|oat|ort|sid)[0-9]{2}-[A-Za-z0-9_-]{32,}",
         ),
-        tok("openrouter-key", "openrouter-key", &["sk-or-"], r"sk-or-v1-[0-9a-f]{64}"),
+        tok(
+            "openrouter-key",
+            "openrouter-key",
+            &["sk-or-"],
+            r"sk-or-v1-[0-9a-f]{64}",
+        ),
         // --- Google ---
         RuleDef {
             allow: &["AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe"],
-            ..tok("google-api-key", "google-api-key", &["aiza"], r"AIza[0-9A-Za-z_-]{35}")
+            ..tok(
+                "google-api-key",
+                "google-api-key",
+                &["aiza"],
+                r"AIza[0-9A-Za-z_-]{35}",
+            )
         },
-        tok("google-oauth-token", "google-oauth-token", &["ya29."], r"ya29\.[0-9A-Za-z_-]{20,}"),
-        tok("google-refresh-token", "google-oauth-token", &["1//0"], r"1//0[0-9A-Za-z_-]{30,}"),
-        tok("google-client-secret", "google-client-secret", &["gocspx-"], r"GOCSPX-[A-Za-z0-9_-]{28}"),
+        tok(
+            "google-oauth-token",
+            "google-oauth-token",
+            &["ya29."],
+            r"ya29\.[0-9A-Za-z_-]{20,}",
+        ),
+        tok(
+            "google-refresh-token",
+            "google-oauth-token",
+            &["1//0"],
+            r"1//0[0-9A-Za-z_-]{30,}",
+        ),
+        tok(
+            "google-client-secret",
+            "google-client-secret",
+            &["gocspx-"],
+            r"GOCSPX-[A-Za-z0-9_-]{28}",
+        ),
         grp(
             "gcp-service-account-key-id",
             "gcp-service-account",
@@ -216,7 +296,12 @@ pub fn builtin() -> Vec<RuleDef> {
             ..grp(
                 "aws-secret-access-key",
                 "aws-secret-key",
-                &["secret_access_key", "secretaccesskey", "aws_secret", "secret-access-key"],
+                &[
+                    "secret_access_key",
+                    "secretaccesskey",
+                    "aws_secret",
+                    "secret-access-key",
+                ],
                 concat!(
                     r"(?i)(?:(?:aws_?)?secret[_-]?access[_-]?key(?:_id)?|aws_?secret(?:_?key)?)",
                     assign!(),
@@ -256,15 +341,34 @@ pub fn builtin() -> Vec<RuleDef> {
             r"_authToken\s*=\s*([A-Za-z0-9_.+/=-]{16,})",
             Check::None,
         ),
-        tok("pypi-token", "pypi-token", &["pypi-"], r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
-        tok("dockerhub-token", "dockerhub-token", &["dckr_pat_", "dckr_oat_"], r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}"),
-        tok("huggingface-token", "huggingface-token", &["hf_"], r"hf_[A-Za-z0-9]{34,64}"),
+        tok(
+            "pypi-token",
+            "pypi-token",
+            &["pypi-"],
+            r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
+        ),
+        tok(
+            "dockerhub-token",
+            "dockerhub-token",
+            &["dckr_pat_", "dckr_oat_"],
+            r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}",
+        ),
+        tok(
+            "huggingface-token",
+            "huggingface-token",
+            &["hf_"],
+            r"hf_[A-Za-z0-9]{34,64}",
+        ),
         tok("twilio-api-key", "twilio-key", &["sk"], r"SK[0-9a-f]{32}"),
         grp(
             "twilio-auth-token",
             "twilio-key",
             &["twilio"],
-            concat!(r"(?i)twilio[A-Za-z0-9_]*(?:token|secret)", assign!(), r"([0-9a-f]{32})"),
+            concat!(
+                r"(?i)twilio[A-Za-z0-9_]*(?:token|secret)",
+                assign!(),
+                r"([0-9a-f]{32})"
+            ),
             Check::None,
         ),
         tok(
@@ -278,10 +382,19 @@ pub fn builtin() -> Vec<RuleDef> {
             "mailgun-key-v2",
             "mailgun-key",
             &["mailgun"],
-            concat!(r"(?i)mailgun[A-Za-z0-9_]*key", assign!(), r"([0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})"),
+            concat!(
+                r"(?i)mailgun[A-Za-z0-9_]*key",
+                assign!(),
+                r"([0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8})"
+            ),
             Check::None,
         ),
-        tok("heroku-key-v2", "heroku-key", &["hrku-"], r"HRKU-[A-Za-z0-9_-]{60}"),
+        tok(
+            "heroku-key-v2",
+            "heroku-key",
+            &["hrku-"],
+            r"HRKU-[A-Za-z0-9_-]{60}",
+        ),
         grp(
             "heroku-api-key",
             "heroku-key",
@@ -323,13 +436,20 @@ pub fn builtin() -> Vec<RuleDef> {
             r"discord(?:app)?\.com/api/webhooks/([0-9]{17,20}/[A-Za-z0-9_-]{60,72})",
             Check::None,
         ),
-        tok(
+        // Bot API URLs glue the token to `bot` (`/bot123…:AA…/getMe`).
+        grp(
             "telegram-bot-token",
             "telegram-bot-token",
             &[":aa"],
-            r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}",
+            r"(?:^|[^0-9A-Za-z]|bot)([0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?:[^A-Za-z0-9_-]|$)",
+            Check::None,
         ),
-        tok("databricks-token", "databricks-token", &["dapi"], r"dapi[a-f0-9]{32}(?:-[0-9])?"),
+        tok(
+            "databricks-token",
+            "databricks-token",
+            &["dapi"],
+            r"dapi[a-f0-9]{32}(?:-[0-9])?",
+        ),
         grp(
             "datadog-key",
             "datadog-key",
@@ -354,7 +474,12 @@ pub fn builtin() -> Vec<RuleDef> {
             r"https?://([0-9a-f]{32})@[a-z0-9.]*sentry\.io",
             Check::None,
         ),
-        tok("vault-token", "vault-token", &["hvs.", "hvb.", "hvr."], r"hv[sbr]\.[A-Za-z0-9_-]{24,}"),
+        tok(
+            "vault-token",
+            "vault-token",
+            &["hvs.", "hvb.", "hvr."],
+            r"hv[sbr]\.[A-Za-z0-9_-]{24,}",
+        ),
         tok(
             "jwt",
             "jwt",
@@ -404,10 +529,26 @@ pub fn builtin() -> Vec<RuleDef> {
                 "generic-secret",
                 "generic-secret",
                 &[
-                    "secret", "token", "api_key", "api-key", "apikey", "access_key", "access-key",
-                    "accesskey", "private_key", "private-key", "privatekey", "credential", "auth_key",
-                    "authkey", "signing_key", "signingkey", "encryption_key", "master_key",
-                    "session_key", "sessionkey",
+                    "secret",
+                    "token",
+                    "api_key",
+                    "api-key",
+                    "apikey",
+                    "access_key",
+                    "access-key",
+                    "accesskey",
+                    "private_key",
+                    "private-key",
+                    "privatekey",
+                    "credential",
+                    "auth_key",
+                    "authkey",
+                    "signing_key",
+                    "signingkey",
+                    "encryption_key",
+                    "master_key",
+                    "session_key",
+                    "sessionkey",
                 ],
                 "",
                 Check::Generic,
@@ -426,13 +567,13 @@ pub fn builtin() -> Vec<RuleDef> {
     for rule in r.iter_mut() {
         if rule.id == "generic-secret" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
-                assign!()
+                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s\\]){{8,}})'|"((?-u:[^"\s\\]){{8,}})"|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
+                assign_q!()
             ));
         } else if rule.id == "generic-password" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*["']?([^\s"'`;&|<>]{{4,}})|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
-                assign!()
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s\\]){{4,}})'|"((?-u:[^"\s\\]){{4,}})"|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*["']?([^\s"'`;&|<>]{{4,}})|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
+                assign_q!()
             ));
         }
     }
@@ -477,14 +618,25 @@ fn network() -> Vec<RuleDef> {
         net(
             "mac-address",
             "mac-address",
-            &[":", "-"],
+            // No literal to key on: runs on every line (the regex engine's
+            // DFA handles it in one pass).
+            &[],
             r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(?:[:-][0-9A-Fa-f]{2}){4}",
             Check::Mac,
         ),
         net(
             "lan-hostname",
             "hostname",
-            &[".local", ".lan", ".internal", ".fritz.box", ".home.arpa", ".localdomain", ".intranet", ".corp"],
+            &[
+                ".local",
+                ".lan",
+                ".internal",
+                ".fritz.box",
+                ".home.arpa",
+                ".localdomain",
+                ".intranet",
+                ".corp",
+            ],
             r"(?i)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*\.(?:local|lan|internal|fritz\.box|home\.arpa|localdomain|intranet|corp)",
             Check::Host,
         ),
@@ -493,7 +645,17 @@ fn network() -> Vec<RuleDef> {
             ..net(
                 "machine-hostname",
                 "hostname",
-                &["macbook", "laptop", "desktop-", "imac", "-mbp", "thinkpad", "mac-mini", "-pc", "workstation"],
+                &[
+                    "macbook",
+                    "laptop",
+                    "desktop-",
+                    "imac",
+                    "-mbp",
+                    "thinkpad",
+                    "mac-mini",
+                    "-pc",
+                    "workstation",
+                ],
                 r"(?i)[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*-(?:macbook(?:-pro|-air)?|laptop|imac|mbp|thinkpad|mac-mini|pc|workstation)(?:-[0-9]{1,3})?|DESKTOP-[A-Z0-9]{7}",
                 Check::Host,
             )

@@ -21,9 +21,18 @@ fn a_degraded_scanner_refuses_every_write() {
     let big = vec![b' '; 300 * 1024];
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("invalid json", b"{ not json".to_vec()),
-        ("unknown field", br#"{"version":1,"disable":["github-pat"]}"#.to_vec()),
-        ("bad pattern", br#"{"version":1,"rules":[{"id":"x","kind":"x","pattern":"(unclosed"}]}"#.to_vec()),
-        ("lowering", br#"{"version":1,"severity":{"github-token":"warn"}}"#.to_vec()),
+        (
+            "unknown field",
+            br#"{"version":1,"disable":["github-pat"]}"#.to_vec(),
+        ),
+        (
+            "bad pattern",
+            br#"{"version":1,"rules":[{"id":"x","kind":"x","pattern":"(unclosed"}]}"#.to_vec(),
+        ),
+        (
+            "lowering",
+            br#"{"version":1,"severity":{"github-token":"warn"}}"#.to_vec(),
+        ),
         ("oversized", big),
         ("bad version", br#"{"version":7}"#.to_vec()),
     ];
@@ -44,7 +53,9 @@ fn a_degraded_scanner_refuses_every_write() {
     // A directory where the file should be is unreadable configuration.
     let d = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(d.path().join(".abcd/redact.json")).unwrap();
-    assert!(Scanner::new(identity(), Some(d.path())).degraded().is_some());
+    assert!(Scanner::new(identity(), Some(d.path()))
+        .degraded()
+        .is_some());
 }
 
 #[test]
@@ -60,7 +71,9 @@ fn configuration_adds_rules_allowlists_and_raises_but_never_weakens() {
     let r = s.redact("key acme_0123456789abcdef done").unwrap();
     assert_eq!(r.text, "key [REDACTED:acme-token] done");
     // Allowlisted values pass the generic and network rules...
-    let r = s.redact("token=build-4f9a8c7d6e5b4a39 via 10.9.8.7 in /home/ci-shared/x").unwrap();
+    let r = s
+        .redact("token=build-4f9a8c7d6e5b4a39 via 10.9.8.7 in /home/ci-shared/x")
+        .unwrap();
     assert!(r.findings.is_empty(), "{:?}", r.findings);
     // ...but never a provider-format rule.
     let tok = format!("ghp_{}", rs(5, ALNUM, 36));
@@ -69,7 +82,11 @@ fn configuration_adds_rules_allowlists_and_raises_but_never_weakens() {
     assert!(!s2.redact(&tok).unwrap().text.contains(&tok));
     // Raised severity shows in findings.
     let f = s.scan("laptop is zed-macbook-pro");
-    assert!(f.iter().any(|f| f.kind == "hostname" && f.severity == abcd_redact::Severity::Block), "{f:?}");
+    assert!(
+        f.iter()
+            .any(|f| f.kind == "hostname" && f.severity == abcd_redact::Severity::Block),
+        "{f:?}"
+    );
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -108,21 +125,39 @@ fn public_transcripts_pass_without_refusal_and_keep_their_json_structure() {
     let mut changed = 0;
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        let r = s.redact(&text).unwrap_or_else(|e| panic!("{}: refused: {e}", f.display()));
+        let r = s
+            .redact(&text)
+            .unwrap_or_else(|e| panic!("{}: refused: {e}", f.display()));
         let before: Vec<&str> = text.split('\n').collect();
         let after: Vec<&str> = r.text.split('\n').collect();
-        assert_eq!(before.len(), after.len(), "{}: line count changed", f.display());
+        assert_eq!(
+            before.len(),
+            after.len(),
+            "{}: line count changed",
+            f.display()
+        );
         for (i, (a, b)) in before.iter().zip(&after).enumerate() {
             if let Ok(va) = serde_json::from_str::<serde_json::Value>(a) {
                 let vb: serde_json::Value = serde_json::from_str(b)
                     .unwrap_or_else(|e| panic!("{}:{}: output not JSON: {e}", f.display(), i + 1));
-                assert_eq!(shape(&va), shape(&vb), "{}:{}: structure changed", f.display(), i + 1);
+                assert_eq!(
+                    shape(&va),
+                    shape(&vb),
+                    "{}:{}: structure changed",
+                    f.display(),
+                    i + 1
+                );
             }
         }
         if r.text != text {
             changed += 1;
         }
-        assert_eq!(s.redact(&r.text).unwrap().text, r.text, "{}: not idempotent", f.display());
+        assert_eq!(
+            s.redact(&r.text).unwrap().text,
+            r.text,
+            "{}: not idempotent",
+            f.display()
+        );
     }
     // The cchistory fixtures hold /Users/mock_user paths: other users' homes.
     assert!(changed > 0);
@@ -154,7 +189,10 @@ fn stream_matches_whole_text_redaction_and_carries_values_forward() {
     let text = format!("{{\"a\":\"{tok}\"}}\nplain line\nagain {}\n", &tok);
     let mut out = Vec::new();
     let rep = s.redact_stream(text.as_bytes(), &mut out).unwrap();
-    assert_eq!(String::from_utf8(out).unwrap(), s.redact(&text).unwrap().text);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        s.redact(&text).unwrap().text
+    );
     assert_eq!(rep.lines, 3);
     assert_eq!(rep.finding_count, 2);
 }
@@ -163,7 +201,11 @@ fn stream_matches_whole_text_redaction_and_carries_values_forward() {
 fn a_newline_free_input_streams_in_bounded_time() {
     // 16 MiB under ABCD_REDACT_HEAVY=1 (release figures in tools/redact-bench);
     // 2 MiB by default so the debug suite stays fast.
-    let mib = if std::env::var_os("ABCD_REDACT_HEAVY").is_some() { 16 } else { 2 };
+    let mib = if std::env::var_os("ABCD_REDACT_HEAVY").is_some() {
+        16
+    } else {
+        2
+    };
     let tok = format!("sk-ant-api03-{}", rs(12, URLSAFE, 93));
     let mut big = Vec::with_capacity(mib << 20);
     let unit = format!("{{\\\"k\\\":\\\"v {tok} 10.1.2.3 \\\\u0041 %41\\\"}} lorem ipsum dolor ");
@@ -189,25 +231,56 @@ fn cli_exit_codes_and_report_never_print_the_secret() {
     let tok = format!("glpat-{}", rs(13, URLSAFE, 20));
     std::fs::write(&dirty, format!("{{\"t\":\"{tok}\"}}\n")).unwrap();
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert_eq!(run_redact_command(Some(&clean), false, Some(d.path()), &mut out, &mut err), EXIT_CLEAN);
+    assert_eq!(
+        run_redact_command(Some(&clean), false, Some(d.path()), &mut out, &mut err),
+        EXIT_CLEAN
+    );
     assert_eq!(out, b"hello world\n");
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert_eq!(run_redact_command(Some(&dirty), false, Some(d.path()), &mut out, &mut err), EXIT_FOUND);
-    assert_eq!(String::from_utf8(out).unwrap(), "{\"t\":\"[REDACTED:gitlab-token]\"}\n");
+    assert_eq!(
+        run_redact_command(Some(&dirty), false, Some(d.path()), &mut out, &mut err),
+        EXIT_FOUND
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "{\"t\":\"[REDACTED:gitlab-token]\"}\n"
+    );
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    assert_eq!(run_redact_command(Some(&dirty), true, Some(d.path()), &mut out, &mut err), EXIT_FOUND);
+    assert_eq!(
+        run_redact_command(Some(&dirty), true, Some(d.path()), &mut out, &mut err),
+        EXIT_FOUND
+    );
     let rep: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(rep["findings"][0]["kind"], "gitlab-token");
     assert_eq!(rep["findings"][0]["column"], 7);
     assert!(!String::from_utf8_lossy(&out).contains(&tok[6..]));
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let missing = d.path().join("missing");
-    assert_eq!(run_redact_command(Some(&missing), false, Some(d.path()), &mut out, &mut err), abcd_redact::EXIT_USAGE);
+    assert_eq!(
+        run_redact_command(Some(&missing), false, Some(d.path()), &mut out, &mut err),
+        abcd_redact::EXIT_USAGE
+    );
 }
 
 #[test]
 fn residual_errors_are_deterministic_and_name_kinds_only() {
-    let e = RedactError::Residual { kinds: vec!["github-token".into()] };
+    let e = RedactError::Residual {
+        kinds: vec!["github-token".into()],
+    };
     assert!(e.is_deterministic());
     assert!(e.to_string().contains("github-token"));
+}
+
+#[test]
+fn verify_windows_never_scan_a_cut_allowlisted_value() {
+    // A long image line whose base64 happens to hold the user's name, plus a
+    // change (the home path) far from it: verify must not see a fragment.
+    let s = scanner();
+    let data = format!("{}/zed+{}", rs(80, B64, 1000), rs(81, B64, 5000)).replace('=', "A");
+    let line = format!(
+        "{{\"cwd\":\"{HOME}/src\",\"message\":{{\"content\":[{{\"type\":\"image\",\"source\":{{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"{data}\"}}}}]}}}}"
+    );
+    let r = s.redact(&line).expect("must not refuse");
+    assert!(r.text.contains(&data));
+    assert!(r.text.starts_with("{\"cwd\":\"~/src\""));
 }

@@ -16,16 +16,36 @@ struct Case {
 }
 
 fn c(kind: &'static str, ctx: String, secret: String) -> Case {
-    Case { kind, ctx, secret, token: false }
+    Case {
+        kind,
+        ctx,
+        secret,
+        token: false,
+    }
 }
 fn t(kind: &'static str, secret: String) -> Case {
-    Case { kind, ctx: secret.clone(), secret, token: true }
+    Case {
+        kind,
+        ctx: secret.clone(),
+        secret,
+        token: true,
+    }
 }
 
 fn positives() -> Vec<Case> {
-    let pem_body: String = (0..6).map(|i| rs(40 + i, B64, 64)).collect::<Vec<_>>().join("\n");
+    let pem_body: String = (0..6)
+        .map(|i| rs(40 + i, B64, 64))
+        .collect::<Vec<_>>()
+        .join("\n");
     let aws_secret = rs(7, B64, 40);
-    let heroku_uuid = format!("{}-{}-4{}-a{}-{}", rs(1, HEX, 8), rs(2, HEX, 4), rs(3, HEX, 3), rs(4, HEX, 3), rs(5, HEX, 12));
+    let heroku_uuid = format!(
+        "{}-{}-4{}-a{}-{}",
+        rs(1, HEX, 8),
+        rs(2, HEX, 4),
+        rs(3, HEX, 3),
+        rs(4, HEX, 3),
+        rs(5, HEX, 12)
+    );
     let basic = {
         // base64("deploy:" + password) computed by hand-rolled encoder.
         b64(&format!("deploy:{}", rs(9, ALNUM, 14)))
@@ -101,14 +121,22 @@ fn positives() -> Vec<Case> {
 }
 
 fn discord() -> String {
-    format!("M{}.{}.{}", rs(60, URLSAFE, 23), rs(61, URLSAFE, 6), rs(62, URLSAFE, 27))
+    format!(
+        "M{}.{}.{}",
+        rs(60, URLSAFE, 23),
+        rs(61, URLSAFE, 6),
+        rs(62, URLSAFE, 27)
+    )
 }
 
 pub fn b64(s: &str) -> String {
     let a = B64.as_bytes();
     let mut out = String::new();
     for chunk in s.as_bytes().chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(a[((n >> (18 - 6 * i)) & 63) as usize] as char);
@@ -143,11 +171,17 @@ fn variants(case: &Case) -> Vec<(String, String)> {
         ),
     ];
     if !ctx.contains('\n') {
-        v.push(("percent".into(), format!("GET /cb?next={} HTTP/1.1", percent(ctx))));
+        v.push((
+            "percent".into(),
+            format!("GET /cb?next={} HTTP/1.1", percent(ctx)),
+        ));
     }
     if case.token {
         v.push(("after-underscore".into(), format!("MY_TOKEN_{ctx}")));
-        v.push(("json-after-newline-escape".into(), format!("{{\"c\":\"line one\\n{ctx}\\nline three\"}}")));
+        v.push((
+            "json-after-newline-escape".into(),
+            format!("{{\"c\":\"line one\\n{ctx}\\nline three\"}}"),
+        ));
     }
     v
 }
@@ -169,16 +203,28 @@ fn every_positive_is_redacted_in_every_encoding() {
                 || r.text.contains(&percent(&case.secret))
                 || r.text.contains(json_string(&case.secret).trim_matches('"'));
             if leaked {
-                failures.push(format!("{} / {name}: secret survived: {}", case.kind, r.text));
+                failures.push(format!(
+                    "{} / {name}: secret survived: {}",
+                    case.kind, r.text
+                ));
             }
             if !r.findings.iter().any(|f| f.kind == case.kind) {
                 let kinds: Vec<_> = r.findings.iter().map(|f| f.kind.as_str()).collect();
-                failures.push(format!("{} / {name}: no finding of that kind (got {kinds:?})", case.kind));
+                failures.push(format!(
+                    "{} / {name}: no finding of that kind (got {kinds:?})",
+                    case.kind
+                ));
             }
             if input.starts_with('{') {
-                assert!(serde_json::from_str::<serde_json::Value>(&input).is_ok(), "test input must be JSON");
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(&input).is_ok(),
+                    "test input must be JSON"
+                );
                 if serde_json::from_str::<serde_json::Value>(&r.text).is_err() {
-                    failures.push(format!("{} / {name}: output is not JSON: {}", case.kind, r.text));
+                    failures.push(format!(
+                        "{} / {name}: output is not JSON: {}",
+                        case.kind, r.text
+                    ));
                 }
             }
             let again = s.redact(&r.text).expect("re-redaction");
@@ -188,7 +234,12 @@ fn every_positive_is_redacted_in_every_encoding() {
         }
     }
     failures.truncate(60);
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -197,12 +248,21 @@ fn placeholders_name_the_kind_and_contain_no_quote_or_backslash() {
     for case in positives() {
         let r = s.redact(&case.ctx).unwrap();
         if case.kind != "home-path" {
-            assert!(r.text.contains(&format!("[REDACTED:{}]", case.kind)), "{}: {}", case.kind, r.text);
+            assert!(
+                r.text.contains(&format!("[REDACTED:{}]", case.kind)),
+                "{}: {}",
+                case.kind,
+                r.text
+            );
         }
         for f in &r.findings {
             assert!(!f.kind.contains(['"', '\\']));
         }
-        assert!(s.scan(&r.text).is_empty(), "placeholder flagged: {}", r.text);
+        assert!(
+            s.scan(&r.text).is_empty(),
+            "placeholder flagged: {}",
+            r.text
+        );
     }
 }
 
@@ -262,10 +322,15 @@ fn near_misses_do_not_fire() {
 #[test]
 fn home_path_boundaries_follow_the_predecessor() {
     let s = scanner();
-    let r = s.redact("/home/zed.zip /home/zed-old /home/zed_2 /home/zed/x /home/zedd").unwrap();
+    let r = s
+        .redact("/home/zed.zip /home/zed-old /home/zed_2 /home/zed/x /home/zedd")
+        .unwrap();
     assert_eq!(r.text, "~.zip ~-old ~_2 ~/x /home/[REDACTED:home-user]");
     let root = abcd_redact::Scanner::new(
-        abcd_redact::Identity { home: Some("/root".into()), ..Default::default() },
+        abcd_redact::Identity {
+            home: Some("/root".into()),
+            ..Default::default()
+        },
         None,
     );
     let r = root.redact("/root/x /rootfs /var/root").unwrap();
@@ -279,7 +344,9 @@ fn a_value_found_once_is_redacted_everywhere_including_earlier_lines() {
     let text = format!("echo {pw}\nDB_PASSWORD={pw}\nlater: {pw}\n");
     let r = s.redact(&text).unwrap();
     assert!(!r.text.contains(pw), "{}", r.text);
-    let parts = s.redact_parts(&[&format!("agent note {pw}"), &format!("password={pw}")]).unwrap();
+    let parts = s
+        .redact_parts(&[&format!("agent note {pw}"), &format!("password={pw}")])
+        .unwrap();
     assert!(!parts[0].text.contains(pw));
 }
 

@@ -1,0 +1,271 @@
+//! `redact-bench`: generate a corpus, measure quality and speed of
+//! abcd-redact, score other scanners' reports, and run the `abcd redact`
+//! verb body (for the side-by-side script, before the root crate wires it).
+//!
+//! ```text
+//! redact-bench gen DIR [--mb N] [--seed S] [--density D]   corpus.jsonl + truth.jsonl
+//! redact-bench quality DIR                                 recall / FP per rule, exit 1 below bar
+//! redact-bench speed [--mb N] [--seed S] [--no-newline]    MB/s of redact_stream, one thread
+//! redact-bench redact [FILE|-] [--report]                  = abcd redact
+//! redact-bench score DIR --redacted FILE | --report FILE [--name N]
+//! ```
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use abcd_redact_bench::*;
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("gen") => gen(&args),
+        Some("quality") => quality(&args),
+        Some("speed") => speed(&args),
+        Some("score") => score(&args),
+        Some("redact") => {
+            let file = args
+                .get(1)
+                .filter(|a| !a.starts_with("--"))
+                .map(PathBuf::from);
+            let report = args.iter().any(|a| a == "--report");
+            let cwd = std::env::current_dir().ok();
+            let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+            abcd_redact::run_redact_command(
+                file.as_deref(),
+                report,
+                cwd.as_deref(),
+                &mut out,
+                &mut err,
+            )
+        }
+        _ => {
+            eprintln!("usage: redact-bench gen|quality|speed|score|redact … (see tools/redact-bench/README.md)");
+            3
+        }
+    };
+    std::process::exit(code);
+}
+
+fn gen(args: &[String]) -> i32 {
+    let Some(dir) = args.get(1).map(PathBuf::from) else {
+        eprintln!("gen: DIR required");
+        return 3;
+    };
+    let mb: f64 = arg(args, "--mb", 4.0);
+    let seed: u64 = arg(args, "--seed", 1);
+    let density: f64 = arg(args, "--density", 0.5);
+    let (corpus, truth) = generate(seed, (mb * 1048576.0) as usize, density);
+    if let Err(e) = write_corpus(&dir, &corpus, &truth) {
+        eprintln!("gen: {}: {e}", dir.display());
+        return 3;
+    }
+    println!(
+        "wrote {} ({} bytes, {} lines), {} planted ({} decoys)",
+        dir.join("corpus.jsonl").display(),
+        corpus.len(),
+        corpus.lines().count(),
+        truth.len(),
+        truth.iter().filter(|t| t.decoy).count()
+    );
+    0
+}
+
+fn write_corpus(dir: &Path, corpus: &str, truth: &[Truth]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("corpus.jsonl"), corpus)?;
+    let mut t = std::io::BufWriter::new(std::fs::File::create(dir.join("truth.jsonl"))?);
+    for x in truth {
+        serde_json::to_writer(&mut t, x)?;
+        t.write_all(b"\n")?;
+    }
+    t.flush()
+}
+
+fn read_corpus(dir: &Path) -> std::io::Result<(String, Vec<Truth>)> {
+    let corpus = std::fs::read_to_string(dir.join("corpus.jsonl"))?;
+    let truth = std::fs::read_to_string(dir.join("truth.jsonl"))?
+        .lines()
+        .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
+        .collect::<Result<Vec<Truth>, _>>()?;
+    Ok((corpus, truth))
+}
+
+fn quality(args: &[String]) -> i32 {
+    let Some(dir) = args.get(1).map(PathBuf::from) else {
+        eprintln!("quality: DIR required");
+        return 3;
+    };
+    let (corpus, truth) = match read_corpus(&dir) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("quality: {}: {e}", dir.display());
+            return 3;
+        }
+    };
+    let scanner = abcd_redact::Scanner::new(corpus_identity(), None);
+    let red = match scanner.redact(&corpus) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("quality: refused: {e}");
+            return 2;
+        }
+    };
+    let s = score_redacted(
+        &corpus,
+        &red.text,
+        &truth,
+        &["secret", "network", "identity"],
+    );
+    let _ = print_score("abcd", &s, &mut std::io::stdout());
+    if s.recall() < 0.99 || !s.decoy_hits.is_empty() {
+        1
+    } else {
+        0
+    }
+}
+
+fn speed(args: &[String]) -> i32 {
+    let mb: usize = arg(args, "--mb", 64);
+    let seed: u64 = arg(args, "--seed", 7);
+    let no_newline = args.iter().any(|a| a == "--no-newline");
+    let input = if no_newline {
+        // One line of escaped transcript text, no newline at all.
+        let (c, _) = generate(seed, mb << 20, 0.02);
+        c.replace('\n', " ").into_bytes()
+    } else {
+        generate(seed, mb << 20, 0.02).0.into_bytes()
+    };
+    let id = if args.iter().any(|a| a == "--no-identity") {
+        abcd_redact::Identity::default()
+    } else {
+        corpus_identity()
+    };
+    let scanner = abcd_redact::Scanner::new(id, None);
+    let mut best = f64::MAX;
+    let mut best_cpu = f64::MAX;
+    let mut findings = 0;
+    for _ in 0..3 {
+        let c = thread_cpu_seconds();
+        let t = Instant::now();
+        let mut sink = CountingSink(0);
+        match scanner.redact_stream(&input[..], &mut sink) {
+            Ok(r) => findings = r.finding_count,
+            Err(e) => {
+                eprintln!("speed: refused: {e}");
+                return 2;
+            }
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+        best_cpu = best_cpu.min(thread_cpu_seconds() - c);
+    }
+    let mib = input.len() as f64 / 1048576.0;
+    let shape = if no_newline {
+        "single line"
+    } else {
+        "transcript JSONL"
+    };
+    println!(
+        "{} MiB {shape}: best of 3: wall {best:.3} s = {:.1} MiB/s; on-CPU {best_cpu:.3} s = {:.1} MiB/s; {findings} findings; peak RSS {} MiB",
+        input.len() >> 20,
+        mib / best,
+        mib / best_cpu,
+        peak_rss_mib()
+    );
+    0
+}
+
+struct CountingSink(u64);
+impl Write for CountingSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// CPU time this thread has spent on a core (Linux schedstat, ns), so the
+/// figure is one core's throughput even on a machine shared with other jobs.
+fn thread_cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0.0, |ns| ns as f64 / 1e9)
+}
+
+/// Peak resident set from /proc (Linux); 0 elsewhere.
+fn peak_rss_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
+fn score(args: &[String]) -> i32 {
+    let Some(dir) = args.get(1).map(PathBuf::from) else {
+        eprintln!("score: DIR required");
+        return 3;
+    };
+    let name: String = arg(args, "--name", "tool".to_string());
+    let classes = ["secret"];
+    let (corpus, truth) = match read_corpus(&dir) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("score: {e}");
+            return 3;
+        }
+    };
+    let s = if let Some(p) = args
+        .iter()
+        .position(|a| a == "--redacted")
+        .and_then(|i| args.get(i + 1))
+    {
+        match std::fs::read_to_string(p) {
+            Ok(red) => score_redacted(&corpus, &red, &truth, &classes),
+            Err(e) => {
+                eprintln!("score: {p}: {e}");
+                return 3;
+            }
+        }
+    } else if let Some(p) = args
+        .iter()
+        .position(|a| a == "--report")
+        .and_then(|i| args.get(i + 1))
+    {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        // JSON, or JSON lines (kingfisher's jsonl).
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|_| {
+            serde_json::Value::Array(
+                text.lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect(),
+            )
+        });
+        score_report(&v, &truth, &classes)
+    } else {
+        eprintln!("score: --redacted FILE or --report FILE required");
+        return 3;
+    };
+    let _ = print_score(&name, &s, &mut std::io::stdout());
+    0
+}
