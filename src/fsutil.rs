@@ -285,6 +285,48 @@ fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8], durable: bool) -> Re
 /// directories and anything over `cap` bytes. Never returns a truncated
 /// copy: a file that grows past `cap` while being read is refused too.
 pub fn guarded_read(path: &Path, cap: u64) -> Result<Vec<u8>, GuardedReadError> {
+    let (f, len) = guarded_open(path)?;
+    let p = || path.to_path_buf();
+    if len > cap {
+        return Err(GuardedReadError::OverCap {
+            path: p(),
+            size: len,
+            cap,
+        });
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    f.take(cap.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| GuardedReadError::Io {
+            op: "read",
+            path: p(),
+            source: e,
+        })?;
+    if buf.len() as u64 > cap {
+        return Err(GuardedReadError::GrewPastCap { path: p(), cap });
+    }
+    Ok(buf)
+}
+
+/// The first `max` bytes of a file, with the same refusals as
+/// [`guarded_read`] except the size cap (a head read never holds more than
+/// `max`). Used to read a record's frontmatter without its body.
+pub fn guarded_read_head(path: &Path, max: u64) -> Result<Vec<u8>, GuardedReadError> {
+    let (f, len) = guarded_open(path)?;
+    let mut buf = Vec::with_capacity(len.min(max) as usize);
+    f.take(max)
+        .read_to_end(&mut buf)
+        .map_err(|e| GuardedReadError::Io {
+            op: "read",
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+    Ok(buf)
+}
+
+/// Opens `path` for a guarded read: no symlink, no FIFO, device, socket or
+/// directory; returns the file and its size.
+fn guarded_open(path: &Path) -> Result<(File, u64), GuardedReadError> {
     let p = || path.to_path_buf();
     // O_NONBLOCK keeps an open of a FIFO from waiting for a writer; it has
     // no effect on regular-file reads.
@@ -324,25 +366,8 @@ pub fn guarded_read(path: &Path, cap: u64) -> Result<Vec<u8>, GuardedReadError> 
     if !ft.is_file() {
         return Err(GuardedReadError::NotRegular { path: p() });
     }
-    if meta.len() > cap {
-        return Err(GuardedReadError::OverCap {
-            path: p(),
-            size: meta.len(),
-            cap,
-        });
-    }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    f.take(cap.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(|e| GuardedReadError::Io {
-            op: "read",
-            path: p(),
-            source: e,
-        })?;
-    if buf.len() as u64 > cap {
-        return Err(GuardedReadError::GrewPastCap { path: p(), cap });
-    }
-    Ok(buf)
+    let len = meta.len();
+    Ok((f, len))
 }
 
 /// Reads at most `cap` bytes from `reader`; more than that is refused whole

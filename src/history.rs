@@ -120,6 +120,25 @@ fn read_record(dir: &Path, name: &str) -> Option<(Listed, Vec<u8>)> {
     ))
 }
 
+/// Frontmatter is a few hundred bytes; listing reads only this much of each
+/// record (a store of 100,000 records is listed without reading bodies).
+const HEAD_READ: u64 = 64 << 10;
+
+fn read_meta(dir: &Path, name: &str) -> Option<Listed> {
+    let path = dir.join(name);
+    let head = fsutil::guarded_read_head(&path, HEAD_READ).ok()?;
+    let meta = match record::parse(&head) {
+        Ok((meta, _)) => meta,
+        // A header longer than the head read: read the whole record.
+        Err(_) => return read_record(dir, name).map(|(l, _)| l),
+    };
+    Some(Listed {
+        file: name.to_owned(),
+        path: path.display().to_string(),
+        meta: RecordView::from(&meta),
+    })
+}
+
 fn newest_first(v: &mut [Listed]) {
     v.sort_by(|a, b| {
         b.meta
@@ -140,7 +159,7 @@ pub fn list(corpus: &Corpus) -> Result<Vec<Listed>, HistoryError> {
             if !name.ends_with(".md") || name.starts_with('.') {
                 continue;
             }
-            if let Some((l, _)) = read_record(&dir, &name) {
+            if let Some(l) = read_meta(&dir, &name) {
                 out.push(l);
             }
         }
@@ -157,7 +176,7 @@ pub fn list_session(corpus: &Corpus, session_id: &str) -> Result<Vec<Listed>, Hi
         .index()
         .session_records(session_id)?
         .iter()
-        .filter_map(|n| read_record(&dir, n).map(|(l, _)| l))
+        .filter_map(|n| read_meta(&dir, n))
         .filter(|l| l.meta.session_id == session_id)
         .collect();
     newest_first(&mut out);

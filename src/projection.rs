@@ -756,7 +756,13 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
                 seq: frame.seq,
                 source,
             })?;
-            projector.apply(frame.seq, &env)?;
+            match projector.apply(frame.seq, &env) {
+                Ok(()) => {}
+                // A projection file an event builds on is damaged or was
+                // removed by hand: the journal still knows the truth.
+                Err(ProjectionError::Record { .. }) => return rebuild(lane, journal),
+                Err(e) => return Err(e),
+            }
             out.applied += 1;
         }
         out.head_seq = frame.seq;
