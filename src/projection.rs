@@ -251,6 +251,24 @@ impl<'a> Index<'a> {
     }
 }
 
+/// Every index entry a record has: (table, key).
+fn record_keys(meta: &RecordMeta) -> Vec<(&'static str, String)> {
+    let agent = meta.agent_id.as_deref();
+    let kind = meta.source_kind.as_str();
+    let mut keys = vec![
+        (
+            "idem",
+            idem_key(&meta.source_sha256, &meta.session_id, agent, kind),
+        ),
+        ("stream", stream_key(&meta.session_id, agent, kind)),
+        ("session", key_hash(&[&meta.session_id])),
+    ];
+    if let Some(a) = agent {
+        keys.push(("agent", key_hash(&[a])));
+    }
+    keys
+}
+
 /// Index key of a staged entry.
 pub fn staged_key(session_id: &str, agent_id: Option<&str>) -> String {
     key_hash(&["staged", session_id, agent_id.unwrap_or("")])
@@ -503,28 +521,8 @@ impl<'a> Projector<'a> {
         name: &str,
         meta: &RecordMeta,
     ) -> Result<(), ProjectionError> {
-        let agent = meta.agent_id.as_deref();
-        let kind = meta.source_kind.as_str();
-        index.list_insert(
-            "idem",
-            &idem_key(&meta.source_sha256, &meta.session_id, agent, kind),
-            name,
-            self.durable,
-        )?;
-        index.list_insert(
-            "stream",
-            &stream_key(&meta.session_id, agent, kind),
-            name,
-            self.durable,
-        )?;
-        index.list_insert(
-            "session",
-            &key_hash(&[&meta.session_id]),
-            name,
-            self.durable,
-        )?;
-        if let Some(a) = agent {
-            index.list_insert("agent", &key_hash(&[a]), name, self.durable)?;
+        for (table, key) in record_keys(meta) {
+            index.list_insert(table, &key, name, self.durable)?;
         }
         Ok(())
     }
@@ -535,28 +533,8 @@ impl<'a> Projector<'a> {
         name: &str,
         meta: &RecordMeta,
     ) -> Result<(), ProjectionError> {
-        let agent = meta.agent_id.as_deref();
-        let kind = meta.source_kind.as_str();
-        index.list_remove(
-            "idem",
-            &idem_key(&meta.source_sha256, &meta.session_id, agent, kind),
-            name,
-            self.durable,
-        )?;
-        index.list_remove(
-            "stream",
-            &stream_key(&meta.session_id, agent, kind),
-            name,
-            self.durable,
-        )?;
-        index.list_remove(
-            "session",
-            &key_hash(&[&meta.session_id]),
-            name,
-            self.durable,
-        )?;
-        if let Some(a) = agent {
-            index.list_remove("agent", &key_hash(&[a]), name, self.durable)?;
+        for (table, key) in record_keys(meta) {
+            index.list_remove(table, &key, name, self.durable)?;
         }
         Ok(())
     }
