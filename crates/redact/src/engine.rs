@@ -8,7 +8,7 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder};
 use memchr::memmem::Finder;
 use regex::bytes::Regex;
 
@@ -158,38 +158,56 @@ pub struct Scratch {
 
 /// Sweep state for values already found (redact every later occurrence).
 ///
-/// Values arrive a few at a time while streaming. The automaton over them is
-/// rebuilt only when the values not yet in it exceed an eighth of those in
-/// it (geometric growth, so total build work stays O(n log n)); the newest
-/// values are searched with plain substring finders until then, and there
-/// are never more than max(8, n/8) of those.
-#[derive(Default)]
+/// Values are at least [`MIN_REPEAT_LEN`] bytes, so every occurrence starts
+/// with a 4-byte prefix of some value. A bit filter over hashed prefixes
+/// rejects almost every position with one load and one multiply; the rare
+/// survivors are checked against the values with that prefix. Adding a value
+/// is O(1) — no automaton to rebuild as values arrive while streaming — and
+/// the sweep stays one cheap pass however many values there are.
 pub struct Known {
     values: Vec<Vec<u8>>,
-    finders: Vec<Finder<'static>>,
     metas: Vec<usize>,
-    ac: Option<AhoCorasick>,
-    built: usize,
+    filter: Vec<u64>,
+    by_prefix: std::collections::HashMap<u32, Vec<usize>>,
 }
 
-/// Values searched by substring finders before a rebuild is due.
-const KNOWN_PENDING_MIN: usize = 8;
+/// Prefix filter size in bits (128 KiB: stays in L2, and with a few
+/// thousand values fewer than 1% of positions reach the hash map).
+const KNOWN_FILTER_BITS: usize = 1 << 20;
 
-/// Above this many values the sweep automaton is a contiguous NFA: a DFA
-/// over a thousand random 40-byte values runs to tens of megabytes and its
-/// cache misses cost more than the NFA's extra steps.
-const KNOWN_DFA_MAX: usize = 64;
+impl Default for Known {
+    fn default() -> Known {
+        Known {
+            values: Vec::new(),
+            metas: Vec::new(),
+            filter: Vec::new(),
+            by_prefix: std::collections::HashMap::new(),
+        }
+    }
+}
+
+fn prefix_slot(k: u32) -> usize {
+    (k.wrapping_mul(0x9E37_79B1) >> 12) as usize & (KNOWN_FILTER_BITS - 1)
+}
 
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
-        if v.len() < MIN_REPEAT_LEN
-            || self.values.iter().any(|x| x == v)
-            || memchr::memmem::find(v, b"[REDACTED:").is_some()
-        {
+        if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() {
             return;
         }
+        let k = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+        if let Some(ids) = self.by_prefix.get(&k) {
+            if ids.iter().any(|&i| self.values[i] == v) {
+                return;
+            }
+        }
+        if self.filter.is_empty() {
+            self.filter = vec![0u64; KNOWN_FILTER_BITS / 64];
+        }
+        let slot = prefix_slot(k);
+        self.filter[slot / 64] |= 1 << (slot % 64);
+        self.by_prefix.entry(k).or_default().push(self.values.len());
         self.values.push(v.to_vec());
-        self.finders.push(Finder::new(v).into_owned());
         self.metas.push(meta);
     }
 
@@ -197,38 +215,27 @@ impl Known {
         self.values.is_empty()
     }
 
-    pub fn refresh(&mut self) {
-        let pending = self.values.len() - self.built;
-        if pending > KNOWN_PENDING_MIN.max(self.built / 8) {
-            let kind = if self.values.len() <= KNOWN_DFA_MAX {
-                aho_corasick::AhoCorasickKind::DFA
-            } else {
-                aho_corasick::AhoCorasickKind::ContiguousNFA
-            };
-            self.ac = AhoCorasickBuilder::new()
-                .kind(Some(kind))
-                .match_kind(MatchKind::LeftmostLongest)
-                .build(&self.values)
-                .ok();
-            self.built = if self.ac.is_some() {
-                self.values.len()
-            } else {
-                0
-            };
-        }
-    }
+    /// Kept for call sites that batch additions; the filter needs no rebuild.
+    pub fn refresh(&mut self) {}
 
     /// Calls `f(start, end, meta)` for every occurrence of a known value.
     pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
-        if let Some(ac) = &self.ac {
-            for m in ac.find_iter(v) {
-                f(m.start(), m.end(), self.metas[m.pattern().as_usize()]);
-            }
+        if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
+            return;
         }
-        for (i, finder) in self.finders.iter().enumerate().skip(self.built) {
-            let n = finder.needle().len();
-            for p in finder.find_iter(v) {
-                f(p, p + n, self.metas[i]);
+        for i in 0..=v.len() - MIN_REPEAT_LEN {
+            let k = u32::from_le_bytes([v[i], v[i + 1], v[i + 2], v[i + 3]]);
+            let slot = prefix_slot(k);
+            if self.filter[slot / 64] & (1 << (slot % 64)) == 0 {
+                continue;
+            }
+            if let Some(ids) = self.by_prefix.get(&k) {
+                for &id in ids {
+                    let val = &self.values[id];
+                    if v[i..].starts_with(val) {
+                        f(i, i + val.len(), self.metas[id]);
+                    }
+                }
             }
         }
     }
