@@ -142,6 +142,8 @@ pub struct Engine {
     /// Index of the MAC-address rule: it has no keyword, so a cheap shape
     /// check (`hh:hh:` or `hh-hh-`) gates it instead.
     pub mac_rule: usize,
+    /// Index of the private-IPv6 rule, gated by [`maybe_ipv6`] likewise.
+    pub ipv6_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
 }
@@ -709,7 +711,7 @@ impl Engine {
         triggered.resize(self.rules.len(), false);
         list.clear();
         for &r in &self.always {
-            if r == self.mac_rule && !maybe_mac(v) {
+            if (r == self.mac_rule && !maybe_mac(v)) || (r == self.ipv6_rule && !maybe_ipv6(v)) {
                 continue;
             }
             triggered[r] = true;
@@ -1187,6 +1189,21 @@ fn maybe_mac(v: &[u8]) -> bool {
 fn within(spans: &[(usize, usize)], h: Hit) -> bool {
     let i = spans.partition_point(|&(s, _)| s <= h.start);
     i > 0 && h.end <= spans[i - 1].1
+}
+
+/// Could `v` hold a link-local or unique-local IPv6 address? Looks for
+/// `fe8x:`…`febx:` or `fcxx:`/`fdxx:` before each `:`.
+fn maybe_ipv6(v: &[u8]) -> bool {
+    memchr::memchr_iter(b':', v).any(|i| {
+        i >= 4 && {
+            let g = &v[i - 4..i];
+            g.iter().all(u8::is_ascii_hexdigit)
+                && matches!(g[0] | 0x20, b'f')
+                && (matches!(g[1] | 0x20, b'c' | b'd')
+                    || (matches!(g[1] | 0x20, b'e')
+                        && matches!(g[2] | 0x20, b'8' | b'9' | b'a' | b'b')))
+        }
+    })
 }
 
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {

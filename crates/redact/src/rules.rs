@@ -359,7 +359,15 @@ pub fn builtin() -> Vec<RuleDef> {
             &["hf_"],
             r"hf_[A-Za-z0-9]{34,64}",
         ),
-        tok("twilio-api-key", "twilio-key", &["sk"], r"SK[0-9a-f]{32}"),
+        tok(
+            "twilio-api-key",
+            "twilio-key",
+            &[
+                "sk0", "sk1", "sk2", "sk3", "sk4", "sk5", "sk6", "sk7", "sk8", "sk9", "ska", "skb",
+                "skc", "skd", "ske", "skf",
+            ],
+            r"SK[0-9a-f]{32}",
+        ),
         grp(
             "twilio-auth-token",
             "twilio-key",
@@ -611,7 +619,9 @@ fn network() -> Vec<RuleDef> {
         net(
             "private-ipv6",
             "ip-address",
-            &["fe8", "fe9", "fea", "feb", "fc", "fd"],
+            // No keyword: `fc`/`fd` are everywhere in hex and base64, so a
+            // shape check on each `:` gates this rule instead (see engine).
+            &[],
             r"(?i)(?:fe[89ab][0-9a-f]|f[cd][0-9a-f]{2}):[0-9a-f:]{2,40}(?:%[A-Za-z0-9]{1,16})?",
             Check::Ipv6,
         ),
