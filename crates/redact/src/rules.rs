@@ -566,7 +566,16 @@ pub fn builtin() -> Vec<RuleDef> {
             "generic-password",
             "password",
             // Not bare "pass": "tests passed" is in every other transcript.
-            &["password", "passwd", "passphrase", "pwd", "_pass", "--pass", "sshpass", "mysql"],
+            &[
+                "password",
+                "passwd",
+                "passphrase",
+                "pwd",
+                "_pass",
+                "--pass",
+                "sshpass",
+                "mysql",
+            ],
             "",
             Check::Password,
         ),
