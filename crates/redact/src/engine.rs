@@ -166,6 +166,7 @@ pub struct Scratch {
 /// survivors are checked against the values with that prefix. Adding a value
 /// is O(1) — no automaton to rebuild as values arrive while streaming — and
 /// the sweep stays one cheap pass however many values there are.
+#[derive(Default)]
 pub struct Known {
     values: Vec<Vec<u8>>,
     metas: Vec<usize>,
@@ -176,17 +177,6 @@ pub struct Known {
 /// Prefix filter size in bits (128 KiB: stays in L2, and with a few
 /// thousand values fewer than 1% of positions reach the hash map).
 const KNOWN_FILTER_BITS: usize = 1 << 20;
-
-impl Default for Known {
-    fn default() -> Known {
-        Known {
-            values: Vec::new(),
-            metas: Vec::new(),
-            filter: Vec::new(),
-            by_prefix: std::collections::HashMap::new(),
-        }
-    }
-}
 
 fn prefix_slot(k: u32) -> usize {
     (k.wrapping_mul(0x9E37_79B1) >> 12) as usize & (KNOWN_FILTER_BITS - 1)
