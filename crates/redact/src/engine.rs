@@ -1047,7 +1047,8 @@ impl Engine {
                     &mut inner,
                     1,
                 );
-                if let Some(h) = inner.first() {
+                // The most specific inner rule (catalogue order) names the payload.
+                if let Some(h) = inner.iter().min_by_key(|h| h.meta) {
                     let m = if self.metas[h.meta].class == Class::Secret {
                         h.meta
                     } else {
