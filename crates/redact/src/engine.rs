@@ -504,6 +504,13 @@ const PUBLIC_HOSTS: &[&str] = &[
     "svc.cluster.local",
 ];
 
+/// Labels that mark a dotted name as code or configuration rather than a
+/// host (`browser.storage.local`, `settings.local`, `process.env.local`).
+const CODE_LABELS: &[&str] = &[
+    "storage", "settings", "env", "config", "browser", "chrome", "window", "document", "this",
+    "self", "process", "os", "sys", "module", "exports", "props", "state", "ctx", "app",
+];
+
 const HOME_NAME_STOPLIST: &[&str] = &[
     "shared",
     "public",
@@ -846,8 +853,16 @@ impl Engine {
                 }
                 Check::Host => {
                     let l = lower(val);
+                    // `settings.local.json`, `.env.local`, `browser.storage.local`
+                    // are file names and code, not hosts.
+                    let file_ext = next == Some(b'.') && v.get(e + 1).is_some_and(|&b| is_alnum(b));
+                    let code = l
+                        .split(|&b| b == b'.')
+                        .any(|label| CODE_LABELS.iter().any(|c| c.as_bytes() == label));
                     !prev.is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
                         && !next.is_some_and(|b| is_alnum(b) || b == b'-')
+                        && !file_ext
+                        && !code
                         && !PUBLIC_HOSTS
                             .iter()
                             .any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))

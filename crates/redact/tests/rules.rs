@@ -302,6 +302,8 @@ fn near_misses() -> Vec<String> {
         "http://localhost:8080/api".into(),
         "the token is expired; rotate the secret".into(),
         "host.docker.internal and metadata.google.internal".into(),
+        "edit .claude/settings.local.json and .env.local; chrome.storage.local.get()".into(),
+        "state in `browser.storage.local` so that".into(),
         "postgres://user:${DB_PASSWORD}@localhost/db".into(),
         "Authorization: Bearer <token>".into(),
         "/var/root and /rootfs".into(),
