@@ -8,7 +8,7 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder};
 use memchr::memmem::Finder;
 use regex::bytes::Regex;
 
@@ -142,6 +142,8 @@ pub struct Engine {
     /// Index of the MAC-address rule: it has no keyword, so a cheap shape
     /// check (`hh:hh:` or `hh-hh-`) gates it instead.
     pub mac_rule: usize,
+    /// Index of the private-IPv6 rule, gated by [`maybe_ipv6`] likewise.
+    pub ipv6_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
 }
@@ -158,38 +160,46 @@ pub struct Scratch {
 
 /// Sweep state for values already found (redact every later occurrence).
 ///
-/// Values arrive a few at a time while streaming. The automaton over them is
-/// rebuilt only when the values not yet in it exceed an eighth of those in
-/// it (geometric growth, so total build work stays O(n log n)); the newest
-/// values are searched with plain substring finders until then, and there
-/// are never more than max(8, n/8) of those.
+/// Values are at least [`MIN_REPEAT_LEN`] bytes, so every occurrence starts
+/// with a 4-byte prefix of some value. A bit filter over hashed prefixes
+/// rejects almost every position with one load and one multiply; the rare
+/// survivors are checked against the values with that prefix. Adding a value
+/// is O(1) — no automaton to rebuild as values arrive while streaming — and
+/// the sweep stays one cheap pass however many values there are.
 #[derive(Default)]
 pub struct Known {
     values: Vec<Vec<u8>>,
-    finders: Vec<Finder<'static>>,
     metas: Vec<usize>,
-    ac: Option<AhoCorasick>,
-    built: usize,
+    filter: Vec<u64>,
+    by_prefix: std::collections::HashMap<u32, Vec<usize>>,
 }
 
-/// Values searched by substring finders before a rebuild is due.
-const KNOWN_PENDING_MIN: usize = 8;
+/// Prefix filter size in bits (128 KiB: stays in L2, and with a few
+/// thousand values fewer than 1% of positions reach the hash map).
+const KNOWN_FILTER_BITS: usize = 1 << 20;
 
-/// Above this many values the sweep automaton is a contiguous NFA: a DFA
-/// over a thousand random 40-byte values runs to tens of megabytes and its
-/// cache misses cost more than the NFA's extra steps.
-const KNOWN_DFA_MAX: usize = 64;
+fn prefix_slot(k: u32) -> usize {
+    (k.wrapping_mul(0x9E37_79B1) >> 12) as usize & (KNOWN_FILTER_BITS - 1)
+}
 
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
-        if v.len() < MIN_REPEAT_LEN
-            || self.values.iter().any(|x| x == v)
-            || memchr::memmem::find(v, b"[REDACTED:").is_some()
-        {
+        if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() {
             return;
         }
+        let k = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+        if let Some(ids) = self.by_prefix.get(&k) {
+            if ids.iter().any(|&i| self.values[i] == v) {
+                return;
+            }
+        }
+        if self.filter.is_empty() {
+            self.filter = vec![0u64; KNOWN_FILTER_BITS / 64];
+        }
+        let slot = prefix_slot(k);
+        self.filter[slot / 64] |= 1 << (slot % 64);
+        self.by_prefix.entry(k).or_default().push(self.values.len());
         self.values.push(v.to_vec());
-        self.finders.push(Finder::new(v).into_owned());
         self.metas.push(meta);
     }
 
@@ -197,38 +207,27 @@ impl Known {
         self.values.is_empty()
     }
 
-    pub fn refresh(&mut self) {
-        let pending = self.values.len() - self.built;
-        if pending > KNOWN_PENDING_MIN.max(self.built / 8) {
-            let kind = if self.values.len() <= KNOWN_DFA_MAX {
-                aho_corasick::AhoCorasickKind::DFA
-            } else {
-                aho_corasick::AhoCorasickKind::ContiguousNFA
-            };
-            self.ac = AhoCorasickBuilder::new()
-                .kind(Some(kind))
-                .match_kind(MatchKind::LeftmostLongest)
-                .build(&self.values)
-                .ok();
-            self.built = if self.ac.is_some() {
-                self.values.len()
-            } else {
-                0
-            };
-        }
-    }
+    /// Kept for call sites that batch additions; the filter needs no rebuild.
+    pub fn refresh(&mut self) {}
 
     /// Calls `f(start, end, meta)` for every occurrence of a known value.
     pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
-        if let Some(ac) = &self.ac {
-            for m in ac.find_iter(v) {
-                f(m.start(), m.end(), self.metas[m.pattern().as_usize()]);
-            }
+        if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
+            return;
         }
-        for (i, finder) in self.finders.iter().enumerate().skip(self.built) {
-            let n = finder.needle().len();
-            for p in finder.find_iter(v) {
-                f(p, p + n, self.metas[i]);
+        for i in 0..=v.len() - MIN_REPEAT_LEN {
+            let k = u32::from_le_bytes([v[i], v[i + 1], v[i + 2], v[i + 3]]);
+            let slot = prefix_slot(k);
+            if self.filter[slot / 64] & (1 << (slot % 64)) == 0 {
+                continue;
+            }
+            if let Some(ids) = self.by_prefix.get(&k) {
+                for &id in ids {
+                    let val = &self.values[id];
+                    if v[i..].starts_with(val) {
+                        f(i, i + val.len(), self.metas[id]);
+                    }
+                }
             }
         }
     }
@@ -505,6 +504,13 @@ const PUBLIC_HOSTS: &[&str] = &[
     "svc.cluster.local",
 ];
 
+/// Labels that mark a dotted name as code or configuration rather than a
+/// host (`browser.storage.local`, `settings.local`, `process.env.local`).
+const CODE_LABELS: &[&str] = &[
+    "storage", "settings", "env", "config", "browser", "chrome", "window", "document", "this",
+    "self", "process", "os", "sys", "module", "exports", "props", "state", "ctx", "app",
+];
+
 const HOME_NAME_STOPLIST: &[&str] = &[
     "shared",
     "public",
@@ -702,7 +708,7 @@ impl Engine {
         triggered.resize(self.rules.len(), false);
         list.clear();
         for &r in &self.always {
-            if r == self.mac_rule && !maybe_mac(v) {
+            if (r == self.mac_rule && !maybe_mac(v)) || (r == self.ipv6_rule && !maybe_ipv6(v)) {
                 continue;
             }
             triggered[r] = true;
@@ -847,8 +853,16 @@ impl Engine {
                 }
                 Check::Host => {
                     let l = lower(val);
+                    // `settings.local.json`, `.env.local`, `browser.storage.local`
+                    // are file names and code, not hosts.
+                    let file_ext = next == Some(b'.') && v.get(e + 1).is_some_and(|&b| is_alnum(b));
+                    let code = l
+                        .split(|&b| b == b'.')
+                        .any(|label| CODE_LABELS.iter().any(|c| c.as_bytes() == label));
                     !prev.is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
                         && !next.is_some_and(|b| is_alnum(b) || b == b'-')
+                        && !file_ext
+                        && !code
                         && !PUBLIC_HOSTS
                             .iter()
                             .any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
@@ -1048,7 +1062,8 @@ impl Engine {
                     &mut inner,
                     1,
                 );
-                if let Some(h) = inner.first() {
+                // The most specific inner rule (catalogue order) names the payload.
+                if let Some(h) = inner.iter().min_by_key(|h| h.meta) {
                     let m = if self.metas[h.meta].class == Class::Secret {
                         h.meta
                     } else {
@@ -1180,6 +1195,21 @@ fn maybe_mac(v: &[u8]) -> bool {
 fn within(spans: &[(usize, usize)], h: Hit) -> bool {
     let i = spans.partition_point(|&(s, _)| s <= h.start);
     i > 0 && h.end <= spans[i - 1].1
+}
+
+/// Could `v` hold a link-local or unique-local IPv6 address? Looks for
+/// `fe8x:`…`febx:` or `fcxx:`/`fdxx:` before each `:`.
+fn maybe_ipv6(v: &[u8]) -> bool {
+    memchr::memchr_iter(b':', v).any(|i| {
+        i >= 4 && {
+            let g = &v[i - 4..i];
+            g.iter().all(u8::is_ascii_hexdigit)
+                && matches!(g[0] | 0x20, b'f')
+                && (matches!(g[1] | 0x20, b'c' | b'd')
+                    || (matches!(g[1] | 0x20, b'e')
+                        && matches!(g[2] | 0x20, b'8' | b'9' | b'a' | b'b')))
+        }
+    })
 }
 
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {

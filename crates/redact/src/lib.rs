@@ -347,6 +347,11 @@ impl Scanner {
             .iter()
             .position(|r| b.metas[r.meta].id == "mac-address")
             .unwrap_or(usize::MAX);
+        let ipv6_rule = b
+            .rules
+            .iter()
+            .position(|r| b.metas[r.meta].id == "private-ipv6")
+            .unwrap_or(usize::MAX);
         let (allow_values, allow_paths) = match &cfg {
             Some(c) => (
                 c.allow_values
@@ -385,6 +390,7 @@ impl Scanner {
                     .collect(),
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
                 mac_rule,
+                ipv6_rule,
             },
             degraded,
         }

@@ -117,6 +117,10 @@ fn positives() -> Vec<Case> {
         c("git-email", "Author: zed.quimby@example.org".into(), "zed.quimby@example.org".into()),
         c("git-name", "Signed-off-by: Zed Quimby".into(), "Zed Quimby".into()),
         c("github-owner", "git clone git@github.com:zquimby/tool.git".into(), "zquimby".into()),
+        c("github-token", {
+            let inner = b64(&format!("GITHUB_TOKEN=ghp_{}\n", rs(90, ALNUM, 36)));
+            format!("src=\"data:text/plain;base64,{inner}\"")
+        }, b64(&format!("GITHUB_TOKEN=ghp_{}\n", rs(90, ALNUM, 36)))),
     ]
 }
 
@@ -298,6 +302,8 @@ fn near_misses() -> Vec<String> {
         "http://localhost:8080/api".into(),
         "the token is expired; rotate the secret".into(),
         "host.docker.internal and metadata.google.internal".into(),
+        "edit .claude/settings.local.json and .env.local; chrome.storage.local.get()".into(),
+        "state in `browser.storage.local` so that".into(),
         "postgres://user:${DB_PASSWORD}@localhost/db".into(),
         "Authorization: Bearer <token>".into(),
         "/var/root and /rootfs".into(),

@@ -167,11 +167,11 @@ fn secret(r: &mut Rng, which: usize) -> (&'static str, &'static str, String, Str
             )
         }
         10 => {
-            let v = format!("sk-ant-api03-{}", r.s(URLSAFE, 93));
+            let v = format!("sk-ant-api03-{}AA", r.s(URLSAFE, 93));
             ("anthropic-key", sec, format!("ANTHROPIC_API_KEY={v}"), v)
         }
         11 => {
-            let v = format!("sk-ant-oat01-{}", r.s(URLSAFE, 93));
+            let v = format!("sk-ant-oat01-{}AA", r.s(URLSAFE, 93));
             (
                 "anthropic-key",
                 sec,
