@@ -243,24 +243,53 @@ pub fn stage(
             why: "the source path contains a line break".into(),
         });
     }
-    let sha = fsutil::sha256_hex(raw);
-    // The common repeat (Stop fires every turn; SessionEnd after the last
-    // Stop) carries bytes that are already staged or stored: answer it
-    // without writing and syncing a blob.
-    {
-        let locked = corpus.lock()?;
-        if let Some(done) = already(&locked, lineage, &sha, raw.len() as u64)? {
-            return Ok(done);
-        }
-    }
     let staging = corpus.lane.staging_dir();
-    // The slow part (writing and syncing up to 64 MiB) happens before the
-    // lock, so concurrent hooks only serialise on the rename and the append.
-    let tmp = write_tmp_blob(&staging, raw)?;
+    let (sha, tmp) = if likely_unchanged(corpus, lineage, raw.len() as u64) {
+        // The common repeat (Stop fires every turn; SessionEnd after the
+        // last Stop) carries bytes that are already staged: answer it
+        // without writing and syncing a blob.
+        let sha = fsutil::sha256_hex(raw);
+        {
+            let locked = corpus.lock()?;
+            if let Some(done) = already(&locked, lineage, &sha, raw.len() as u64)? {
+                return Ok(done);
+            }
+        }
+        let tmp = write_tmp_blob(&staging, raw)?;
+        (sha, tmp)
+    } else {
+        // New bytes: write and sync the blob (the slow part, before the
+        // lock, so concurrent hooks only serialise on rename and append)
+        // while this thread computes its digest.
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| write_tmp_blob(&staging, raw));
+            let sha = fsutil::sha256_hex(raw);
+            let tmp = writer.join().unwrap_or_else(|_| {
+                Err(StageError::Io {
+                    path: staging.clone(),
+                    source: std::io::Error::other("the blob writer thread panicked"),
+                })
+            })?;
+            Ok::<_, StageError>((sha, tmp))
+        })?
+    };
     let result = stage_locked(corpus, lineage, raw.len() as u64, &sha, source_path, &tmp);
     // On every path but a successful rename the temporary file is removed.
     let _ = fs::remove_file(&tmp);
     result
+}
+
+/// An unlocked peek: is an entry of the same size already staged under this
+/// key? Only chooses the fast path; every decision is re-made under the lock.
+fn likely_unchanged(corpus: &Corpus, lineage: &Lineage, bytes: u64) -> bool {
+    let Ok(Some(stem)) = corpus
+        .index()
+        .staged_stem(&lineage.session_id, lineage.agent_id.as_deref())
+    else {
+        return false;
+    };
+    StageSidecar::read(&corpus.lane.staging_dir().join(format!("{stem}.stage.json")))
+        .is_ok_and(|sc| sc.bytes == bytes)
 }
 
 /// The no-op answers: identical bytes already staged under this key, or
