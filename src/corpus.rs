@@ -50,6 +50,8 @@ pub enum CorpusError {
     Projection(#[from] ProjectionError),
     #[error(transparent)]
     Event(#[from] EventError),
+    #[error("{why}; the event was spooled to {} and will be appended by the next writer", spool_path.display())]
+    Spooled { why: String, spool_path: PathBuf },
 }
 
 pub struct Corpus {
@@ -230,9 +232,20 @@ impl Locked<'_> {
     pub fn append(&self, event: &Event) -> Result<u64, CorpusError> {
         let at = clock::now_unix_ns();
         let payload = event::encode(at, event)?;
-        let seq = match self.corpus.journal.append(EventId::random(), &payload)? {
-            Appended::New { seq } => seq,
-            Appended::AlreadyPresent { seq } => seq,
+        let id = EventId::random();
+        let seq = match self.corpus.journal.append(id, &payload) {
+            Ok(Appended::New { seq }) | Ok(Appended::AlreadyPresent { seq }) => seq,
+            // Something held the journal's own lock too long (a repair, a
+            // stuck process): park the event durably in the spool, which
+            // the next append drains, rather than lose it.
+            Err(e @ JournalError::LockTimeout { .. }) => {
+                let spool_path = self.corpus.journal.spool(&[(id, &payload)])?;
+                return Err(CorpusError::Spooled {
+                    why: e.to_string(),
+                    spool_path,
+                });
+            }
+            Err(e) => return Err(e.into()),
         };
         projection::catch_up(&self.corpus.lane, &self.corpus.journal)?;
         Ok(seq)

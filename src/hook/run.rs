@@ -292,9 +292,12 @@ fn report_stage(ctx: &mut Ctx<'_>, what: &str, outcome: Result<StageOutcome, sta
             ctx.result.bytes = Some(bytes);
             ctx.say(format!("{what} is already stored as {record} (no-op)"));
         }
-        Err(stage::StageError::Corpus(crate::corpus::CorpusError::Journal(
-            e @ abcd_journal::JournalError::CorruptSpooled { .. },
-        ))) => {
+        Err(stage::StageError::Corpus(
+            e @ (crate::corpus::CorpusError::Journal(abcd_journal::JournalError::CorruptSpooled {
+                ..
+            })
+            | crate::corpus::CorpusError::Spooled { .. }),
+        )) => {
             ctx.result.outcome = "spooled".into();
             ctx.warn(format!(
                 "{what}: the journal is damaged, so the event was spooled and the bytes kept in staging; nothing is lost ({e})"
