@@ -75,33 +75,29 @@ fn populate(corpus: &Corpus, n: usize) {
     );
 }
 
-fn measure(
+/// One capture (redaction, then lock, decide, append, apply); returns
+/// (total ms, ms under the lock).
+fn capture_once(
     corpus: &Corpus,
     scanner: &abcd_redact::Scanner,
-    runs: usize,
+    i: usize,
     body: &[u8],
 ) -> (f64, f64) {
-    let mut total = Vec::new();
-    let mut locked_part = Vec::new();
-    for i in 0..runs {
-        let lin = lineage(
-            "measured-session",
-            &format!("m{i:04}-{}", corpus.lane.root_sha.len()),
-        );
-        let mut raw = body.to_vec();
-        raw.extend_from_slice(format!("{{\"run\":{i}}}\n").as_bytes());
-        let t = Instant::now();
-        let prepared =
-            capture::prepare(scanner, &lin, &raw, &corpus.lane.root_sha, KIND_NATIVE).unwrap();
-        let t2 = Instant::now();
-        let locked = corpus.lock().unwrap();
-        let r = capture::commit(&locked, prepared, None, false).unwrap();
-        drop(locked);
-        assert!(r.wrote);
-        locked_part.push(t2.elapsed().as_secs_f64() * 1e3);
-        total.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    (median(&mut total), median(&mut locked_part))
+    let lin = lineage("measured-session", &format!("m{i:05}"));
+    let mut raw = body.to_vec();
+    raw.extend_from_slice(format!("{{\"run\":{i}}}\n").as_bytes());
+    let t = Instant::now();
+    let prepared =
+        capture::prepare(scanner, &lin, &raw, &corpus.lane.root_sha, KIND_NATIVE).unwrap();
+    let t2 = Instant::now();
+    let locked = corpus.lock().unwrap();
+    let r = capture::commit(&locked, prepared, None, false).unwrap();
+    drop(locked);
+    assert!(r.wrote);
+    (
+        t.elapsed().as_secs_f64() * 1e3,
+        t2.elapsed().as_secs_f64() * 1e3,
+    )
 }
 
 fn main() {
@@ -113,12 +109,25 @@ fn main() {
 
     let empty = BenchEnv::new();
     let c0 = Corpus::open(&empty.abcd_home, &"0".repeat(40)).unwrap();
-    let (e_total, e_locked) = measure(&c0, &scanner, runs, body.as_bytes());
-
     let big = BenchEnv::new();
     let c1 = Corpus::open(&big.abcd_home, &"1".repeat(40)).unwrap();
     populate(&c1, n);
-    let (b_total, b_locked) = measure(&c1, &scanner, runs, body.as_bytes());
+    // Interleaved, so a change in machine load hits both sides alike.
+    let (mut e, mut el, mut b, mut bl) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..runs {
+        let (t, l) = capture_once(&c0, &scanner, i, body.as_bytes());
+        e.push(t);
+        el.push(l);
+        let (t, l) = capture_once(&c1, &scanner, i, body.as_bytes());
+        b.push(t);
+        bl.push(l);
+    }
+    let (e_total, e_locked, b_total, b_locked) = (
+        median(&mut e),
+        median(&mut el),
+        median(&mut b),
+        median(&mut bl),
+    );
     println!("capture of a 1 MiB transcript, median of {runs}:");
     println!("  empty store:        {e_total:.2} ms total ({e_locked:.2} ms under the lock)");
     println!("  {n} records: {b_total:.2} ms total ({b_locked:.2} ms under the lock)");
