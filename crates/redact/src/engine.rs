@@ -142,7 +142,7 @@ pub struct Engine {
     /// Index of the MAC-address rule: it has no keyword, so a cheap shape
     /// check (`hh:hh:` or `hh-hh-`) gates it instead.
     pub mac_rule: usize,
-    /// Index of the private-IPv6 rule, gated by [`maybe_ipv6`] likewise.
+    /// Index of the private-IPv6 rule, gated by the shape check in `shape_gates` likewise.
     pub ipv6_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
@@ -171,15 +171,50 @@ pub struct Known {
     values: Vec<Vec<u8>>,
     metas: Vec<usize>,
     filter: Vec<u64>,
+    /// log2 of the filter's size in bits (0 while empty).
+    filter_log2: u32,
     by_prefix: std::collections::HashMap<u32, Vec<usize>>,
 }
 
-/// Prefix filter size in bits (128 KiB: stays in L2, and with a few
+/// Smallest prefix filter, in bits (4 KiB: stays in L1 next to the line
+/// being scanned, which is what makes the per-byte probe cheap).
+const KNOWN_FILTER_MIN_LOG2: u32 = 15;
+/// Largest prefix filter, in bits (128 KiB: stays in L2, and with a few
 /// thousand values fewer than 1% of positions reach the hash map).
-const KNOWN_FILTER_BITS: usize = 1 << 20;
+const KNOWN_FILTER_MAX_LOG2: u32 = 20;
+/// The filter grows (doubling, rebuilt from the values) to keep at least
+/// this many bits per distinct prefix, i.e. a false-positive rate near 1/64.
+const KNOWN_FILTER_BITS_PER_VALUE: usize = 64;
 
-fn prefix_slot(k: u32) -> usize {
-    (k.wrapping_mul(0x9E37_79B1) >> 12) as usize & (KNOWN_FILTER_BITS - 1)
+#[inline(always)]
+fn load_u32(v: &[u8], i: usize) -> u32 {
+    let w: [u8; 4] = v[i..i + 4].try_into().expect("four bytes");
+    u32::from_le_bytes(w)
+}
+
+/// The next position at or after `from` whose 4-byte prefix passes the
+/// filter. A separate, closure-free loop so the word stays in a register
+/// (built byte by byte through the stack it stalled on store forwarding).
+#[inline(never)]
+fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<usize> {
+    if v.len() < 4 {
+        return None;
+    }
+    let end = v.len() - 3;
+    let mut i = from;
+    while i < end {
+        let slot = prefix_slot(load_u32(v, i), log2);
+        if filter[slot / 64] & (1 << (slot % 64)) != 0 {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+#[inline(always)]
+fn prefix_slot(k: u32, log2: u32) -> usize {
+    (k.wrapping_mul(0x9E37_79B1) >> (32 - log2)) as usize
 }
 
 impl Known {
@@ -193,14 +228,29 @@ impl Known {
                 return;
             }
         }
-        if self.filter.is_empty() {
-            self.filter = vec![0u64; KNOWN_FILTER_BITS / 64];
-        }
-        let slot = prefix_slot(k);
-        self.filter[slot / 64] |= 1 << (slot % 64);
         self.by_prefix.entry(k).or_default().push(self.values.len());
         self.values.push(v.to_vec());
         self.metas.push(meta);
+        let want = (self.by_prefix.len() * KNOWN_FILTER_BITS_PER_VALUE)
+            .next_power_of_two()
+            .trailing_zeros()
+            .clamp(KNOWN_FILTER_MIN_LOG2, KNOWN_FILTER_MAX_LOG2);
+        if want > self.filter_log2 {
+            // Doubling keeps the rebuilds amortised O(1) per value.
+            self.filter_log2 = want;
+            self.filter = vec![0u64; (1usize << want) / 64];
+            let keys: Vec<u32> = self.by_prefix.keys().copied().collect();
+            for k in keys {
+                self.set_bit(k);
+            }
+        } else {
+            self.set_bit(k);
+        }
+    }
+
+    fn set_bit(&mut self, k: u32) {
+        let slot = prefix_slot(k, self.filter_log2);
+        self.filter[slot / 64] |= 1 << (slot % 64);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -215,12 +265,14 @@ impl Known {
         if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
             return;
         }
-        for i in 0..=v.len() - MIN_REPEAT_LEN {
-            let k = u32::from_le_bytes([v[i], v[i + 1], v[i + 2], v[i + 3]]);
-            let slot = prefix_slot(k);
-            if self.filter[slot / 64] & (1 << (slot % 64)) == 0 {
-                continue;
-            }
+        let log2 = self.filter_log2;
+        let filter = &self.filter[..];
+        let last = v.len() - MIN_REPEAT_LEN;
+        let mut i = 0;
+        while let Some(c) = next_candidate(&v[..last + 4], i, filter, log2) {
+            i = c + 1;
+            let k = load_u32(v, c);
+            let i = c;
             if let Some(ids) = self.by_prefix.get(&k) {
                 for &id in ids {
                     let val = &self.values[id];
@@ -707,8 +759,9 @@ impl Engine {
         let mut list = std::mem::take(&mut scratch.list);
         triggered.resize(self.rules.len(), false);
         list.clear();
+        let (mac, ipv6) = shape_gates(v);
         for &r in &self.always {
-            if (r == self.mac_rule && !maybe_mac(v)) || (r == self.ipv6_rule && !maybe_ipv6(v)) {
+            if (r == self.mac_rule && !mac) || (r == self.ipv6_rule && !ipv6) {
                 continue;
             }
             triggered[r] = true;
@@ -1144,15 +1197,12 @@ impl Engine {
                 continue;
             };
             let val = &v[s..s + len];
-            let b64 = |val: &[u8]| val.iter().all(|&b| B64_CHARS[b as usize]);
+            let b64 = all_b64;
             let ok = match which {
                 0 => b64(val),
                 1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
                 _ => {
-                    val.len() <= 128
-                        && val
-                            .iter()
-                            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+                    val.len() <= 128 && all_id_chars(val)
                 }
             };
             if ok && len > 0 {
@@ -1162,32 +1212,70 @@ impl Engine {
     }
 }
 
-/// Lookup table for base64 bytes: the allowlist check runs over every byte of
-/// every signature and image, so it must cost one load per byte.
-static B64_CHARS: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=';
-        i += 1;
+#[inline(always)]
+fn is_alnum_branchless(b: u8) -> bool {
+    (b.wrapping_sub(b'A') < 26) | (b.wrapping_sub(b'a') < 26) | (b.wrapping_sub(b'0') < 10)
+}
+
+/// Bytes per block in the all-bytes-in-class checks below: a block is
+/// checked without early exit so the compiler turns it into SIMD compares.
+const CLASS_BLOCK: usize = 32;
+
+/// Is every byte base64 (standard alphabet plus `=`)? The allowlist check
+/// runs over every byte of every signature and image, so it works in
+/// branch-free blocks.
+fn all_b64(v: &[u8]) -> bool {
+    let ok = |b: u8| is_alnum_branchless(b) | (b == b'+') | (b == b'/') | (b == b'=');
+    let mut blocks = v.chunks_exact(CLASS_BLOCK);
+    for c in &mut blocks {
+        if !c.iter().fold(true, |acc, &b| acc & ok(b)) {
+            return false;
+        }
     }
-    t
-};
+    blocks.remainder().iter().all(|&b| ok(b))
+}
+
+/// Is every byte an id byte (`[A-Za-z0-9_-]`)? Blocked as [`all_b64`].
+fn all_id_chars(v: &[u8]) -> bool {
+    let ok = |b: u8| is_alnum_branchless(b) | (b == b'-') | (b == b'_');
+    let mut blocks = v.chunks_exact(CLASS_BLOCK);
+    for c in &mut blocks {
+        if !c.iter().fold(true, |acc, &b| acc & ok(b)) {
+            return false;
+        }
+    }
+    blocks.remainder().iter().all(|&b| ok(b))
+}
 
 /// Could `v` hold a MAC address? Looks for `h h sep h h sep` around each
 /// `:`/`-`; a few compares per separator, far cheaper than the regex.
+#[cfg(test)]
 fn maybe_mac(v: &[u8]) -> bool {
+    memchr::memchr2_iter(b':', b'-', v).any(|i| mac_at(v, i))
+}
+
+/// `hh` `sep` `hh` `sep` … around the separator at `i`.
+fn mac_at(v: &[u8], i: usize) -> bool {
     let hex = |i: usize| v.get(i).is_some_and(u8::is_ascii_hexdigit);
-    memchr::memchr2_iter(b':', b'-', v).any(|i| {
-        i >= 2
-            && hex(i - 1)
-            && hex(i - 2)
-            && (0..4).all(|g| {
-                let j = i + 3 * g;
-                hex(j + 1) && hex(j + 2) && v.get(j + 3) == Some(&v[i])
-            })
-    })
+    i >= 2
+        && hex(i - 1)
+        && hex(i - 2)
+        && (0..4).all(|g| {
+            let j = i + 3 * g;
+            hex(j + 1) && hex(j + 2) && v.get(j + 3) == Some(&v[i])
+        })
+}
+
+/// `fe8x:`…`febx:` or `fcxx:`/`fdxx:` before the `:` at `i`.
+fn ipv6_at(v: &[u8], i: usize) -> bool {
+    i >= 4 && {
+        let g = &v[i - 4..i];
+        g.iter().all(u8::is_ascii_hexdigit)
+            && matches!(g[0] | 0x20, b'f')
+            && (matches!(g[1] | 0x20, b'c' | b'd')
+                || (matches!(g[1] | 0x20, b'e')
+                    && matches!(g[2] | 0x20, b'8' | b'9' | b'a' | b'b')))
+    }
 }
 
 /// Is hit `h` wholly inside one of `spans` (sorted by start, disjoint)?
@@ -1199,17 +1287,27 @@ fn within(spans: &[(usize, usize)], h: Hit) -> bool {
 
 /// Could `v` hold a link-local or unique-local IPv6 address? Looks for
 /// `fe8x:`…`febx:` or `fcxx:`/`fdxx:` before each `:`.
-fn maybe_ipv6(v: &[u8]) -> bool {
-    memchr::memchr_iter(b':', v).any(|i| {
-        i >= 4 && {
-            let g = &v[i - 4..i];
-            g.iter().all(u8::is_ascii_hexdigit)
-                && matches!(g[0] | 0x20, b'f')
-                && (matches!(g[1] | 0x20, b'c' | b'd')
-                    || (matches!(g[1] | 0x20, b'e')
-                        && matches!(g[2] | 0x20, b'8' | b'9' | b'a' | b'b')))
+/// [`maybe_mac`] and [`maybe_ipv6`] in one walk over the separators (`:` is
+/// on every JSON member, so two walks cost twice as much).
+fn shape_gates(v: &[u8]) -> (bool, bool) {
+    let (mut mac, mut ipv6) = (false, false);
+    for i in memchr::memchr2_iter(b':', b'-', v) {
+        if !mac && mac_at(v, i) {
+            mac = true;
         }
-    })
+        if !ipv6 && v[i] == b':' && ipv6_at(v, i) {
+            ipv6 = true;
+        }
+        if mac && ipv6 {
+            break;
+        }
+    }
+    (mac, ipv6)
+}
+
+#[cfg(test)]
+fn maybe_ipv6(v: &[u8]) -> bool {
+    memchr::memchr_iter(b':', v).any(|i| ipv6_at(v, i))
 }
 
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
@@ -1293,4 +1391,51 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
     }
     out.extend_from_slice(&raw[at..]);
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fused gate must agree with the two separate shape checks it
+    /// replaced, including when only one of them fires.
+    #[test]
+    fn fused_shape_gates_match_separate_checks() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"{\"a\":\"b\",\"c\":1}",
+            b"mac 00:1a:2b:3c:4d:5e here",
+            b"mac 00-1a-2b-3c-4d-5e here",
+            b"addr fe80::1%eth0",
+            b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f",
+            b"fe7f:: ff80:: fcz1: 12:34:56",
+            b"a-b-c:d:e-f 2026-01-05T10:08:23",
+        ];
+        for c in cases {
+            assert_eq!(shape_gates(c), (maybe_mac(c), maybe_ipv6(c)), "{c:?}");
+        }
+        assert_eq!(shape_gates(b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f"), (true, true));
+    }
+
+    #[test]
+    fn blocked_class_checks_match_bytewise_definitions() {
+        let b64 = |v: &[u8]| {
+            v.iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        };
+        let id = |v: &[u8]| {
+            v.iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+        };
+        for len in [0usize, 1, 31, 32, 33, 64, 100] {
+            for bad in 0..=255u8 {
+                let mut v = vec![b'A'; len];
+                if len > 0 {
+                    v[len / 2] = bad;
+                }
+                assert_eq!(all_b64(&v), b64(&v), "b64 len {len} byte {bad}");
+                assert_eq!(all_id_chars(&v), id(&v), "id len {len} byte {bad}");
+            }
+        }
+    }
 }
