@@ -34,6 +34,7 @@ fn has_placeholder_mark(v: &[u8]) -> bool {
     PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
 }
 
+use crate::keywords::{Keywords, KwMatch, LaneBufs};
 use crate::rules::{Check, Class, Severity};
 use crate::view::Views;
 
@@ -126,7 +127,7 @@ pub struct Engine {
     pub metas: Vec<Meta>,
     pub rules: Vec<Rule>,
     /// Keyword automaton; pattern i triggers `kw_rules[i]`.
-    pub keywords: AhoCorasick,
+    pub keywords: Keywords,
     pub kw_rules: Vec<Vec<usize>>,
     /// Keyword i is also identity needle(s) `kw_identity[i]`.
     pub kw_identity: Vec<Vec<usize>>,
@@ -156,16 +157,23 @@ pub struct Scratch {
     list: Vec<usize>,
     allowed: Vec<(usize, usize)>,
     b64: Vec<u8>,
+    kw: Vec<KwMatch>,
+    lanes: LaneBufs,
 }
 
 /// Sweep state for values already found (redact every later occurrence).
 ///
-/// Values are at least [`MIN_REPEAT_LEN`] bytes, so every occurrence starts
-/// with a 4-byte prefix of some value. A bit filter over hashed prefixes
-/// rejects almost every position with one load and one multiply; the rare
-/// survivors are checked against the values with that prefix. Adding a value
-/// is O(1) — no automaton to rebuild as values arrive while streaming — and
-/// the sweep stays one cheap pass however many values there are.
+/// Values are at least [`MIN_REPEAT_LEN`] (8) bytes. Every value is indexed
+/// by its four 4-byte grams at offsets 0, 1, 2 and 3; an occurrence starting
+/// at `i` then contains, at the one position `j` in `i..i+4` that is a
+/// multiple of [`GRAM_STRIDE`], the gram at offset `j - i` (it ends by
+/// `i + 7`, inside the value). So the sweep probes only every fourth
+/// position, and each occurrence is reported exactly once: from its own `j`,
+/// through the one (value, offset) entry with offset `j - i`. A bit filter
+/// over hashed grams rejects almost every probe with one load and one
+/// multiply; survivors are checked against the values holding that gram.
+/// Adding a value is O(1) — no automaton to rebuild as values arrive while
+/// streaming.
 #[derive(Default)]
 pub struct Known {
     values: Vec<Vec<u8>>,
@@ -173,18 +181,26 @@ pub struct Known {
     filter: Vec<u64>,
     /// log2 of the filter's size in bits (0 while empty).
     filter_log2: u32,
-    by_prefix: std::collections::HashMap<u32, Vec<usize>>,
+    /// gram -> (value index, offset of the gram in the value).
+    by_gram: std::collections::HashMap<u32, Vec<(usize, usize)>>,
+    /// Exact-value index, so adding a value twice is a no-op.
+    by_value: std::collections::HashSet<Vec<u8>>,
 }
 
-/// Smallest prefix filter, in bits (4 KiB: stays in L1 next to the line
-/// being scanned, which is what makes the per-byte probe cheap).
+/// Probe spacing of the sweep; see [`Known`]. Needs
+/// `MIN_REPEAT_LEN >= GRAM_STRIDE + 3` so the probed gram lies in the value.
+const GRAM_STRIDE: usize = 4;
+const _: () = assert!(MIN_REPEAT_LEN >= GRAM_STRIDE + 3);
+
+/// Smallest gram filter, in bits (4 KiB: stays in L1 next to the line
+/// being scanned, which is what makes the probe cheap).
 const KNOWN_FILTER_MIN_LOG2: u32 = 15;
-/// Largest prefix filter, in bits (128 KiB: stays in L2, and with a few
-/// thousand values fewer than 1% of positions reach the hash map).
+/// Largest gram filter, in bits (128 KiB: stays in L2, and with a few
+/// thousand values fewer than 1% of probes reach the hash map).
 const KNOWN_FILTER_MAX_LOG2: u32 = 20;
-/// The filter grows (doubling, rebuilt from the values) to keep at least
-/// this many bits per distinct prefix, i.e. a false-positive rate near 1/64.
-const KNOWN_FILTER_BITS_PER_VALUE: usize = 64;
+/// The filter grows (doubling, rebuilt from the grams) to keep at least
+/// this many bits per distinct gram, i.e. a false-positive rate near 1/64.
+const KNOWN_FILTER_BITS_PER_GRAM: usize = 64;
 
 #[inline(always)]
 fn load_u32(v: &[u8], i: usize) -> u32 {
@@ -192,46 +208,46 @@ fn load_u32(v: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
-/// The next position at or after `from` whose 4-byte prefix passes the
-/// filter. A separate, closure-free loop so the word stays in a register
-/// (built byte by byte through the stack it stalled on store forwarding).
+#[inline(always)]
+fn gram_slot(k: u32, log2: u32) -> usize {
+    (k.wrapping_mul(0x9E37_79B1) >> (32 - log2)) as usize
+}
+
+/// The next probe position (a multiple of [`GRAM_STRIDE`], at or after
+/// `from`) whose gram passes the filter. A separate, closure-free loop so
+/// the gram stays in a register.
 #[inline(never)]
 fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<usize> {
-    if v.len() < 4 {
-        return None;
-    }
-    let end = v.len() - 3;
-    let mut i = from;
-    while i < end {
-        let slot = prefix_slot(load_u32(v, i), log2);
+    let mut j = from;
+    while j + 4 <= v.len() {
+        let slot = gram_slot(load_u32(v, j), log2);
         if filter[slot / 64] & (1 << (slot % 64)) != 0 {
-            return Some(i);
+            return Some(j);
         }
-        i += 1;
+        j += GRAM_STRIDE;
     }
     None
 }
 
-#[inline(always)]
-fn prefix_slot(k: u32, log2: u32) -> usize {
-    (k.wrapping_mul(0x9E37_79B1) >> (32 - log2)) as usize
-}
-
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
-        if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() {
+        if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() || self.by_value.contains(v) {
             return;
         }
-        let k = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-        if let Some(ids) = self.by_prefix.get(&k) {
-            if ids.iter().any(|&i| self.values[i] == v) {
-                return;
-            }
-        }
-        self.by_prefix.entry(k).or_default().push(self.values.len());
+        let id = self.values.len();
+        self.by_value.insert(v.to_vec());
         self.values.push(v.to_vec());
         self.metas.push(meta);
-        let want = (self.by_prefix.len() * KNOWN_FILTER_BITS_PER_VALUE)
+        let mut fresh = Vec::with_capacity(GRAM_STRIDE);
+        for o in 0..GRAM_STRIDE {
+            let k = load_u32(v, o);
+            let e = self.by_gram.entry(k).or_default();
+            if e.is_empty() {
+                fresh.push(k);
+            }
+            e.push((id, o));
+        }
+        let want = (self.by_gram.len() * KNOWN_FILTER_BITS_PER_GRAM)
             .next_power_of_two()
             .trailing_zeros()
             .clamp(KNOWN_FILTER_MIN_LOG2, KNOWN_FILTER_MAX_LOG2);
@@ -239,17 +255,19 @@ impl Known {
             // Doubling keeps the rebuilds amortised O(1) per value.
             self.filter_log2 = want;
             self.filter = vec![0u64; (1usize << want) / 64];
-            let keys: Vec<u32> = self.by_prefix.keys().copied().collect();
+            let keys: Vec<u32> = self.by_gram.keys().copied().collect();
             for k in keys {
                 self.set_bit(k);
             }
         } else {
-            self.set_bit(k);
+            for k in fresh {
+                self.set_bit(k);
+            }
         }
     }
 
     fn set_bit(&mut self, k: u32) {
-        let slot = prefix_slot(k, self.filter_log2);
+        let slot = gram_slot(k, self.filter_log2);
         self.filter[slot / 64] |= 1 << (slot % 64);
     }
 
@@ -260,25 +278,23 @@ impl Known {
     /// Kept for call sites that batch additions; the filter needs no rebuild.
     pub fn refresh(&mut self) {}
 
-    /// Calls `f(start, end, meta)` for every occurrence of a known value.
+    /// Calls `f(start, end, meta)` for every occurrence of a known value
+    /// (in no particular order; callers sort).
     pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
         if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
             return;
         }
-        let log2 = self.filter_log2;
-        let filter = &self.filter[..];
-        let last = v.len() - MIN_REPEAT_LEN;
-        let mut i = 0;
-        while let Some(c) = next_candidate(&v[..last + 4], i, filter, log2) {
-            i = c + 1;
-            let k = load_u32(v, c);
-            let i = c;
-            if let Some(ids) = self.by_prefix.get(&k) {
-                for &id in ids {
-                    let val = &self.values[id];
-                    if v[i..].starts_with(val) {
-                        f(i, i + val.len(), self.metas[id]);
-                    }
+        let mut j = 0;
+        while let Some(c) = next_candidate(v, j, &self.filter, self.filter_log2) {
+            j = c + GRAM_STRIDE;
+            let Some(entries) = self.by_gram.get(&load_u32(v, c)) else {
+                continue;
+            };
+            for &(id, o) in entries {
+                let Some(i) = c.checked_sub(o) else { continue };
+                let val = &self.values[id];
+                if v[i..].starts_with(val) {
+                    f(i, i + val.len(), self.metas[id]);
                 }
             }
         }
@@ -767,8 +783,11 @@ impl Engine {
             triggered[r] = true;
             list.push(r);
         }
-        for m in self.keywords.find_overlapping_iter(v) {
-            let pi = m.pattern().as_usize();
+        let mut kw = std::mem::take(&mut scratch.kw);
+        kw.clear();
+        self.keywords.find_all(v, &mut scratch.lanes, &mut kw);
+        for m in &kw {
+            let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
                 if !triggered[r] {
                     triggered[r] = true;
@@ -776,9 +795,10 @@ impl Engine {
                 }
             }
             for &ni in &self.kw_identity[pi] {
-                self.identity_hit(v, layer, views, hits, m.start(), m.end(), ni);
+                self.identity_hit(v, layer, views, hits, m.start, m.end, ni);
             }
         }
+        scratch.kw = kw;
         for &ri in &list {
             triggered[ri] = false;
             let rule = &self.rules[ri];
@@ -1201,9 +1221,7 @@ impl Engine {
             let ok = match which {
                 0 => b64(val),
                 1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
-                _ => {
-                    val.len() <= 128 && all_id_chars(val)
-                }
+                _ => val.len() <= 128 && all_id_chars(val),
             };
             if ok && len > 0 {
                 out.push((s, s + len));
@@ -1414,7 +1432,48 @@ mod tests {
         for c in cases {
             assert_eq!(shape_gates(c), (maybe_mac(c), maybe_ipv6(c)), "{c:?}");
         }
-        assert_eq!(shape_gates(b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f"), (true, true));
+        assert_eq!(
+            shape_gates(b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f"),
+            (true, true)
+        );
+    }
+
+    /// The strided gram sweep reports every occurrence of every value
+    /// exactly once, at every alignment, including overlapping and
+    /// self-similar values and occurrences at both ends of the text.
+    #[test]
+    fn known_sweep_finds_each_occurrence_once() {
+        let vals: [&[u8]; 5] = [
+            b"ghp_abcdefgh",
+            b"aaaaaaaa",
+            b"aaaaaaaaab",
+            b"xyzxyzxyzx",
+            b"12345678",
+        ];
+        let mut k = Known::default();
+        for (m, v) in vals.iter().enumerate() {
+            k.add(v, m);
+            k.add(v, 99); // a repeat add is a no-op
+        }
+        for pad in 0..9 {
+            let mut text = vec![b'.'; pad];
+            text.extend_from_slice(b"ghp_abcdefgh aaaaaaaaaaab xyzxyzxyzxyzx -12345678");
+            text.extend_from_slice(&vec![b'-'; pad % 3]);
+            text.extend_from_slice(b"ghp_abcdefgh");
+            let mut want = Vec::new();
+            for (m, v) in vals.iter().enumerate() {
+                for i in 0..=text.len().saturating_sub(v.len()) {
+                    if text[i..].starts_with(v) {
+                        want.push((i, i + v.len(), m));
+                    }
+                }
+            }
+            let mut got = Vec::new();
+            k.find_all(&text, |s, e, m| got.push((s, e, m)));
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "pad {pad}");
+        }
     }
 
     #[test]

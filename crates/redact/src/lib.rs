@@ -16,7 +16,8 @@
 //! text changes nothing.
 //!
 //! Map: `rules` (the built-in catalogue, as data), `view` (decoded layers and
-//! the map back to raw bytes), `engine` (prefilter, matchers, placement),
+//! the map back to raw bytes), `engine` (prefilter, matchers, placement), `keywords` (the keyword
+//! automaton's laned walk),
 //! `identity` (who the caller is), `config` (per-repo file), `cli` (the
 //! `abcd redact` verb).
 
@@ -24,13 +25,13 @@ mod cli;
 pub mod config;
 mod engine;
 pub mod identity;
+mod keywords;
 pub mod rules;
 pub mod view;
 
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::bytes::RegexBuilder;
 
 pub use cli::{run_redact_command, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USAGE};
@@ -38,6 +39,7 @@ pub use identity::Identity;
 pub use rules::Severity;
 
 use engine::{Engine, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
+use keywords::Keywords;
 use rules::{Check, Class};
 
 /// Lines longer than this are refused rather than held in memory (a
@@ -328,17 +330,11 @@ impl Scanner {
                 }
             }
         }
-        let keywords = AhoCorasickBuilder::new()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&b.kw);
-        let keywords = match keywords {
+        let keywords = match Keywords::new(&b.kw) {
             Ok(k) => k,
             Err(e) => {
                 b.errors.push(format!("keyword automaton: {e}"));
-                let empty: [&str; 0] = [];
-                AhoCorasick::new(empty).expect("an empty automaton always builds")
+                Keywords::new(&[]).expect("an empty automaton always builds")
             }
         };
         let repeat_meta_base = b.metas.len();
