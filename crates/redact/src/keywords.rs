@@ -73,8 +73,20 @@ impl Keywords {
     /// offset (ties in the automaton's own order), exactly as
     /// `AhoCorasick::find_overlapping_iter` would yield them.
     pub fn find_all(&self, v: &[u8], bufs: &mut LaneBufs, out: &mut Vec<KwMatch>) {
-        if self.dfa.patterns_len() == 0 || v.is_empty() {
+        if self.dfa.patterns_len() == 0 {
             return;
+        }
+        // An empty keyword (a per-repo file can hold one) matches before the
+        // first byte too, as the library's iterator reports.
+        if self.dfa.is_match(self.start) {
+            for i in 0..self.dfa.match_len(self.start) {
+                let pid = self.dfa.match_pattern(self.start, i);
+                out.push(KwMatch {
+                    start: 0,
+                    end: 0,
+                    pattern: pid.as_usize(),
+                });
+            }
         }
         if v.len() < MIN_LANED_LEN {
             let mut sid = self.start;
@@ -203,7 +215,16 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let kw = Keywords::new(&pats).unwrap();
+        check_against_reference(&pats);
+        // An empty keyword (a per-repo file can hold one) matches everywhere.
+        let mut with_empty = pats.clone();
+        with_empty.push(String::new());
+        check_against_reference(&with_empty);
+        check_against_reference(&[]);
+    }
+
+    fn check_against_reference(pats: &[String]) {
+        let kw = Keywords::new(pats).unwrap();
         let mut bufs = LaneBufs::default();
         let unit = b"x sk-ant-Token /HOME/zed abc SECRET_ACCESS_KEY zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz ";
         for len in [0usize, 1, 5, 100, 255, 256, 257, 300, 1000, 4099] {
@@ -211,7 +232,7 @@ mod tests {
                 let v: Vec<u8> = unit.iter().cycle().skip(shift).take(len).copied().collect();
                 let mut got = Vec::new();
                 kw.find_all(&v, &mut bufs, &mut got);
-                assert_eq!(got, reference(&pats, &v), "len {len} shift {shift}");
+                assert_eq!(got, reference(pats, &v), "len {len} shift {shift}");
             }
         }
     }
