@@ -159,6 +159,51 @@ pub struct Scratch {
     b64: Vec<u8>,
     kw: Vec<KwMatch>,
     lanes: LaneBufs,
+    /// Keyword matches of every segment this scratch scanned on its current
+    /// line, in scan order.
+    pub cache: KwCache,
+    /// Another scan's `cache` (verify gets stage one's), consulted by
+    /// segment order; see [`Keywords::find_all_reusing`].
+    pub prior: KwCache,
+    seg_index: usize,
+}
+
+/// The keyword matches of the segments of one line's scan. Buffers are
+/// reused line to line.
+#[derive(Default)]
+pub struct KwCache {
+    segs: Vec<KwSeg>,
+    used: usize,
+}
+
+#[derive(Default)]
+struct KwSeg {
+    layer: usize,
+    bytes: Vec<u8>,
+    kws: Vec<KwMatch>,
+}
+
+impl KwCache {
+    fn clear(&mut self) {
+        self.used = 0;
+    }
+
+    fn record(&mut self, layer: usize, bytes: &[u8], kws: &[KwMatch]) {
+        if self.used == self.segs.len() {
+            self.segs.push(KwSeg::default());
+        }
+        let s = &mut self.segs[self.used];
+        s.layer = layer;
+        s.bytes.clear();
+        s.bytes.extend_from_slice(bytes);
+        s.kws.clear();
+        s.kws.extend_from_slice(kws);
+        self.used += 1;
+    }
+
+    fn get(&self, i: usize, layer: usize) -> Option<&KwSeg> {
+        self.segs[..self.used].get(i).filter(|s| s.layer == layer)
+    }
 }
 
 /// Sweep state for values already found (redact every later occurrence).
@@ -651,6 +696,8 @@ impl Engine {
         hits: &mut Vec<Hit>,
     ) {
         let first = hits.len();
+        scratch.cache.clear();
+        scratch.seg_index = 0;
         if *pem_open > 0 && self.pem_continuation(raw, pem_open) {
             hits.push(Hit {
                 start: 0,
@@ -785,7 +832,18 @@ impl Engine {
         }
         let mut kw = std::mem::take(&mut scratch.kw);
         kw.clear();
-        self.keywords.find_all(v, &mut scratch.lanes, &mut kw);
+        // Segments pair up with the prior scan's by order; a wrong pairing
+        // only shortens the shared suffix, so the result is exact either way.
+        let seg = scratch.seg_index;
+        scratch.seg_index += 1;
+        match scratch.prior.get(seg, layer.k) {
+            Some(p) => {
+                self.keywords
+                    .find_all_reusing(&p.bytes, &p.kws, v, &mut scratch.lanes, &mut kw)
+            }
+            None => self.keywords.find_all(v, &mut scratch.lanes, &mut kw),
+        }
+        scratch.cache.record(layer.k, v, &kw);
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {

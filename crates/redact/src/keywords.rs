@@ -152,6 +152,43 @@ impl Keywords {
         }
     }
 
+    /// As [`Keywords::find_all`] for `v`, given the matches `prev` that
+    /// `find_all` gave for `prev_bytes`, a text sharing a suffix with `v`
+    /// (verify scans an output line that differs from the scanned input only
+    /// where placeholders went in, usually near the start).
+    ///
+    /// Exact, whatever the texts: with `l` the length of their common suffix
+    /// and `e = v.len() - l`, a match of `v` ending after `e + max_len`
+    /// starts after `e`, inside the common suffix, and the automaton state at
+    /// its end is decided by the last `max_len` bytes, also in the suffix; so
+    /// those matches, in order, are `prev`'s matches ending after
+    /// `prev_bytes.len() - l + max_len`, shifted. The rest are found by
+    /// walking `v[..e + max_len]`, and every one of them ends before every
+    /// shifted match, so the concatenation keeps the iterator's order.
+    pub fn find_all_reusing(
+        &self,
+        prev_bytes: &[u8],
+        prev: &[KwMatch],
+        v: &[u8],
+        bufs: &mut LaneBufs,
+        out: &mut Vec<KwMatch>,
+    ) {
+        let l = common_suffix(prev_bytes, v);
+        let (e_new, e_old) = (v.len() - l, prev_bytes.len() - l);
+        let cut = e_new + self.max_len;
+        if cut >= v.len() {
+            self.find_all(v, bufs, out);
+            return;
+        }
+        self.find_all(&v[..cut], bufs, out);
+        let old_cut = e_old + self.max_len;
+        out.extend(prev.iter().filter(|m| m.end > old_cut).map(|m| KwMatch {
+            start: m.start - e_old + e_new,
+            end: m.end - e_old + e_new,
+            pattern: m.pattern,
+        }));
+    }
+
     /// Records every keyword that ends at byte `p` in match state `sid`.
     #[inline(always)]
     fn report(&self, sid: StateID, p: usize, out: &mut Vec<KwMatch>) {
@@ -170,6 +207,24 @@ impl Keywords {
             });
         }
     }
+}
+
+/// Length of the longest common suffix of `a` and `b`, compared 16 bytes at
+/// a time (it runs over most of every verified line).
+pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut l = 0;
+    for (x, y) in a.rchunks_exact(16).zip(b.rchunks_exact(16)) {
+        if x != y {
+            break;
+        }
+        l += 16;
+    }
+    while l < n && a[n - 1 - l] == b[n - 1 - l] {
+        l += 1;
+    }
+    l
 }
 
 #[cfg(test)]
@@ -221,6 +276,64 @@ mod tests {
         with_empty.push(String::new());
         check_against_reference(&with_empty);
         check_against_reference(&[]);
+    }
+
+    /// Reusing an earlier text's matches gives exactly the full walk's
+    /// result, for edits anywhere (start, middle, end, none, everything),
+    /// growing and shrinking the text, with keywords straddling the edit.
+    #[test]
+    fn reusing_matches_equals_full_walk() {
+        let pats: Vec<String> = [
+            "/home/zed",
+            "zed",
+            "home",
+            "token",
+            "ab",
+            "abc",
+            "b",
+            "",
+            "~/",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let kw = Keywords::new(&pats).unwrap();
+        let mut bufs = LaneBufs::default();
+        let unit = b"{\"cwd\":\"/home/zed/src\",\"t\":\"token abc zed\"} ";
+        for len in [0usize, 10, 40, 255, 300, 1200] {
+            let base: Vec<u8> = unit.iter().cycle().take(len).copied().collect();
+            let mut prev = Vec::new();
+            kw.find_all(&base, &mut bufs, &mut prev);
+            for at in [0usize, 1, 7, len / 2, len.saturating_sub(3), len] {
+                for (cut, put) in [
+                    (0usize, &b"~"[..]),
+                    (9, b"~"),
+                    (3, b"[REDACTED:x]"),
+                    (len, b""),
+                ] {
+                    let at = at.min(len);
+                    let end = (at + cut).min(len);
+                    let mut v = base[..at].to_vec();
+                    v.extend_from_slice(put);
+                    v.extend_from_slice(&base[end..]);
+                    let mut want = Vec::new();
+                    kw.find_all(&v, &mut bufs, &mut want);
+                    let mut got = Vec::new();
+                    kw.find_all_reusing(&base, &prev, &v, &mut bufs, &mut got);
+                    assert_eq!(got, want, "len {len} at {at} cut {cut} put {put:?}");
+                }
+            }
+        }
+        // Unrelated texts: still exact.
+        let (a, b) = (b"token abc".repeat(40), b"zed /home/zed".repeat(30));
+        let mut prev = Vec::new();
+        kw.find_all(&a, &mut bufs, &mut prev);
+        let (mut want, mut got) = (Vec::new(), Vec::new());
+        kw.find_all(&b, &mut bufs, &mut want);
+        kw.find_all_reusing(&a, &prev, &b, &mut bufs, &mut got);
+        assert_eq!(got, want);
+        assert_eq!(common_suffix(b"xxabc", b"yabc"), 3);
+        assert_eq!(common_suffix(&[7u8; 40], &[7u8; 33]), 33);
     }
 
     fn check_against_reference(pats: &[String]) {

@@ -604,7 +604,10 @@ impl Scanner {
             out.clear();
             let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
             let changed = output_spans(&self.engine.metas, &merged);
-            self.check_line(
+            // Verify may reuse stage one's keyword matches for the bytes the
+            // placeholders left alone.
+            std::mem::swap(&mut verify_scratch.prior, &mut scratch.cache);
+            let verified = self.check_line(
                 body,
                 &out,
                 &merged,
@@ -613,7 +616,9 @@ impl Scanner {
                 &mut verify_scratch,
                 &known,
                 &mut residual,
-            )?;
+            );
+            std::mem::swap(&mut verify_scratch.prior, &mut scratch.cache);
+            verified?;
             if !residual.is_empty() {
                 residual.sort();
                 residual.dedup();
@@ -1210,6 +1215,78 @@ mod tests {
                         "span {s}..{e} said safe but broke JSON"
                     );
                 }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod reuse_tests {
+    use super::*;
+
+    /// Verify's scan with stage one's keyword matches to reuse finds exactly
+    /// what a fresh scan finds, for outputs edited anywhere: the real
+    /// placeholders, edits that create keywords and identity words across
+    /// their edges, edits inside escapes, and lines cut into several
+    /// segments by long allowlisted values.
+    #[test]
+    fn scan_with_prior_matches_equals_fresh_scan() {
+        let id = Identity {
+            home: Some("/home/zed".into()),
+            user: Some("zed".into()),
+            git_names: vec!["Zed Quimby".into()],
+            git_emails: vec!["zed.quimby@example.org".into()],
+            github_owner: Some("zquimby".into()),
+        };
+        let s = Scanner::new(id, None);
+        let e = &s.engine;
+        let sig = "A".repeat(300);
+        let lines: Vec<String> = vec![
+            r#"{"cwd":"/home/zed/src/app","message":{"content":"token=Zq8vR2mK7pL4xN9w ok zed"}}"#.into(),
+            format!(r#"{{"cwd":"/home/zed","signature":"{sig}","t":"ghp_{}","u":"Zed Quimby"}}"#, "aB3".repeat(13)),
+            r#"{"a":"{\"cmd\":\"export password=hunter22 && curl http://u:pw9x@10.0.0.7/\"}","cwd":"/home/zed"}"#.into(),
+            format!("plain text /home/zed and sk-ant-api03-{} and zed.quimby@example.org", "x1Y".repeat(12)),
+            format!(r#"{{"x":"{}","cwd":"/home/zed/{}"}}"#, "q".repeat(900), "w".repeat(700)),
+        ];
+        let edits: &[(usize, usize, &str)] = &[
+            (0, 0, ""),
+            (8, 17, "~"),
+            (0, 5, "[REDACTED:t]"),
+            (20, 20, "secret="),
+            (30, 31, "ze"),
+            (3, 9, "d"),
+            (1, 1000, "/home/"),
+        ];
+        for line in &lines {
+            let raw = line.as_bytes();
+            let mut stage = engine::Scratch::default();
+            let (mut pem, mut found, mut hits) = (0, Vec::new(), Vec::new());
+            let known = Known::default();
+            e.scan_line(raw, &mut stage, &known, &mut pem, &mut found, &mut hits);
+            let mut outputs: Vec<Vec<u8>> = Vec::new();
+            let mut out = Vec::new();
+            engine::apply(&e.metas, raw, &mut hits.clone(), &mut out);
+            outputs.push(out);
+            for &(a, b, put) in edits {
+                let a = a.min(raw.len());
+                let b = b.clamp(a, raw.len());
+                let mut o = raw[..a].to_vec();
+                o.extend_from_slice(put.as_bytes());
+                o.extend_from_slice(&raw[b..]);
+                outputs.push(o);
+            }
+            for o in outputs {
+                let mut with = engine::Scratch::default();
+                std::mem::swap(&mut with.prior, &mut stage.cache);
+                let (mut p1, mut f1, mut h1) = (0, Vec::new(), Vec::new());
+                e.scan_line(&o, &mut with, &known, &mut p1, &mut f1, &mut h1);
+                std::mem::swap(&mut with.prior, &mut stage.cache);
+                let mut fresh = engine::Scratch::default();
+                let (mut p2, mut f2, mut h2) = (0, Vec::new(), Vec::new());
+                e.scan_line(&o, &mut fresh, &known, &mut p2, &mut f2, &mut h2);
+                assert_eq!(h1, h2, "{}", String::from_utf8_lossy(&o));
+                assert_eq!(f1, f2);
+                assert_eq!(p1, p2);
             }
         }
     }
