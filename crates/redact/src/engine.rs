@@ -34,6 +34,7 @@ fn has_placeholder_mark(v: &[u8]) -> bool {
     PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
 }
 
+use crate::keywords::{Keywords, KwMatch, LaneBufs};
 use crate::rules::{Check, Class, Severity};
 use crate::view::Views;
 
@@ -126,7 +127,7 @@ pub struct Engine {
     pub metas: Vec<Meta>,
     pub rules: Vec<Rule>,
     /// Keyword automaton; pattern i triggers `kw_rules[i]`.
-    pub keywords: AhoCorasick,
+    pub keywords: Keywords,
     pub kw_rules: Vec<Vec<usize>>,
     /// Keyword i is also identity needle(s) `kw_identity[i]`.
     pub kw_identity: Vec<Vec<usize>>,
@@ -142,7 +143,7 @@ pub struct Engine {
     /// Index of the MAC-address rule: it has no keyword, so a cheap shape
     /// check (`hh:hh:` or `hh-hh-`) gates it instead.
     pub mac_rule: usize,
-    /// Index of the private-IPv6 rule, gated by [`maybe_ipv6`] likewise.
+    /// Index of the private-IPv6 rule, gated by the shape check in `shape_gates` likewise.
     pub ipv6_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
@@ -156,51 +157,163 @@ pub struct Scratch {
     list: Vec<usize>,
     allowed: Vec<(usize, usize)>,
     b64: Vec<u8>,
+    kw: Vec<KwMatch>,
+    lanes: LaneBufs,
+    /// Keyword matches of every segment this scratch scanned on its current
+    /// line, in scan order.
+    pub cache: KwCache,
+    /// Another scan's `cache` (verify gets stage one's), consulted by
+    /// segment order; see [`Keywords::find_all_reusing`].
+    pub prior: KwCache,
+    seg_index: usize,
+}
+
+/// The keyword matches of the segments of one line's scan. Buffers are
+/// reused line to line.
+#[derive(Default)]
+pub struct KwCache {
+    segs: Vec<KwSeg>,
+    used: usize,
+}
+
+#[derive(Default)]
+struct KwSeg {
+    layer: usize,
+    bytes: Vec<u8>,
+    kws: Vec<KwMatch>,
+}
+
+impl KwCache {
+    fn clear(&mut self) {
+        self.used = 0;
+    }
+
+    fn record(&mut self, layer: usize, bytes: &[u8], kws: &[KwMatch]) {
+        if self.used == self.segs.len() {
+            self.segs.push(KwSeg::default());
+        }
+        let s = &mut self.segs[self.used];
+        s.layer = layer;
+        s.bytes.clear();
+        s.bytes.extend_from_slice(bytes);
+        s.kws.clear();
+        s.kws.extend_from_slice(kws);
+        self.used += 1;
+    }
+
+    fn get(&self, i: usize, layer: usize) -> Option<&KwSeg> {
+        self.segs[..self.used].get(i).filter(|s| s.layer == layer)
+    }
 }
 
 /// Sweep state for values already found (redact every later occurrence).
 ///
-/// Values are at least [`MIN_REPEAT_LEN`] bytes, so every occurrence starts
-/// with a 4-byte prefix of some value. A bit filter over hashed prefixes
-/// rejects almost every position with one load and one multiply; the rare
-/// survivors are checked against the values with that prefix. Adding a value
-/// is O(1) — no automaton to rebuild as values arrive while streaming — and
-/// the sweep stays one cheap pass however many values there are.
+/// Values are at least [`MIN_REPEAT_LEN`] (8) bytes. Every value is indexed
+/// by its four 4-byte grams at offsets 0, 1, 2 and 3; an occurrence starting
+/// at `i` then contains, at the one position `j` in `i..i+4` that is a
+/// multiple of [`GRAM_STRIDE`], the gram at offset `j - i` (it ends by
+/// `i + 7`, inside the value). So the sweep probes only every fourth
+/// position, and each occurrence is reported exactly once: from its own `j`,
+/// through the one (value, offset) entry with offset `j - i`. A bit filter
+/// over hashed grams rejects almost every probe with one load and one
+/// multiply; survivors are checked against the values holding that gram.
+/// Adding a value is O(1) — no automaton to rebuild as values arrive while
+/// streaming.
 #[derive(Default)]
 pub struct Known {
     values: Vec<Vec<u8>>,
     metas: Vec<usize>,
     filter: Vec<u64>,
-    by_prefix: std::collections::HashMap<u32, Vec<usize>>,
+    /// log2 of the filter's size in bits (0 while empty).
+    filter_log2: u32,
+    /// gram -> (value index, offset of the gram in the value).
+    by_gram: std::collections::HashMap<u32, Vec<(usize, usize)>>,
+    /// Exact-value index, so adding a value twice is a no-op.
+    by_value: std::collections::HashSet<Vec<u8>>,
 }
 
-/// Prefix filter size in bits (128 KiB: stays in L2, and with a few
-/// thousand values fewer than 1% of positions reach the hash map).
-const KNOWN_FILTER_BITS: usize = 1 << 20;
+/// Probe spacing of the sweep; see [`Known`]. Needs
+/// `MIN_REPEAT_LEN >= GRAM_STRIDE + 3` so the probed gram lies in the value.
+const GRAM_STRIDE: usize = 4;
+const _: () = assert!(MIN_REPEAT_LEN >= GRAM_STRIDE + 3);
 
-fn prefix_slot(k: u32) -> usize {
-    (k.wrapping_mul(0x9E37_79B1) >> 12) as usize & (KNOWN_FILTER_BITS - 1)
+/// Smallest gram filter, in bits (4 KiB: stays in L1 next to the line
+/// being scanned, which is what makes the probe cheap).
+const KNOWN_FILTER_MIN_LOG2: u32 = 15;
+/// Largest gram filter, in bits (128 KiB: stays in L2, and with a few
+/// thousand values fewer than 1% of probes reach the hash map).
+const KNOWN_FILTER_MAX_LOG2: u32 = 20;
+/// The filter grows (doubling, rebuilt from the grams) to keep at least
+/// this many bits per distinct gram, i.e. a false-positive rate near 1/64.
+const KNOWN_FILTER_BITS_PER_GRAM: usize = 64;
+
+#[inline(always)]
+fn load_u32(v: &[u8], i: usize) -> u32 {
+    let w: [u8; 4] = v[i..i + 4].try_into().expect("four bytes");
+    u32::from_le_bytes(w)
+}
+
+#[inline(always)]
+fn gram_slot(k: u32, log2: u32) -> usize {
+    (k.wrapping_mul(0x9E37_79B1) >> (32 - log2)) as usize
+}
+
+/// The next probe position (a multiple of [`GRAM_STRIDE`], at or after
+/// `from`) whose gram passes the filter. A separate, closure-free loop so
+/// the gram stays in a register.
+#[inline(never)]
+fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<usize> {
+    let mut j = from;
+    while j + 4 <= v.len() {
+        let slot = gram_slot(load_u32(v, j), log2);
+        if filter[slot / 64] & (1 << (slot % 64)) != 0 {
+            return Some(j);
+        }
+        j += GRAM_STRIDE;
+    }
+    None
 }
 
 impl Known {
     pub fn add(&mut self, v: &[u8], meta: usize) {
-        if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() {
+        if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() || self.by_value.contains(v) {
             return;
         }
-        let k = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
-        if let Some(ids) = self.by_prefix.get(&k) {
-            if ids.iter().any(|&i| self.values[i] == v) {
-                return;
-            }
-        }
-        if self.filter.is_empty() {
-            self.filter = vec![0u64; KNOWN_FILTER_BITS / 64];
-        }
-        let slot = prefix_slot(k);
-        self.filter[slot / 64] |= 1 << (slot % 64);
-        self.by_prefix.entry(k).or_default().push(self.values.len());
+        let id = self.values.len();
+        self.by_value.insert(v.to_vec());
         self.values.push(v.to_vec());
         self.metas.push(meta);
+        let mut fresh = Vec::with_capacity(GRAM_STRIDE);
+        for o in 0..GRAM_STRIDE {
+            let k = load_u32(v, o);
+            let e = self.by_gram.entry(k).or_default();
+            if e.is_empty() {
+                fresh.push(k);
+            }
+            e.push((id, o));
+        }
+        let want = (self.by_gram.len() * KNOWN_FILTER_BITS_PER_GRAM)
+            .next_power_of_two()
+            .trailing_zeros()
+            .clamp(KNOWN_FILTER_MIN_LOG2, KNOWN_FILTER_MAX_LOG2);
+        if want > self.filter_log2 {
+            // Doubling keeps the rebuilds amortised O(1) per value.
+            self.filter_log2 = want;
+            self.filter = vec![0u64; (1usize << want) / 64];
+            let keys: Vec<u32> = self.by_gram.keys().copied().collect();
+            for k in keys {
+                self.set_bit(k);
+            }
+        } else {
+            for k in fresh {
+                self.set_bit(k);
+            }
+        }
+    }
+
+    fn set_bit(&mut self, k: u32) {
+        let slot = gram_slot(k, self.filter_log2);
+        self.filter[slot / 64] |= 1 << (slot % 64);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -210,23 +323,23 @@ impl Known {
     /// Kept for call sites that batch additions; the filter needs no rebuild.
     pub fn refresh(&mut self) {}
 
-    /// Calls `f(start, end, meta)` for every occurrence of a known value.
+    /// Calls `f(start, end, meta)` for every occurrence of a known value
+    /// (in no particular order; callers sort).
     pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
         if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
             return;
         }
-        for i in 0..=v.len() - MIN_REPEAT_LEN {
-            let k = u32::from_le_bytes([v[i], v[i + 1], v[i + 2], v[i + 3]]);
-            let slot = prefix_slot(k);
-            if self.filter[slot / 64] & (1 << (slot % 64)) == 0 {
+        let mut j = 0;
+        while let Some(c) = next_candidate(v, j, &self.filter, self.filter_log2) {
+            j = c + GRAM_STRIDE;
+            let Some(entries) = self.by_gram.get(&load_u32(v, c)) else {
                 continue;
-            }
-            if let Some(ids) = self.by_prefix.get(&k) {
-                for &id in ids {
-                    let val = &self.values[id];
-                    if v[i..].starts_with(val) {
-                        f(i, i + val.len(), self.metas[id]);
-                    }
+            };
+            for &(id, o) in entries {
+                let Some(i) = c.checked_sub(o) else { continue };
+                let val = &self.values[id];
+                if v[i..].starts_with(val) {
+                    f(i, i + val.len(), self.metas[id]);
                 }
             }
         }
@@ -583,6 +696,8 @@ impl Engine {
         hits: &mut Vec<Hit>,
     ) {
         let first = hits.len();
+        scratch.cache.clear();
+        scratch.seg_index = 0;
         if *pem_open > 0 && self.pem_continuation(raw, pem_open) {
             hits.push(Hit {
                 start: 0,
@@ -707,15 +822,30 @@ impl Engine {
         let mut list = std::mem::take(&mut scratch.list);
         triggered.resize(self.rules.len(), false);
         list.clear();
+        let (mac, ipv6) = shape_gates(v);
         for &r in &self.always {
-            if (r == self.mac_rule && !maybe_mac(v)) || (r == self.ipv6_rule && !maybe_ipv6(v)) {
+            if (r == self.mac_rule && !mac) || (r == self.ipv6_rule && !ipv6) {
                 continue;
             }
             triggered[r] = true;
             list.push(r);
         }
-        for m in self.keywords.find_overlapping_iter(v) {
-            let pi = m.pattern().as_usize();
+        let mut kw = std::mem::take(&mut scratch.kw);
+        kw.clear();
+        // Segments pair up with the prior scan's by order; a wrong pairing
+        // only shortens the shared suffix, so the result is exact either way.
+        let seg = scratch.seg_index;
+        scratch.seg_index += 1;
+        match scratch.prior.get(seg, layer.k) {
+            Some(p) => {
+                self.keywords
+                    .find_all_reusing(&p.bytes, &p.kws, v, &mut scratch.lanes, &mut kw)
+            }
+            None => self.keywords.find_all(v, &mut scratch.lanes, &mut kw),
+        }
+        scratch.cache.record(layer.k, v, &kw);
+        for m in &kw {
+            let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
                 if !triggered[r] {
                     triggered[r] = true;
@@ -723,9 +853,10 @@ impl Engine {
                 }
             }
             for &ni in &self.kw_identity[pi] {
-                self.identity_hit(v, layer, views, hits, m.start(), m.end(), ni);
+                self.identity_hit(v, layer, views, hits, m.start, m.end, ni);
             }
         }
+        scratch.kw = kw;
         for &ri in &list {
             triggered[ri] = false;
             let rule = &self.rules[ri];
@@ -1144,16 +1275,11 @@ impl Engine {
                 continue;
             };
             let val = &v[s..s + len];
-            let b64 = |val: &[u8]| val.iter().all(|&b| B64_CHARS[b as usize]);
+            let b64 = all_b64;
             let ok = match which {
                 0 => b64(val),
                 1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
-                _ => {
-                    val.len() <= 128
-                        && val
-                            .iter()
-                            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
-                }
+                _ => val.len() <= 128 && all_id_chars(val),
             };
             if ok && len > 0 {
                 out.push((s, s + len));
@@ -1162,32 +1288,70 @@ impl Engine {
     }
 }
 
-/// Lookup table for base64 bytes: the allowlist check runs over every byte of
-/// every signature and image, so it must cost one load per byte.
-static B64_CHARS: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=';
-        i += 1;
+#[inline(always)]
+fn is_alnum_branchless(b: u8) -> bool {
+    (b.wrapping_sub(b'A') < 26) | (b.wrapping_sub(b'a') < 26) | (b.wrapping_sub(b'0') < 10)
+}
+
+/// Bytes per block in the all-bytes-in-class checks below: a block is
+/// checked without early exit so the compiler turns it into SIMD compares.
+const CLASS_BLOCK: usize = 32;
+
+/// Is every byte base64 (standard alphabet plus `=`)? The allowlist check
+/// runs over every byte of every signature and image, so it works in
+/// branch-free blocks.
+fn all_b64(v: &[u8]) -> bool {
+    let ok = |b: u8| is_alnum_branchless(b) | (b == b'+') | (b == b'/') | (b == b'=');
+    let mut blocks = v.chunks_exact(CLASS_BLOCK);
+    for c in &mut blocks {
+        if !c.iter().fold(true, |acc, &b| acc & ok(b)) {
+            return false;
+        }
     }
-    t
-};
+    blocks.remainder().iter().all(|&b| ok(b))
+}
+
+/// Is every byte an id byte (`[A-Za-z0-9_-]`)? Blocked as [`all_b64`].
+fn all_id_chars(v: &[u8]) -> bool {
+    let ok = |b: u8| is_alnum_branchless(b) | (b == b'-') | (b == b'_');
+    let mut blocks = v.chunks_exact(CLASS_BLOCK);
+    for c in &mut blocks {
+        if !c.iter().fold(true, |acc, &b| acc & ok(b)) {
+            return false;
+        }
+    }
+    blocks.remainder().iter().all(|&b| ok(b))
+}
 
 /// Could `v` hold a MAC address? Looks for `h h sep h h sep` around each
 /// `:`/`-`; a few compares per separator, far cheaper than the regex.
+#[cfg(test)]
 fn maybe_mac(v: &[u8]) -> bool {
+    memchr::memchr2_iter(b':', b'-', v).any(|i| mac_at(v, i))
+}
+
+/// `hh` `sep` `hh` `sep` … around the separator at `i`.
+fn mac_at(v: &[u8], i: usize) -> bool {
     let hex = |i: usize| v.get(i).is_some_and(u8::is_ascii_hexdigit);
-    memchr::memchr2_iter(b':', b'-', v).any(|i| {
-        i >= 2
-            && hex(i - 1)
-            && hex(i - 2)
-            && (0..4).all(|g| {
-                let j = i + 3 * g;
-                hex(j + 1) && hex(j + 2) && v.get(j + 3) == Some(&v[i])
-            })
-    })
+    i >= 2
+        && hex(i - 1)
+        && hex(i - 2)
+        && (0..4).all(|g| {
+            let j = i + 3 * g;
+            hex(j + 1) && hex(j + 2) && v.get(j + 3) == Some(&v[i])
+        })
+}
+
+/// `fe8x:`…`febx:` or `fcxx:`/`fdxx:` before the `:` at `i`.
+fn ipv6_at(v: &[u8], i: usize) -> bool {
+    i >= 4 && {
+        let g = &v[i - 4..i];
+        g.iter().all(u8::is_ascii_hexdigit)
+            && matches!(g[0] | 0x20, b'f')
+            && (matches!(g[1] | 0x20, b'c' | b'd')
+                || (matches!(g[1] | 0x20, b'e')
+                    && matches!(g[2] | 0x20, b'8' | b'9' | b'a' | b'b')))
+    }
 }
 
 /// Is hit `h` wholly inside one of `spans` (sorted by start, disjoint)?
@@ -1199,17 +1363,66 @@ fn within(spans: &[(usize, usize)], h: Hit) -> bool {
 
 /// Could `v` hold a link-local or unique-local IPv6 address? Looks for
 /// `fe8x:`…`febx:` or `fcxx:`/`fdxx:` before each `:`.
-fn maybe_ipv6(v: &[u8]) -> bool {
-    memchr::memchr_iter(b':', v).any(|i| {
-        i >= 4 && {
-            let g = &v[i - 4..i];
-            g.iter().all(u8::is_ascii_hexdigit)
-                && matches!(g[0] | 0x20, b'f')
-                && (matches!(g[1] | 0x20, b'c' | b'd')
-                    || (matches!(g[1] | 0x20, b'e')
-                        && matches!(g[2] | 0x20, b'8' | b'9' | b'a' | b'b')))
+/// Positions per block in [`shape_gates`]: a block is tested without early
+/// exit so the compiler turns the test into SIMD compares.
+const GATE_BLOCK: usize = 64;
+
+/// [`maybe_mac`] and [`maybe_ipv6`] in one pass. `:` and `-` are on every
+/// JSON member, uuid and timestamp, so visiting each separator costs more
+/// than the rest of the gate; instead a branch-free test over whole blocks
+/// (a MAC has its separator byte at `i`, `i+3`, … `i+12`; a private IPv6
+/// has `f` four bytes before a `:`) picks the rare blocks worth the exact
+/// per-position checks.
+fn shape_gates(v: &[u8]) -> (bool, bool) {
+    let n = v.len();
+    let mut mac = false;
+    if n >= 13 {
+        // Candidate i in 0..n-12 (mac_at needs i >= 2 and v[i+12]).
+        let m = n - 12;
+        let mut at = 0;
+        while at < m && !mac {
+            let end = (at + GATE_BLOCK).min(m);
+            let len = end - at;
+            let c0 = &v[at..at + len];
+            let c3 = &v[at + 3..at + 3 + len];
+            let c6 = &v[at + 6..at + 6 + len];
+            let c9 = &v[at + 9..at + 9 + len];
+            let c12 = &v[at + 12..at + 12 + len];
+            let mut acc = 0u8;
+            for ((((&c, &d3), &d6), &d9), &d12) in c0.iter().zip(c3).zip(c6).zip(c9).zip(c12) {
+                let sep = (c == b':') as u8 | (c == b'-') as u8;
+                acc |= sep & (d3 == c) as u8 & (d6 == c) as u8 & (d9 == c) as u8 & (d12 == c) as u8;
+            }
+            if acc != 0 {
+                mac = (at..end).any(|i| mac_at(v, i));
+            }
+            at = end;
         }
-    })
+    }
+    let mut ipv6 = false;
+    if n >= 5 {
+        // Candidate i in 4..n: v[i] == ':' and v[i-4] is f/F.
+        let m = n - 4;
+        let mut at = 0;
+        while at < m && !ipv6 {
+            let end = (at + GATE_BLOCK).min(m);
+            let len = end - at;
+            let mut acc = 0u8;
+            for (&f, &c) in v[at..at + len].iter().zip(&v[at + 4..at + 4 + len]) {
+                acc |= (c == b':') as u8 & ((f | 0x20) == b'f') as u8;
+            }
+            if acc != 0 {
+                ipv6 = (at + 4..end + 4).any(|i| v[i] == b':' && ipv6_at(v, i));
+            }
+            at = end;
+        }
+    }
+    (mac, ipv6)
+}
+
+#[cfg(test)]
+fn maybe_ipv6(v: &[u8]) -> bool {
+    memchr::memchr_iter(b':', v).any(|i| ipv6_at(v, i))
 }
 
 fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
@@ -1293,4 +1506,118 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
     }
     out.extend_from_slice(&raw[at..]);
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fused gate must agree with the two separate shape checks it
+    /// replaced, including when only one of them fires.
+    #[test]
+    fn fused_shape_gates_match_separate_checks() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"{\"a\":\"b\",\"c\":1}",
+            b"mac 00:1a:2b:3c:4d:5e here",
+            b"mac 00-1a-2b-3c-4d-5e here",
+            b"addr fe80::1%eth0",
+            b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f",
+            b"fe7f:: ff80:: fcz1: 12:34:56",
+            b"a-b-c:d:e-f 2026-01-05T10:08:23",
+            b"00:1a:2b:3c:4d:5e",
+            b"fe80:",
+            b"Fd00:1",
+        ];
+        let long: Vec<u8> = b"{\"k\":\"2026-01-05T10:08:23\",\"u\":\"6f1c-aa\"} "
+            .iter()
+            .cycle()
+            .take(700)
+            .copied()
+            .collect();
+        for tail in [
+            &b""[..],
+            b"0a-1b-2c-3d-4e-5f",
+            b"x fe9a::1 y",
+            b"ab:cd:ef:01:23:4",
+            b"fe80-fe80 fcde,",
+        ] {
+            for cut in [0usize, 1, 63, 64, 65, 130, 699] {
+                let mut c = long[..cut].to_vec();
+                c.extend_from_slice(tail);
+                assert_eq!(
+                    shape_gates(&c),
+                    (maybe_mac(&c), maybe_ipv6(&c)),
+                    "cut {cut}"
+                );
+            }
+        }
+        for c in cases {
+            assert_eq!(shape_gates(c), (maybe_mac(c), maybe_ipv6(c)), "{c:?}");
+        }
+        assert_eq!(
+            shape_gates(b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f"),
+            (true, true)
+        );
+    }
+
+    /// The strided gram sweep reports every occurrence of every value
+    /// exactly once, at every alignment, including overlapping and
+    /// self-similar values and occurrences at both ends of the text.
+    #[test]
+    fn known_sweep_finds_each_occurrence_once() {
+        let vals: [&[u8]; 5] = [
+            b"ghp_abcdefgh",
+            b"aaaaaaaa",
+            b"aaaaaaaaab",
+            b"xyzxyzxyzx",
+            b"12345678",
+        ];
+        let mut k = Known::default();
+        for (m, v) in vals.iter().enumerate() {
+            k.add(v, m);
+            k.add(v, 99); // a repeat add is a no-op
+        }
+        for pad in 0..9 {
+            let mut text = vec![b'.'; pad];
+            text.extend_from_slice(b"ghp_abcdefgh aaaaaaaaaaab xyzxyzxyzxyzx -12345678");
+            text.extend_from_slice(&vec![b'-'; pad % 3]);
+            text.extend_from_slice(b"ghp_abcdefgh");
+            let mut want = Vec::new();
+            for (m, v) in vals.iter().enumerate() {
+                for i in 0..=text.len().saturating_sub(v.len()) {
+                    if text[i..].starts_with(v) {
+                        want.push((i, i + v.len(), m));
+                    }
+                }
+            }
+            let mut got = Vec::new();
+            k.find_all(&text, |s, e, m| got.push((s, e, m)));
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "pad {pad}");
+        }
+    }
+
+    #[test]
+    fn blocked_class_checks_match_bytewise_definitions() {
+        let b64 = |v: &[u8]| {
+            v.iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        };
+        let id = |v: &[u8]| {
+            v.iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+        };
+        for len in [0usize, 1, 31, 32, 33, 64, 100] {
+            for bad in 0..=255u8 {
+                let mut v = vec![b'A'; len];
+                if len > 0 {
+                    v[len / 2] = bad;
+                }
+                assert_eq!(all_b64(&v), b64(&v), "b64 len {len} byte {bad}");
+                assert_eq!(all_id_chars(&v), id(&v), "id len {len} byte {bad}");
+            }
+        }
+    }
 }

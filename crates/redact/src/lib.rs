@@ -16,7 +16,8 @@
 //! text changes nothing.
 //!
 //! Map: `rules` (the built-in catalogue, as data), `view` (decoded layers and
-//! the map back to raw bytes), `engine` (prefilter, matchers, placement),
+//! the map back to raw bytes), `engine` (prefilter, matchers, placement), `keywords` (the keyword
+//! automaton's laned walk),
 //! `identity` (who the caller is), `config` (per-repo file), `cli` (the
 //! `abcd redact` verb).
 
@@ -24,13 +25,13 @@ mod cli;
 pub mod config;
 mod engine;
 pub mod identity;
+mod keywords;
 pub mod rules;
 pub mod view;
 
 use std::io::{BufRead, Write};
 use std::path::Path;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::bytes::RegexBuilder;
 
 pub use cli::{run_redact_command, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USAGE};
@@ -38,6 +39,7 @@ pub use identity::Identity;
 pub use rules::Severity;
 
 use engine::{Engine, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
+use keywords::Keywords;
 use rules::{Check, Class};
 
 /// Lines longer than this are refused rather than held in memory (a
@@ -328,17 +330,11 @@ impl Scanner {
                 }
             }
         }
-        let keywords = AhoCorasickBuilder::new()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
-            .build(&b.kw);
-        let keywords = match keywords {
+        let keywords = match Keywords::new(&b.kw) {
             Ok(k) => k,
             Err(e) => {
                 b.errors.push(format!("keyword automaton: {e}"));
-                let empty: [&str; 0] = [];
-                AhoCorasick::new(empty).expect("an empty automaton always builds")
+                Keywords::new(&[]).expect("an empty automaton always builds")
             }
         };
         let repeat_meta_base = b.metas.len();
@@ -511,6 +507,7 @@ impl Scanner {
                 self.check_line(
                     body,
                     &line_buf,
+                    &merged,
                     &changed,
                     li + 1,
                     &mut scratch,
@@ -607,15 +604,21 @@ impl Scanner {
             out.clear();
             let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
             let changed = output_spans(&self.engine.metas, &merged);
-            self.check_line(
+            // Verify may reuse stage one's keyword matches for the bytes the
+            // placeholders left alone.
+            std::mem::swap(&mut verify_scratch.prior, &mut scratch.cache);
+            let verified = self.check_line(
                 body,
                 &out,
+                &merged,
                 &changed,
                 report.lines,
                 &mut verify_scratch,
                 &known,
                 &mut residual,
-            )?;
+            );
+            std::mem::swap(&mut verify_scratch.prior, &mut scratch.cache);
+            verified?;
             if !residual.is_empty() {
                 residual.sort();
                 residual.dedup();
@@ -722,6 +725,7 @@ impl Scanner {
         &self,
         before: &[u8],
         after: &[u8],
+        merged: &[Hit],
         changed: &[(usize, usize)],
         line: usize,
         scratch: &mut Scratch,
@@ -730,6 +734,7 @@ impl Scanner {
     ) -> Result<(), RedactError> {
         let first = before.iter().find(|b| !b.is_ascii_whitespace());
         if matches!(first, Some(b'{') | Some(b'['))
+            && !edits_inside_strings(&self.engine.metas, before, merged)
             && serde_json::from_slice::<serde::de::IgnoredAny>(after).is_err()
             && serde_json::from_slice::<serde::de::IgnoredAny>(before).is_ok()
         {
@@ -783,6 +788,96 @@ impl Scanner {
 /// bytes outside every window are the input's own bytes in the input's own
 /// context, which stage one scanned and found clean.
 pub const VERIFY_CONTEXT: usize = 1024;
+
+/// Can replacing `spans` of `before` by their placeholders break JSON that
+/// was valid? Not when every span lies inside the content of one JSON
+/// string, starts and ends between escape sequences and UTF-8 characters,
+/// and its placeholder is printable ASCII without `"` or `\`: the string
+/// stays a string and nothing else moves. Then the output need not be
+/// parsed: if `before` is valid so is the output, and if `before` is not,
+/// verify has nothing to protect. Any doubt returns false and the caller
+/// parses. The walk stops at the last span, so an edit near the start of a
+/// long line (the `cwd` member) costs a few dozen bytes.
+///
+/// The quote tracking is exact only for valid JSON — outside strings such
+/// text has no `\` and every `"` opens a string — which is the only case
+/// where the answer matters.
+fn edits_inside_strings(metas: &[engine::Meta], before: &[u8], spans: &[Hit]) -> bool {
+    let cont = |i: usize| before.get(i).is_some_and(|&b| (0x80..0xC0).contains(&b));
+    let mut in_str = false;
+    let mut at = 0;
+    for h in spans {
+        let p = &metas[h.meta].placeholder;
+        if !p
+            .iter()
+            .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+            || h.start < at
+            || cont(h.start)
+            || cont(h.end)
+        {
+            return false;
+        }
+        if !json_walk(before, &mut at, h.start, &mut in_str, true) || !in_str {
+            return false;
+        }
+        if !json_walk(before, &mut at, h.end, &mut in_str, false) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Advances the string/escape state of a JSON text from `*at` to exactly
+/// `to`. False when `to` falls inside an escape sequence, or when
+/// `may_close` is false and a string ends on the way.
+fn json_walk(b: &[u8], at: &mut usize, to: usize, in_str: &mut bool, may_close: bool) -> bool {
+    while *at < to {
+        let seg = &b[*at..to];
+        if !*in_str {
+            match memchr::memchr(b'"', seg) {
+                Some(q) => {
+                    *at += q + 1;
+                    *in_str = true;
+                }
+                None => *at = to,
+            }
+            continue;
+        }
+        match memchr::memchr2(b'"', b'\\', seg) {
+            None => *at = to,
+            Some(q) => {
+                let pos = *at + q;
+                if b[pos] == b'"' {
+                    if !may_close {
+                        return false;
+                    }
+                    *in_str = false;
+                    *at = pos + 1;
+                } else {
+                    *at = pos + escape_len(&b[pos..]);
+                }
+            }
+        }
+    }
+    *at == to
+}
+
+/// Length of the JSON escape at the start of `e` (which starts with `\`):
+/// a surrogate pair `\uD83D\uDE00` is one 12-byte unit, since splitting it
+/// leaves a lone surrogate the parser rejects.
+fn escape_len(e: &[u8]) -> usize {
+    let hex4 = |s: &[u8]| -> Option<u32> {
+        let h = std::str::from_utf8(s.get(..4)?).ok()?;
+        u32::from_str_radix(h, 16).ok()
+    };
+    if e.get(1) != Some(&b'u') {
+        return 2;
+    }
+    match hex4(&e[2..]) {
+        Some(0xD800..=0xDBFF) if e.get(6) == Some(&b'\\') && e.get(7) == Some(&b'u') => 12,
+        _ => 6,
+    }
+}
 
 /// Placeholder spans in the output line, from the merged raw spans.
 fn output_spans(metas: &[engine::Meta], merged: &[Hit]) -> Vec<(usize, usize)> {
@@ -971,5 +1066,228 @@ pub mod fuzzing {
         }
         let mut sink = Vec::new();
         let _ = s.redact_stream(data, &mut sink);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(placeholder: &[u8]) -> engine::Meta {
+        engine::Meta {
+            id: "t".into(),
+            kind: "t".into(),
+            severity: Severity::Block,
+            class: Class::Secret,
+            placeholder: placeholder.to_vec(),
+        }
+    }
+
+    /// The parse-free JSON check: it may only say "safe" when the edited
+    /// line really parses, so every case where it says so is parsed here.
+    #[test]
+    fn edits_inside_strings_only_when_output_parses() {
+        let metas = [meta(b"[REDACTED:t]"), meta(b"~"), meta(b"a\"b")];
+        let line = br#"{"cwd":"/home/zed/x","k":"a\"b\\c\u00e9d","n":12,"s":"h\u00e9llo"}"#;
+        let find = |n: &[u8]| line.windows(n.len()).position(|w| w == n).unwrap();
+        let c = find(b"/home/zed");
+        let q = find(br#"a\"b"#);
+        let u = find(br"\u00e9d");
+        let n = find(b"12");
+        let cases: Vec<(Vec<Hit>, bool)> = vec![
+            (
+                vec![Hit {
+                    start: c,
+                    end: c + 9,
+                    meta: 1,
+                }],
+                true,
+            ),
+            (
+                vec![
+                    Hit {
+                        start: c,
+                        end: c + 9,
+                        meta: 0,
+                    },
+                    Hit {
+                        start: q,
+                        end: q + 4,
+                        meta: 0,
+                    },
+                ],
+                true,
+            ),
+            // Placeholder with a quote.
+            (
+                vec![Hit {
+                    start: c,
+                    end: c + 9,
+                    meta: 2,
+                }],
+                false,
+            ),
+            // Cuts the `\"` escape.
+            (
+                vec![Hit {
+                    start: q + 2,
+                    end: q + 4,
+                    meta: 0,
+                }],
+                false,
+            ),
+            // Cuts inside `\u00e9`.
+            (
+                vec![Hit {
+                    start: u + 2,
+                    end: u + 7,
+                    meta: 0,
+                }],
+                false,
+            ),
+            // Whole escape is fine.
+            (
+                vec![Hit {
+                    start: u,
+                    end: u + 6,
+                    meta: 0,
+                }],
+                true,
+            ),
+            // Outside any string (a number), and across a closing quote.
+            (
+                vec![Hit {
+                    start: n,
+                    end: n + 2,
+                    meta: 0,
+                }],
+                false,
+            ),
+            (
+                vec![Hit {
+                    start: c,
+                    end: c + 12,
+                    meta: 0,
+                }],
+                false,
+            ),
+            // A key's content is still string content.
+            (
+                vec![Hit {
+                    start: 2,
+                    end: 5,
+                    meta: 0,
+                }],
+                true,
+            ),
+        ];
+        for (spans, want) in cases {
+            assert_eq!(
+                edits_inside_strings(&metas, line, &spans),
+                want,
+                "{spans:?}"
+            );
+            let mut out = Vec::new();
+            let mut h = spans.clone();
+            engine::apply(&metas, line, &mut h, &mut out);
+            if want {
+                assert!(serde_json::from_slice::<serde_json::Value>(&out).is_ok());
+            }
+        }
+        // Exhaustive single spans over a line with every escape kind: a
+        // "safe" answer always parses.
+        let line =
+            r#"{"a":"x\\y\"z\u00e9\ud83d\ude00 w","b":[1,"c\/d"],"e":{"f":"gé€"}}"#.as_bytes();
+        for s in 0..line.len() {
+            for e in s + 1..=line.len() {
+                let spans = [Hit {
+                    start: s,
+                    end: e,
+                    meta: 0,
+                }];
+                if edits_inside_strings(&metas, line, &spans) {
+                    let mut out = Vec::new();
+                    engine::apply(&metas, line, &mut spans.clone(), &mut out);
+                    // Both the check's own parse and a full one.
+                    assert!(
+                        serde_json::from_slice::<serde::de::IgnoredAny>(&out).is_ok()
+                            && serde_json::from_slice::<serde_json::Value>(&out).is_ok(),
+                        "span {s}..{e} said safe but broke JSON"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod reuse_tests {
+    use super::*;
+
+    /// Verify's scan with stage one's keyword matches to reuse finds exactly
+    /// what a fresh scan finds, for outputs edited anywhere: the real
+    /// placeholders, edits that create keywords and identity words across
+    /// their edges, edits inside escapes, and lines cut into several
+    /// segments by long allowlisted values.
+    #[test]
+    fn scan_with_prior_matches_equals_fresh_scan() {
+        let id = Identity {
+            home: Some("/home/zed".into()),
+            user: Some("zed".into()),
+            git_names: vec!["Zed Quimby".into()],
+            git_emails: vec!["zed.quimby@example.org".into()],
+            github_owner: Some("zquimby".into()),
+        };
+        let s = Scanner::new(id, None);
+        let e = &s.engine;
+        let sig = "A".repeat(300);
+        let lines: Vec<String> = vec![
+            r#"{"cwd":"/home/zed/src/app","message":{"content":"token=Zq8vR2mK7pL4xN9w ok zed"}}"#.into(),
+            format!(r#"{{"cwd":"/home/zed","signature":"{sig}","t":"ghp_{}","u":"Zed Quimby"}}"#, "aB3".repeat(13)),
+            r#"{"a":"{\"cmd\":\"export password=hunter22 && curl http://u:pw9x@10.0.0.7/\"}","cwd":"/home/zed"}"#.into(),
+            format!("plain text /home/zed and sk-ant-api03-{} and zed.quimby@example.org", "x1Y".repeat(12)),
+            format!(r#"{{"x":"{}","cwd":"/home/zed/{}"}}"#, "q".repeat(900), "w".repeat(700)),
+        ];
+        let edits: &[(usize, usize, &str)] = &[
+            (0, 0, ""),
+            (8, 17, "~"),
+            (0, 5, "[REDACTED:t]"),
+            (20, 20, "secret="),
+            (30, 31, "ze"),
+            (3, 9, "d"),
+            (1, 1000, "/home/"),
+        ];
+        for line in &lines {
+            let raw = line.as_bytes();
+            let mut stage = engine::Scratch::default();
+            let (mut pem, mut found, mut hits) = (0, Vec::new(), Vec::new());
+            let known = Known::default();
+            e.scan_line(raw, &mut stage, &known, &mut pem, &mut found, &mut hits);
+            let mut outputs: Vec<Vec<u8>> = Vec::new();
+            let mut out = Vec::new();
+            engine::apply(&e.metas, raw, &mut hits.clone(), &mut out);
+            outputs.push(out);
+            for &(a, b, put) in edits {
+                let a = a.min(raw.len());
+                let b = b.clamp(a, raw.len());
+                let mut o = raw[..a].to_vec();
+                o.extend_from_slice(put.as_bytes());
+                o.extend_from_slice(&raw[b..]);
+                outputs.push(o);
+            }
+            for o in outputs {
+                let mut with = engine::Scratch::default();
+                std::mem::swap(&mut with.prior, &mut stage.cache);
+                let (mut p1, mut f1, mut h1) = (0, Vec::new(), Vec::new());
+                e.scan_line(&o, &mut with, &known, &mut p1, &mut f1, &mut h1);
+                std::mem::swap(&mut with.prior, &mut stage.cache);
+                let mut fresh = engine::Scratch::default();
+                let (mut p2, mut f2, mut h2) = (0, Vec::new(), Vec::new());
+                e.scan_line(&o, &mut fresh, &known, &mut p2, &mut f2, &mut h2);
+                assert_eq!(h1, h2, "{}", String::from_utf8_lossy(&o));
+                assert_eq!(f1, f2);
+                assert_eq!(p1, p2);
+            }
+        }
     }
 }
