@@ -63,6 +63,14 @@ fn main() {
         std::fs::write(&p, &body).unwrap();
         times.push(run(&agent, "subagent-stop", &p));
     }
+    let quarter = (runs / 4).max(1);
+    let mut first: Vec<f64> = times[..quarter].to_vec();
+    let mut last: Vec<f64> = times[runs - quarter..].to_vec();
+    println!(
+        "first {quarter} runs median {:.2} ms, last {quarter} runs median {:.2} ms",
+        median(&mut first),
+        median(&mut last)
+    );
     let med = median(&mut times);
     let p90 = percentile(&mut times, 0.9);
     println!("subagent-stop, 1 MiB transcript, {runs} runs: median {med:.2} ms, p90 {p90:.2} ms");
