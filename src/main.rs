@@ -4,6 +4,15 @@ use clap::Parser;
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_none_or(|a| a != "hook") {
+        // A reading verb piped into `head` should stop quietly, as Unix
+        // tools do. Hooks keep Rust's default (EPIPE is an error they
+        // explain on stderr) so that they exit 0 on every path.
+        // SAFETY: called before any thread starts; SIG_DFL is always valid.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let cli = match abcd::cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
