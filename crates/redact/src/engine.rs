@@ -149,6 +149,12 @@ pub struct Engine {
     pub home: Option<Vec<u8>>,
 }
 
+/// A line's scan keeps copies of at most this many segment bytes for verify
+/// to reuse: more would be a second line's worth of memory on a
+/// newline-free file, and verify scans such long JSON lines in windows,
+/// which cannot pair with stage one's segments anyway.
+pub const MAX_REUSE_BYTES: usize = 1 << 20;
+
 /// Per-call scratch, reused across lines so the hot loop does not allocate.
 #[derive(Default)]
 pub struct Scratch {
@@ -165,7 +171,20 @@ pub struct Scratch {
     /// Another scan's `cache` (verify gets stage one's), consulted by
     /// segment order; see [`Keywords::find_all_reusing`].
     pub prior: KwCache,
+    /// Set on verify's scratch: nothing reads its cache, and on a
+    /// newline-free file the copy would cost another line's worth of memory.
+    pub no_record: bool,
     seg_index: usize,
+}
+
+impl Scratch {
+    /// A scratch whose scans keep no keyword matches for reuse.
+    pub fn not_recording() -> Scratch {
+        Scratch {
+            no_record: true,
+            ..Scratch::default()
+        }
+    }
 }
 
 /// The keyword matches of the segments of one line's scan. Buffers are
@@ -174,6 +193,8 @@ pub struct Scratch {
 pub struct KwCache {
     segs: Vec<KwSeg>,
     used: usize,
+    /// Segment bytes held by the first `used` entries.
+    bytes: usize,
 }
 
 #[derive(Default)]
@@ -186,6 +207,7 @@ struct KwSeg {
 impl KwCache {
     fn clear(&mut self) {
         self.used = 0;
+        self.bytes = 0;
     }
 
     fn record(&mut self, layer: usize, bytes: &[u8], kws: &[KwMatch]) {
@@ -199,6 +221,7 @@ impl KwCache {
         s.kws.clear();
         s.kws.extend_from_slice(kws);
         self.used += 1;
+        self.bytes += bytes.len();
     }
 
     fn get(&self, i: usize, layer: usize) -> Option<&KwSeg> {
@@ -843,7 +866,14 @@ impl Engine {
             }
             None => self.keywords.find_all(v, &mut scratch.lanes, &mut kw),
         }
-        scratch.cache.record(layer.k, v, &kw);
+        if !scratch.no_record {
+            if scratch.cache.bytes + v.len() <= MAX_REUSE_BYTES {
+                scratch.cache.record(layer.k, v, &kw);
+            } else {
+                // Keeps later segments paired by position; never matches.
+                scratch.cache.record(usize::MAX, &[], &[]);
+            }
+        }
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {

@@ -488,7 +488,8 @@ impl Scanner {
         let (hits, _) = self.detect(parts)?;
         let mut out = Vec::with_capacity(parts.len());
         let mut residual = Vec::new();
-        let mut scratch = Scratch::default();
+        // Nothing here reuses keyword matches across scans.
+        let mut scratch = Scratch::not_recording();
         let known = Known::default();
         for (pi, part) in parts.iter().enumerate() {
             let mut text = Vec::with_capacity(part.len());
@@ -566,7 +567,7 @@ impl Scanner {
         let mut line = Vec::new();
         let mut out = Vec::new();
         let mut scratch = Scratch::default();
-        let mut verify_scratch = Scratch::default();
+        let mut verify_scratch = Scratch::not_recording();
         let mut known = Known::default();
         let mut pem_open = 0usize;
         let mut found = Vec::new();
@@ -656,7 +657,8 @@ impl Scanner {
     /// anywhere (so an earlier occurrence of a later-found secret is caught).
     #[allow(clippy::type_complexity)]
     fn detect(&self, parts: &[&str]) -> Result<(Vec<Vec<Vec<Hit>>>, Known), RedactError> {
-        let mut scratch = Scratch::default();
+        // Nothing here reuses keyword matches across scans.
+        let mut scratch = Scratch::not_recording();
         let mut known = Known::default();
         let mut found = Vec::new();
         let mut all = Vec::with_capacity(parts.len());
