@@ -294,7 +294,9 @@ pub fn guarded_read(path: &Path, cap: u64) -> Result<Vec<u8>, GuardedReadError> 
             cap,
         });
     }
-    let mut buf = Vec::with_capacity(len as usize);
+    // One byte more than the size, so the read that finds EOF needs no
+    // reallocation (which would copy the whole file once more).
+    let mut buf = Vec::with_capacity((len as usize).saturating_add(1));
     f.take(cap.saturating_add(1))
         .read_to_end(&mut buf)
         .map_err(|e| GuardedReadError::Io {
