@@ -166,38 +166,31 @@ fn load(corpus: &Corpus, entry: &StagedEntry, report: &mut DrainReport) -> Optio
         .lane
         .staging_dir()
         .join(format!("{}.raw", entry.stem));
-    let staged = match fsutil::guarded_read(&blob, RAW_CAP) {
-        Ok(b) => b,
-        // The blob is gone (a file system that lost its rename): the source
-        // still holding exactly the journaled bytes is the same transcript.
-        Err(e) if e.is_not_found() && source_matches(sidecar) => {
-            match fsutil::guarded_read(
-                Path::new(sidecar.source_path.as_deref().unwrap_or("")),
-                RAW_CAP,
-            ) {
-                Ok(b) => b,
-                Err(e) => {
-                    report.failed.push(failure(
-                        entry,
-                        format!("staged copy missing and source unreadable: {e}"),
-                        false,
-                        false,
-                    ));
-                    return None;
-                }
-            }
+    let from_blob = fsutil::guarded_read(&blob, RAW_CAP);
+    if let Ok(b) = &from_blob {
+        if fsutil::sha256_hex(b) == sidecar.raw_sha256 {
+            return Some(from_blob.ok()?);
         }
+    }
+    // The blob is missing or does not hold the journaled bytes (a power
+    // loss before the kernel wrote it back; hooks do not fsync it): the
+    // harness's own transcript still starts with exactly those bytes.
+    if let Some(b) = source_prefix(sidecar) {
+        return Some(b);
+    }
+    match from_blob {
+        // Different bytes with no event for them: `finish` adopts them.
+        Ok(b) => Some(b),
         Err(e) => {
             report.failed.push(failure(
                 entry,
-                format!("staged copy unreadable: {e}"),
+                format!("staged copy unreadable and the source no longer holds it: {e}"),
                 false,
                 false,
             ));
-            return None;
+            None
         }
-    };
-    Some(staged)
+    }
 }
 
 /// Redacts (no lock), then under the lock re-checks that the entry still
@@ -309,11 +302,14 @@ fn finish(
     }
 }
 
-fn source_matches(sc: &crate::stage::StageSidecar) -> bool {
-    sc.source_path.as_deref().is_some_and(|p| {
-        fsutil::guarded_read(Path::new(p), RAW_CAP)
-            .is_ok_and(|b| fsutil::sha256_hex(&b) == sc.raw_sha256)
-    })
+/// The journaled bytes of an entry, recovered from its source transcript:
+/// the first `bytes` bytes of the source, when they hash to the digest the
+/// `Staged` event recorded.
+fn source_prefix(sc: &crate::stage::StageSidecar) -> Option<Vec<u8>> {
+    let src = fsutil::guarded_read(Path::new(sc.source_path.as_deref()?), RAW_CAP).ok()?;
+    let n = usize::try_from(sc.bytes).ok()?;
+    let prefix = src.get(..n)?;
+    (fsutil::sha256_hex(prefix) == sc.raw_sha256).then(|| prefix.to_vec())
 }
 
 #[cfg(test)]

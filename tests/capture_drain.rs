@@ -331,3 +331,42 @@ fn legacy_staged_file_without_sidecar_still_drains() {
     let r = env.json(&["history", "show", "legacy-session"]);
     assert!(r.get("agent_id").is_none(), "drains as the main thread");
 }
+
+#[test]
+fn a_blob_lost_to_a_power_failure_is_recovered_from_the_source() {
+    let env = Env::new();
+    let body = jsonl(&[&line(SID, "first"), &line(SID, "second")]);
+    let p = stage_agent(&env, "lost", &body);
+    let stem = env.staged()["staged"][0]["stem"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let blob = env.lane().join("staging").join(format!("{stem}.raw"));
+    // What a power loss before writeback can leave: an empty blob.
+    fs::write(&blob, b"").unwrap();
+    // The harness has since appended to its transcript.
+    fs::write(&p, format!("{body}{}\n", line(SID, "third"))).unwrap();
+    let d = env.drain();
+    assert_eq!(d["captured"].as_array().unwrap().len(), 1, "{d}");
+    let r = env.json(&["history", "show", "lost"]);
+    let text = r["body"].as_str().unwrap();
+    assert!(
+        text.contains("first") && text.contains("second") && text.contains("third"),
+        "{text}"
+    );
+    // A source that no longer starts with the journaled bytes is not used.
+    let p2 = stage_agent(&env, "gone", &jsonl(&[&line(SID, "original")]));
+    let stem2 = env.staged()["staged"][0]["stem"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    fs::remove_file(env.lane().join("staging").join(format!("{stem2}.raw"))).unwrap();
+    fs::write(&p2, jsonl(&[&line(SID, "a different transcript")])).unwrap();
+    let out = env.abcd(&["--json", "history", "drain"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("source no longer holds it"),
+        "{}",
+        stdout(&out)
+    );
+}
