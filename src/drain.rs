@@ -169,7 +169,7 @@ fn load(corpus: &Corpus, entry: &StagedEntry, report: &mut DrainReport) -> Optio
     let from_blob = fsutil::guarded_read(&blob, RAW_CAP);
     if let Ok(b) = &from_blob {
         if fsutil::sha256_hex(b) == sidecar.raw_sha256 {
-            return Some(from_blob.ok()?);
+            return from_blob.ok();
         }
     }
     // The blob is missing or does not hold the journaled bytes (a power
