@@ -60,6 +60,15 @@ impl From<ProjectionError> for CaptureError {
     }
 }
 
+/// The scanner for a repository: built-in rules, the caller's identity and
+/// the repository's own `.abcd/redact.json`. The one place that builds it.
+pub fn scanner_for(repo_root: &std::path::Path) -> Scanner {
+    Scanner::new(
+        abcd_redact::Identity::discover(Some(repo_root)),
+        Some(repo_root),
+    )
+}
+
 /// A redacted transcript, ready to be decided under the lock.
 #[derive(Debug, Clone)]
 pub struct Prepared {

@@ -207,10 +207,6 @@ fn open_corpus(
     Ok((corpus, info, home))
 }
 
-fn scanner_for(root: &Path) -> abcd_redact::Scanner {
-    abcd_redact::Scanner::new(abcd_redact::Identity::discover(Some(root)), Some(root))
-}
-
 pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, String> {
     let json = cli.json;
     match cli.command {
@@ -527,7 +523,7 @@ fn history_cmd(
             };
             let rep = drain::drain_with_progress(
                 &corpus,
-                &|| scanner_for(&root),
+                &|| crate::capture::scanner_for(&root),
                 Budget::UNBOUNDED,
                 now,
                 &progress,
@@ -671,7 +667,7 @@ fn history_cmd(
                 agent_type,
                 ..Default::default()
             };
-            let scanner = scanner_for(&info.root);
+            let scanner = crate::capture::scanner_for(&info.root);
             let prepared = crate::capture::prepare(
                 &scanner,
                 &lineage,

@@ -19,7 +19,7 @@ use abcd_journal::{Appended, EventId, Journal, JournalError};
 use thiserror::Error;
 
 use crate::clock;
-use crate::event::{self, Envelope, Event, EventError, Staged};
+use crate::event::{self, Event, EventError, Staged};
 use crate::fsutil::{self, FileLock, FsError};
 use crate::lineage::{Lineage, SpawnAttribution};
 use crate::projection::{self, CatchUp, Index, ProjectionError};
@@ -251,12 +251,6 @@ impl Locked<'_> {
         Ok(seq)
     }
 
-    /// Decodes and returns nothing; exists so callers can assert invariants
-    /// in tests without reaching into the journal crate.
-    pub fn head_seq(&self) -> Result<u64, CorpusError> {
-        Ok(self.corpus.journal.head()?.seq)
-    }
-
     /// A blob in `staging/` with no sidecar was written by a writer that
     /// died before journaling it, or by an older binary: adopt it as staged
     /// (never delete raw text). Also removes temporary blobs whose writer is
@@ -368,9 +362,4 @@ fn remove_if_stale(path: &Path) {
 /// Reads back the sidecar of a stem, for callers that hold the lock.
 pub fn sidecar(lane: &Lane, stem: &str) -> Result<StageSidecar, String> {
     StageSidecar::read(&lane.staging_dir().join(format!("{stem}.stage.json")))
-}
-
-/// Decodes an envelope (used by `journal dump`).
-pub fn decode(payload: &[u8]) -> Result<Envelope, EventError> {
-    event::decode(payload)
 }

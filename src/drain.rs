@@ -149,14 +149,19 @@ fn failure(entry: &StagedEntry, error: String, permanent: bool, quarantined: boo
 }
 
 fn drain_one(corpus: &Corpus, scanner: &Scanner, entry: &StagedEntry, report: &mut DrainReport) {
-    if let Some(staged) = load(corpus, entry, report) {
-        finish(corpus, scanner, entry, staged, report);
+    if let Some((staged, sha)) = load(corpus, entry, report) {
+        finish(corpus, scanner, entry, staged, &sha, report);
     }
 }
 
 /// Reads an entry's staged bytes (or, when the blob was lost, the source
-/// that still hashes to them). `None` after recording a failure.
-fn load(corpus: &Corpus, entry: &StagedEntry, report: &mut DrainReport) -> Option<Vec<u8>> {
+/// that still hashes to them), with their digest. `None` after recording a
+/// failure.
+fn load(
+    corpus: &Corpus,
+    entry: &StagedEntry,
+    report: &mut DrainReport,
+) -> Option<(Vec<u8>, String)> {
     let (Some(sidecar), None) = (&entry.sidecar, &entry.error) else {
         let why = entry.error.clone().unwrap_or_else(|| "no sidecar".into());
         report.failed.push(failure(entry, why, false, false));
@@ -167,20 +172,19 @@ fn load(corpus: &Corpus, entry: &StagedEntry, report: &mut DrainReport) -> Optio
         .staging_dir()
         .join(format!("{}.raw", entry.stem));
     let from_blob = fsutil::guarded_read(&blob, RAW_CAP);
-    if let Ok(b) = &from_blob {
-        if fsutil::sha256_hex(b) == sidecar.raw_sha256 {
-            return from_blob.ok();
-        }
+    let blob_sha = from_blob.as_ref().ok().map(|b| fsutil::sha256_hex(b));
+    if blob_sha.as_deref() == Some(sidecar.raw_sha256.as_str()) {
+        return from_blob.ok().zip(blob_sha);
     }
     // The blob is missing or does not hold the journaled bytes (a power
     // loss before the kernel wrote it back; hooks do not fsync it): the
     // harness's own transcript still starts with exactly those bytes.
     if let Some(b) = source_prefix(sidecar) {
-        return Some(b);
+        return Some((b, sidecar.raw_sha256.clone()));
     }
     match from_blob {
         // Different bytes with no event for them: `finish` adopts them.
-        Ok(b) => Some(b),
+        Ok(b) => blob_sha.map(|sha| (b, sha)),
         Err(e) => {
             report.failed.push(failure(
                 entry,
@@ -200,12 +204,12 @@ fn finish(
     scanner: &Scanner,
     entry: &StagedEntry,
     staged: Vec<u8>,
+    staged_sha: &str,
     report: &mut DrainReport,
 ) {
     let Some(sidecar) = &entry.sidecar else {
         return;
     };
-    let staged_sha = fsutil::sha256_hex(&staged);
     let mut lineage = sidecar.lineage();
     // A nested agent's sidecar names the spawning tool call but not the
     // agent that made it: find that call in a sibling transcript.
@@ -242,7 +246,7 @@ fn finish(
                 // rename and append): adopt the bytes that are there.
                 locked.append(&Event::Restaged(Restaged {
                     stem: entry.stem.clone(),
-                    raw_sha256: staged_sha.clone(),
+                    raw_sha256: staged_sha.to_owned(),
                     bytes: staged.len() as u64,
                     replaced_sha256: current.raw_sha256.clone(),
                     replaced_bytes: current.bytes,
@@ -259,14 +263,14 @@ fn finish(
             Ok(p) => {
                 let retires = Some(StagedRef {
                     stem: entry.stem.clone(),
-                    raw_sha256: staged_sha.clone(),
+                    raw_sha256: staged_sha.to_owned(),
                 });
                 capture::commit(&locked, p, retires, extended).map(Some)
             }
             Err(e) if e.is_deterministic() => {
                 locked.append(&Event::Quarantined(Quarantined {
                     stem: entry.stem.clone(),
-                    raw_sha256: staged_sha.clone(),
+                    raw_sha256: staged_sha.to_owned(),
                     reason: e.to_string(),
                     quarantined_at_ns: crate::clock::now_unix_ns(),
                 }))?;
@@ -340,12 +344,12 @@ mod tests {
         let now = crate::clock::now_unix_ns();
         let entries = stage::list_staged(&corpus, now).unwrap();
         let mut report = DrainReport::default();
-        let staged = load(&corpus, &entries[0], &mut report).unwrap();
+        let (staged, sha) = load(&corpus, &entries[0], &mut report).unwrap();
         assert_eq!(staged, v1);
         // The re-stage lands between the read and the capture.
         stage::stage(&corpus, &agent(), &v2, None).unwrap();
         let scanner = Scanner::new(abcd_redact::Identity::default(), None);
-        finish(&corpus, &scanner, &entries[0], staged, &mut report);
+        finish(&corpus, &scanner, &entries[0], staged, &sha, &mut report);
         assert!(
             report.captured.is_empty() && report.failed.is_empty(),
             "{report:?}"

@@ -171,13 +171,7 @@ impl<'a> Index<'a> {
             Err(e) => Err(FsError::from(e).into()),
         }
     }
-    fn write_list(
-        &self,
-        table: &str,
-        key: &str,
-        items: &[String],
-        durable: bool,
-    ) -> Result<(), ProjectionError> {
+    fn write_list(&self, table: &str, key: &str, items: &[String]) -> Result<(), ProjectionError> {
         let p = self.path(table, key);
         if items.is_empty() {
             fsutil::remove_file_if_exists(&p)?;
@@ -186,37 +180,25 @@ impl<'a> Index<'a> {
         ensure_dir(p.parent().expect("index path has a parent"))?;
         let mut text = items.join("\n");
         text.push('\n');
-        fsutil::write_atomic(&p, text.as_bytes(), durable)?;
+        fsutil::write_atomic(&p, text.as_bytes(), false)?;
         Ok(())
     }
-    fn list_insert(
-        &self,
-        table: &str,
-        key: &str,
-        item: &str,
-        durable: bool,
-    ) -> Result<(), ProjectionError> {
+    fn list_insert(&self, table: &str, key: &str, item: &str) -> Result<(), ProjectionError> {
         let mut items = self.read_list(table, key)?;
         if items.iter().any(|i| i == item) {
             return Ok(());
         }
         items.push(item.to_owned());
-        self.write_list(table, key, &items, durable)
+        self.write_list(table, key, &items)
     }
-    fn list_remove(
-        &self,
-        table: &str,
-        key: &str,
-        item: &str,
-        durable: bool,
-    ) -> Result<(), ProjectionError> {
+    fn list_remove(&self, table: &str, key: &str, item: &str) -> Result<(), ProjectionError> {
         let mut items = self.read_list(table, key)?;
         let before = items.len();
         items.retain(|i| i != item);
         if items.len() == before {
             return Ok(());
         }
-        self.write_list(table, key, &items, durable)
+        self.write_list(table, key, &items)
     }
 
     /// Record named by an idempotency key, if it is still live.
@@ -306,11 +288,11 @@ fn ensure_dir(path: &Path) -> Result<(), ProjectionError> {
 }
 
 /// Applies events to the projections of one lane.
+///
+/// Projection files are written without fsync: their durability comes from
+/// the journal (see `Checkpoint::boot_id` and `sync`).
 pub struct Projector<'a> {
     lane: &'a Lane,
-    /// Fsync each projection file (live path). A rebuild writes without
-    /// per-file syncs and syncs the file system once at the end.
-    durable: bool,
 }
 
 /// Gap state kept in the index so re-applying a sighting is idempotent.
@@ -346,12 +328,12 @@ pub struct QuarantineNote {
 }
 
 impl<'a> Projector<'a> {
-    pub fn new(lane: &'a Lane, durable: bool) -> Projector<'a> {
-        Projector { lane, durable }
+    pub fn new(lane: &'a Lane) -> Projector<'a> {
+        Projector { lane }
     }
 
     fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), ProjectionError> {
-        fsutil::write_atomic(path, bytes, self.durable)?;
+        fsutil::write_atomic(path, bytes, false)?;
         Ok(())
     }
 
@@ -373,7 +355,7 @@ impl<'a> Projector<'a> {
                     &sidecar.to_bytes(),
                 )?;
                 let key = staged_key(&s.lineage.session_id, s.lineage.agent_id.as_deref());
-                index.write_list("staged", &key, std::slice::from_ref(&s.stem), self.durable)?;
+                index.write_list("staged", &key, std::slice::from_ref(&s.stem))?;
             }
             Event::Restaged(r) => {
                 let path = self
@@ -522,7 +504,7 @@ impl<'a> Projector<'a> {
         meta: &RecordMeta,
     ) -> Result<(), ProjectionError> {
         for (table, key) in record_keys(meta) {
-            index.list_insert(table, &key, name, self.durable)?;
+            index.list_insert(table, &key, name)?;
         }
         Ok(())
     }
@@ -534,7 +516,7 @@ impl<'a> Projector<'a> {
         meta: &RecordMeta,
     ) -> Result<(), ProjectionError> {
         for (table, key) in record_keys(meta) {
-            index.list_remove(table, &key, name, self.durable)?;
+            index.list_remove(table, &key, name)?;
         }
         Ok(())
     }
@@ -565,7 +547,7 @@ impl<'a> Projector<'a> {
         let sidecar_path = dir.join(format!("{stem}.stage.json"));
         if let Ok(sc) = StageSidecar::read(&sidecar_path) {
             let key = staged_key(&sc.session_id, sc.agent_id.as_deref());
-            index.list_remove("staged", &key, stem, self.durable)?;
+            index.list_remove("staged", &key, stem)?;
         }
         self.remove(&dir.join(format!("{stem}.raw")))?;
         self.remove(&sidecar_path)?;
@@ -617,12 +599,7 @@ impl<'a> Projector<'a> {
                 "staged",
                 &staged_key(&session_id, agent_id.as_deref()),
                 &q.stem,
-                self.durable,
             )?;
-        }
-        if self.durable {
-            fsutil::sync_dir(&staging)?;
-            fsutil::sync_dir(&quarantine)?;
         }
         Ok(())
     }
@@ -721,31 +698,17 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         Err(JournalError::CheckpointMismatch { .. }) => return rebuild(lane, journal),
         Err(e) => return Err(e.into()),
     };
-    let projector = Projector::new(lane, false);
     let mut out = CatchUp {
         head_seq: start.seq,
         ..CatchUp::default()
     };
-    let mut last = None;
-    for frame in iter {
-        let frame = frame?;
-        if frame.kind == abcd_journal::FrameKind::Event {
-            let env = event::decode(&frame.payload).map_err(|source| ProjectionError::Event {
-                seq: frame.seq,
-                source,
-            })?;
-            match projector.apply(frame.seq, &env) {
-                Ok(()) => {}
-                // A projection file an event builds on is damaged or was
-                // removed by hand: the journal still knows the truth.
-                Err(ProjectionError::Record { .. }) => return rebuild(lane, journal),
-                Err(e) => return Err(e),
-            }
-            out.applied += 1;
-        }
-        out.head_seq = frame.seq;
-        last = Some(frame.end);
-    }
+    let mut last = match apply_frames(lane, iter, &mut out) {
+        Ok(last) => last,
+        // A projection file an event builds on is damaged or was removed by
+        // hand: the journal still knows the truth.
+        Err(ProjectionError::Record { .. }) => return rebuild(lane, journal),
+        Err(e) => return Err(e),
+    };
     if last.is_none() && !from_latest {
         last = Some(start);
     }
@@ -759,6 +722,31 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
     Ok(out)
 }
 
+/// Applies every event frame of `frames` in order (repair frames carry no
+/// event); returns the position after the last frame read.
+fn apply_frames(
+    lane: &Lane,
+    frames: abcd_journal::FrameIter,
+    out: &mut CatchUp,
+) -> Result<Option<Position>, ProjectionError> {
+    let projector = Projector::new(lane);
+    let mut last = None;
+    for frame in frames {
+        let frame = frame?;
+        if frame.kind == abcd_journal::FrameKind::Event {
+            let env = event::decode(&frame.payload).map_err(|source| ProjectionError::Event {
+                seq: frame.seq,
+                source,
+            })?;
+            projector.apply(frame.seq, &env)?;
+            out.applied += 1;
+        }
+        out.head_seq = frame.seq;
+        last = Some(frame.end);
+    }
+    Ok(last)
+}
+
 fn projections_present(lane: &Lane) -> Result<bool, ProjectionError> {
     let dir = lane.records_dir();
     let mut it = fs::read_dir(&dir).map_err(io_err("list", &dir))?;
@@ -767,8 +755,8 @@ fn projections_present(lane: &Lane) -> Result<bool, ProjectionError> {
 
 /// Rebuilds every projection from the whole journal. Caller holds the store
 /// lock. Old projection files are removed first (blobs are kept: they are not
-/// projections); files are written without per-file syncs and the result is
-/// made durable with one sync per directory at the end.
+/// projections; record files are set aside and compared, never deleted
+/// unseen), and the result is made durable with one `syncfs` at the end.
 pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionError> {
     // Record files are what users read: the old directory is set aside and
     // compared after the replay, so a file the journal does not reproduce is
@@ -784,26 +772,12 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
     }
     fsutil::ensure_private_dir(&lane.records_dir())?;
     clear_projections(lane)?;
-    let projector = Projector::new(lane, false);
     let mut out = CatchUp {
         rebuilt: true,
         ..CatchUp::default()
     };
     let start = journal.start();
-    let mut last = None;
-    for frame in journal.read_from(&start)? {
-        let frame = frame?;
-        if frame.kind == abcd_journal::FrameKind::Event {
-            let env = event::decode(&frame.payload).map_err(|source| ProjectionError::Event {
-                seq: frame.seq,
-                source,
-            })?;
-            projector.apply(frame.seq, &env)?;
-            out.applied += 1;
-        }
-        out.head_seq = frame.seq;
-        last = Some(frame.end);
-    }
+    let last = apply_frames(lane, journal.read_from(&start)?, &mut out)?;
     out.set_aside = reconcile_set_aside(lane, &before)?;
     write_checkpoint(lane, &last.unwrap_or(start))?;
     sync(lane)?;

@@ -351,20 +351,7 @@ fn concurrent_subagent_completions_all_stage() {
     for i in 0..n {
         let agent = format!("par{i:03}");
         let p = env.agent_transcript(SID, &agent, &jsonl(&[&line(SID, &agent)]), None);
-        let mut c = env.command(&env.repo);
-        c.args(["--json", "hook", "subagent-stop"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(env.subagent_payload(SID, &agent, &p).to_string().as_bytes())
-            .unwrap();
-        children.push(child);
+        children.push(env.spawn_hook("subagent-stop", &env.subagent_payload(SID, &agent, &p)));
     }
     for c in children {
         let out = c.wait_with_output().unwrap();
@@ -418,20 +405,7 @@ fn concurrent_stages_of_one_key_yield_one_copy() {
     let p = env.agent_transcript(SID, "same", &jsonl(&[&line(SID, "one copy")]), None);
     let mut children = Vec::new();
     for _ in 0..24 {
-        let mut c = env.command(&env.repo);
-        c.args(["--json", "hook", "subagent-stop"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(env.subagent_payload(SID, "same", &p).to_string().as_bytes())
-            .unwrap();
-        children.push(child);
+        children.push(env.spawn_hook("subagent-stop", &env.subagent_payload(SID, "same", &p)));
     }
     let mut staged = 0;
     for c in children {

@@ -9,7 +9,6 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -75,18 +74,7 @@ fn kill_during_stage_loses_nothing_acknowledged() {
             &jsonl(&[&line(SID, &format!("{agent} {body}"))]),
             None,
         );
-        let mut c = env.command(&env.repo);
-        c.args(["--json", "hook", "subagent-stop"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = c.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(env.subagent_payload(SID, &agent, &p).to_string().as_bytes())
-            .unwrap();
+        let mut child = env.spawn_hook("subagent-stop", &env.subagent_payload(SID, &agent, &p));
         std::thread::sleep(Duration::from_micros(rng.next() % 6000));
         let _ = child.kill();
         let out = child.wait_with_output().unwrap();

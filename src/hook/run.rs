@@ -14,9 +14,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use abcd_redact::{Identity, Scanner};
 use serde::Serialize;
 
 use crate::clock;
@@ -101,12 +99,6 @@ impl From<&DrainReport> for DrainSummary {
         }
     }
 }
-
-/// Settle loop: how often and how long the sub-agent hook re-reads a
-/// transcript whose last line is not yet complete JSON (the harness can fire
-/// SubagentStop before flushing). Worst case 0.1 s, outside any lock.
-pub const SETTLE_ATTEMPTS: u32 = 4;
-pub const SETTLE_PAUSE: Duration = Duration::from_millis(25);
 
 struct Ctx<'a> {
     err: &'a mut dyn Write,
@@ -345,13 +337,9 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         ctx.warn("this harness fired SubagentStop with no agent_transcript_path, so no sub-agent transcript can be captured; `abcd history staged` reports this");
         return;
     };
-    let (raw, settled) = match payload::read_settled(
-        Path::new(path),
-        RAW_CAP,
-        SETTLE_ATTEMPTS,
-        SETTLE_PAUSE,
-        &mut std::thread::sleep,
-    ) {
+    // The settle loop (payload::SETTLE_ATTEMPTS × SETTLE_PAUSE) runs here,
+    // outside any lock.
+    let (raw, settled) = match payload::read_settled_default(Path::new(path), RAW_CAP) {
         Ok(x) => x,
         Err(e) => {
             ctx.warn(format!(
@@ -429,10 +417,6 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     report_stage(ctx, &format!("session {session_id}"), outcome);
 }
 
-fn scanner_for(root: &Path) -> Scanner {
-    Scanner::new(Identity::discover(Some(root)), Some(root))
-}
-
 fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     ctx.result.outcome = "nothing-to-do".into();
     let session_id = p.session_id.clone().filter(|s| lineage::is_valid_id(s));
@@ -447,7 +431,7 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                         ctx.result.outcome = "noted".into();
                     }
                     let root = info.root.clone();
-                    match drain::drain(&corpus, &|| scanner_for(&root), Budget::SESSION_START, now) {
+                    match drain::drain(&corpus, &|| crate::capture::scanner_for(&root), Budget::SESSION_START, now) {
                         Ok(r) => report_drain(ctx, &r),
                         Err(e) => ctx.warn(format!("the drain could not run ({e}); staged transcripts stay staged")),
                     }
@@ -526,7 +510,7 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let root = info.root.clone();
     match drain::drain(
         &corpus,
-        &|| scanner_for(&root),
+        &|| crate::capture::scanner_for(&root),
         Budget::PROMPT,
         clock::now_unix_ns(),
     ) {

@@ -130,16 +130,21 @@ impl Env {
 
     pub fn hook_raw(&self, verb: &str, stdin: &[u8], env: &[(&str, &str)]) -> Output {
         let mut c = self.command(&self.repo);
-        c.args(["--json", "hook", verb])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
         for (k, v) in env {
             c.env(k, v);
         }
-        let mut child = c.spawn().expect("spawn abcd hook");
-        child.stdin.take().unwrap().write_all(stdin).unwrap();
-        child.wait_with_output().expect("hook finishes")
+        spawn_with_stdin(c.args(["--json", "hook", verb]), stdin)
+            .wait_with_output()
+            .expect("hook finishes")
+    }
+
+    /// Starts `abcd --json hook <verb>` with `payload` on stdin and returns
+    /// the running child (for concurrency and kill tests).
+    pub fn spawn_hook(&self, verb: &str, payload: &Value) -> std::process::Child {
+        spawn_with_stdin(
+            self.command(&self.repo).args(["--json", "hook", verb]),
+            payload.to_string().as_bytes(),
+        )
     }
 
     /// Writes a main-thread transcript for `session` and returns its path.
@@ -241,6 +246,17 @@ impl Env {
         }
         out
     }
+}
+
+fn spawn_with_stdin(c: &mut Command, stdin: &[u8]) -> std::process::Child {
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn abcd");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child
 }
 
 fn walk(dir: &Path, base: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
