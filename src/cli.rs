@@ -152,6 +152,45 @@ pub fn sanitize(s: &str) -> String {
 }
 
 /// Runs the CLI; returns the process exit status.
+/// The argument vectors the hooks use (`abcd hook VERB`, with `--json`
+/// before or after), parsed without building clap's whole command tree:
+/// that costs ~0.2 ms, a tenth of a hook's budget. Anything else (help,
+/// `--repo`, a flag-like verb) answers `None` and goes through clap, which
+/// gives exactly this result for these vectors (tested).
+pub fn hook_fast_path(args: &[std::ffi::OsString]) -> Option<Cli> {
+    let rest: Vec<&str> = args
+        .get(1..)?
+        .iter()
+        .map(|a| a.to_str())
+        .collect::<Option<_>>()?;
+    let (json, rest) = match rest.as_slice() {
+        ["--json", tail @ ..] => (true, tail),
+        tail => (false, tail),
+    };
+    let verb = match rest {
+        ["hook", verb] => verb,
+        ["hook", verb, "--json"] if !json => {
+            return plain_verb(verb).then(|| hook_cli(verb, true));
+        }
+        _ => return None,
+    };
+    plain_verb(verb).then(|| hook_cli(verb, json))
+}
+
+fn plain_verb(v: &str) -> bool {
+    !v.is_empty() && !v.starts_with('-')
+}
+
+fn hook_cli(verb: &str, json: bool) -> Cli {
+    Cli {
+        json,
+        repo: None,
+        command: Command::Hook(HookArgs {
+            verb: verb.to_owned(),
+        }),
+    }
+}
+
 pub fn main_with(cli: Cli) -> i32 {
     let out = &mut io::stdout().lock();
     let err = &mut io::stderr().lock();
@@ -751,4 +790,54 @@ pub fn reference_markdown() -> String {
     cmd.build();
     walk(&mut cmd, "", &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn argv(s: &[&str]) -> Vec<OsString> {
+        std::iter::once("abcd")
+            .chain(s.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    fn hook_of(cli: &Cli) -> (&str, bool, bool) {
+        match &cli.command {
+            Command::Hook(h) => (h.verb.as_str(), cli.json, cli.repo.is_some()),
+            other => panic!("not a hook: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hook_fast_path_agrees_with_clap() {
+        for v in [
+            &["hook", "subagent-stop"][..],
+            &["hook", "stop", "--json"],
+            &["--json", "hook", "session-start"],
+            &["hook", "no-such-verb"],
+        ] {
+            let fast = hook_fast_path(&argv(v)).unwrap_or_else(|| panic!("{v:?} not fast"));
+            let slow = Cli::try_parse_from(argv(v)).unwrap();
+            assert_eq!(hook_of(&fast), hook_of(&slow), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn everything_else_goes_through_clap() {
+        for v in [
+            &["hook"][..],
+            &["hook", "--help"],
+            &["hook", "-h"],
+            &["hook", "stop", "extra"],
+            &["--json", "hook", "stop", "--json"],
+            &["--repo", "/x", "hook", "stop"],
+            &["history", "list"],
+            &[],
+        ] {
+            assert!(hook_fast_path(&argv(v)).is_none(), "{v:?}");
+        }
+    }
 }

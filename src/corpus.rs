@@ -92,19 +92,20 @@ impl Corpus {
         Index::new(&self.lane)
     }
 
-    /// Takes the store lock, brings the projections up to date and adopts
-    /// orphan blobs.
+    /// Takes the store lock and brings the projections up to date. Does not
+    /// scan `staging/` for orphan blobs: that scan grows with the staging
+    /// backlog, and a staging hook must cost the same whatever the backlog.
+    /// [`Corpus::refresh`] (every drain and every user verb) adopts them.
     pub fn lock(&self) -> Result<Locked<'_>, CorpusError> {
         let lock = FileLock::acquire(&self.lane.lock_path(), STORE_LOCK_TIMEOUT)?;
         let legacy = self.adopt_legacy()?;
         let caught_up = projection::catch_up(&self.lane, &self.journal)?;
-        let locked = Locked {
+        Ok(Locked {
             corpus: self,
             _lock: lock,
             caught_up,
             adopted: legacy,
-        };
-        locked.adopt_orphans()
+        })
     }
 
     /// Makes every projection written so far durable and records the
@@ -202,9 +203,11 @@ impl Corpus {
         Ok(adopted)
     }
 
-    /// Brings projections up to date for a reader, then releases the lock.
+    /// Brings projections up to date and adopts orphan blobs (a crashed
+    /// writer's blob renamed into place without its event), then releases
+    /// the lock. Every drain and every user verb starts here.
     pub fn refresh(&self) -> Result<(CatchUp, Vec<String>), CorpusError> {
-        let l = self.lock()?;
+        let l = self.lock()?.adopt_orphans()?;
         Ok((l.caught_up.clone(), l.adopted.clone()))
     }
 }

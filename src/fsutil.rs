@@ -254,6 +254,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FsEr
     Ok(())
 }
 
+/// Overwrites an existing regular file of exactly `bytes.len()` bytes with
+/// one positioned write (no temporary file, no rename). Fails — and writes
+/// nothing — when the file is missing, a symlink, not a regular file or of
+/// another size; the caller then falls back to [`write_atomic`].
+pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    use std::os::unix::fs::FileExt;
+    let f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| FsError::io("open for overwrite", path, e))?;
+    let meta = f.metadata().map_err(|e| FsError::io("inspect", path, e))?;
+    if !meta.file_type().is_file() || meta.len() != bytes.len() as u64 {
+        return Err(FsError::io(
+            "overwrite",
+            path,
+            io::Error::other("not a regular file of the expected size"),
+        ));
+    }
+    f.write_all_at(bytes, 0)
+        .map_err(|e| FsError::io("overwrite", path, e))
+}
+
 fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8], durable: bool) -> Result<(), FsError> {
     let mut f = OpenOptions::new()
         .write(true)
@@ -328,7 +351,7 @@ pub fn guarded_read_head(path: &Path, max: u64) -> Result<Vec<u8>, GuardedReadEr
 
 /// Opens `path` for a guarded read: no symlink, no FIFO, device, socket or
 /// directory; returns the file and its size.
-fn guarded_open(path: &Path) -> Result<(File, u64), GuardedReadError> {
+pub fn guarded_open(path: &Path) -> Result<(File, u64), GuardedReadError> {
     let p = || path.to_path_buf();
     // O_NONBLOCK keeps an open of a FIFO from waiting for a writer; it has
     // no effect on regular-file reads.
@@ -370,6 +393,21 @@ fn guarded_open(path: &Path) -> Result<(File, u64), GuardedReadError> {
     }
     let len = meta.len();
     Ok((f, len))
+}
+
+/// Fills `buf` from `r` as far as the data goes: returns fewer bytes than
+/// `buf.len()` only at end of file (retrying interrupted reads).
+pub fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Reads at most `cap` bytes from `reader`; more than that is refused whole

@@ -13,6 +13,10 @@ fn main() {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
+    if let Some(cli) = abcd::cli::hook_fast_path(&args) {
+        let rc = abcd::cli::main_with(cli);
+        std::process::exit(rc);
+    }
     let cli = match abcd::cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {

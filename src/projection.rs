@@ -662,15 +662,27 @@ pub fn read_checkpoint(lane: &Lane) -> Option<Checkpoint> {
     read_cp(&checkpoint_path(lane))
 }
 
+/// The checkpoint file's size: its JSON (at most ~210 bytes) padded with
+/// spaces, so every update is one write of the same bytes' extent.
+pub const CHECKPOINT_BYTES: usize = 256;
+
 fn write_checkpoint(lane: &Lane, p: &Position) -> Result<(), ProjectionError> {
     let mut text =
         serde_json::to_vec(&Checkpoint::from_position(p)).expect("checkpoint serialises");
+    text.resize(CHECKPOINT_BYTES - 1, b' ');
     text.push(b'\n');
     // Not fsynced, like the projection files it covers: it is trusted only
     // within the boot that wrote it (see `Checkpoint::boot_id`), and a lost
     // checkpoint only makes the next open re-apply (idempotently) what it
-    // already applied.
-    fsutil::write_atomic(&checkpoint_path(lane), &text, false)?;
+    // already applied. Rewritten in place (one write within one page, under
+    // the store lock, which every reader that acts on it holds): a temporary
+    // file and rename per event would create and free an inode per hook.
+    // A power loss that tears it leaves a checkpoint of another boot or one
+    // that does not parse — either way the synced checkpoint is used.
+    let path = checkpoint_path(lane);
+    if fsutil::overwrite_in_place(&path, &text).is_err() {
+        fsutil::write_atomic(&path, &text, false)?;
+    }
     Ok(())
 }
 

@@ -47,6 +47,10 @@ pub enum StageError {
     CorruptSidecar { stem: String, why: String },
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// The transcript itself could not be read (missing, a symlink, over
+    /// the cap, …): nothing was staged.
+    #[error(transparent)]
+    Source(#[from] fsutil::GuardedReadError),
     #[error(transparent)]
     Corpus(#[from] CorpusError),
     #[error("write {path}: {source}")]
@@ -233,18 +237,10 @@ pub fn stage(
             path: source_path.unwrap_or("-").to_owned(),
         });
     }
-    lineage.validate().map_err(|e| StageError::Invalid {
-        session_id: lineage.session_id.clone(),
-        why: e.to_string(),
-    })?;
-    if source_path.is_some_and(|p| p.contains(['\n', '\r'])) {
-        return Err(StageError::Invalid {
-            session_id: lineage.session_id.clone(),
-            why: "the source path contains a line break".into(),
-        });
-    }
+    check_input(lineage, source_path)?;
     let staging = corpus.lane.staging_dir();
-    let (sha, tmp) = if likely_unchanged(corpus, lineage, raw.len() as u64) {
+    let agent = lineage.agent_id.as_deref();
+    let (sha, tmp) = if likely_unchanged(corpus, &lineage.session_id, agent, raw.len() as u64) {
         // The common repeat (Stop fires every turn; SessionEnd after the
         // last Stop) carries bytes that are already staged: answer it
         // without writing and syncing a blob.
@@ -258,9 +254,9 @@ pub fn stage(
         let tmp = write_tmp_blob(&staging, raw)?;
         (sha, tmp)
     } else {
-        // New bytes: write and sync the blob (the slow part, before the
-        // lock, so concurrent hooks only serialise on rename and append)
-        // while this thread computes its digest.
+        // New bytes: write the blob (before the lock, so concurrent hooks
+        // only serialise on rename and append) while this thread computes
+        // its digest.
         std::thread::scope(|scope| {
             let writer = scope.spawn(|| write_tmp_blob(&staging, raw));
             let sha = fsutil::sha256_hex(raw);
@@ -273,19 +269,279 @@ pub fn stage(
             Ok::<_, StageError>((sha, tmp))
         })?
     };
-    let result = stage_locked(corpus, lineage, raw.len() as u64, &sha, source_path, &tmp);
-    // On every path but a successful rename the temporary file is removed.
-    let _ = fs::remove_file(&tmp);
-    result
+    stage_locked(corpus, lineage, raw.len() as u64, &sha, source_path, &tmp.0)
+}
+
+fn check_input(lineage: &Lineage, source_path: Option<&str>) -> Result<(), StageError> {
+    lineage.validate().map_err(|e| StageError::Invalid {
+        session_id: lineage.session_id.clone(),
+        why: e.to_string(),
+    })?;
+    if source_path.is_some_and(|p| p.contains(['\n', '\r'])) {
+        return Err(StageError::Invalid {
+            session_id: lineage.session_id.clone(),
+            why: "the source path contains a line break".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Bytes per read when staging straight from a file: small enough that the
+/// few buffers in flight stay resident (a whole-file buffer costs a page
+/// fault per 4 KiB, a quarter of a millisecond per MiB), large enough that
+/// a file at [`RAW_CAP`] is ~1000 reads.
+const COPY_CHUNK: usize = 64 << 10;
+
+/// Buffers in flight between the thread that reads and hashes and the one
+/// that writes the blob: enough that neither waits for the other on a
+/// steady stream.
+const COPY_BUFFERS: usize = 4;
+
+/// A transcript read once from its file: the digest and size of exactly
+/// the bytes read and, unless only the digest was needed (the same size is
+/// already staged under this key), a temporary blob in `staging/` holding
+/// those bytes. Dropping it removes the temporary blob.
+pub struct Snapshot {
+    pub sha: String,
+    pub bytes: u64,
+    tmp: Option<TmpBlob>,
+    path: PathBuf,
+    source: String,
+}
+
+/// A temporary blob, removed on drop unless renamed into place (the
+/// removal then finds nothing).
+struct TmpBlob(PathBuf);
+
+impl Drop for TmpBlob {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Reads the transcript at `source` once (guarded: no symlink, FIFO or
+/// device; refused whole over [`RAW_CAP`]), hashing it on this thread while
+/// a second thread writes the same buffers to a temporary blob, so the
+/// copy costs about the larger of read+hash and write, not their sum.
+/// Every chunk is also given to `observe`, in order (the hooks' settle
+/// check). Nothing is journaled until [`stage_snapshot`].
+pub fn snapshot_file(
+    corpus: &Corpus,
+    session_id: &str,
+    agent_id: Option<&str>,
+    source: &str,
+    observe: &mut dyn FnMut(&[u8]),
+) -> Result<Snapshot, StageError> {
+    if source.contains(['\n', '\r']) {
+        return Err(StageError::Invalid {
+            session_id: session_id.to_owned(),
+            why: "the source path contains a line break".into(),
+        });
+    }
+    let path = PathBuf::from(source);
+    let (file, len) = fsutil::guarded_open(&path)?;
+    if len > RAW_CAP {
+        return Err(fsutil::GuardedReadError::OverCap {
+            path,
+            size: len,
+            cap: RAW_CAP,
+        }
+        .into());
+    }
+    let write_to =
+        (!likely_unchanged(corpus, session_id, agent_id, len)).then(|| corpus.lane.staging_dir());
+    let (sha, bytes, tmp) = copy_source(file, &path, write_to.as_deref(), Writer::Thread, observe)?;
+    Ok(Snapshot {
+        sha,
+        bytes,
+        tmp,
+        path,
+        source: source.to_owned(),
+    })
+}
+
+/// Journals a snapshot under (session, agent) with `lineage`: the same
+/// decisions as [`stage`], made under the store lock.
+pub fn stage_snapshot(
+    corpus: &Corpus,
+    lineage: &Lineage,
+    snap: Snapshot,
+) -> Result<StageOutcome, StageError> {
+    let src = Some(snap.source.as_str());
+    check_input(lineage, src)?;
+    if let Some(tmp) = &snap.tmp {
+        return stage_locked(corpus, lineage, snap.bytes, &snap.sha, src, &tmp.0);
+    }
+    {
+        let locked = corpus.lock()?;
+        if let Some(done) = already(&locked, lineage, &snap.sha, snap.bytes)? {
+            return Ok(done);
+        }
+    }
+    // Same size, other bytes: copy again (the file may have moved on since;
+    // the new copy is what gets staged, with its own digest).
+    let (file, _) = fsutil::guarded_open(&snap.path)?;
+    let staging = corpus.lane.staging_dir();
+    let (sha, bytes, tmp) = copy_source(
+        file,
+        &snap.path,
+        Some(&staging),
+        Writer::Thread,
+        &mut |_| {},
+    )?;
+    let tmp = tmp.ok_or_else(|| StageError::Io {
+        path: staging.clone(),
+        source: std::io::Error::other("no temporary blob was written"),
+    })?;
+    stage_locked(corpus, lineage, bytes, &sha, src, &tmp.0)
+}
+
+/// Who writes the blob while this thread reads and hashes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Writer {
+    /// A second thread, fed the buffers this one has hashed.
+    Thread,
+    /// This thread, after hashing each buffer (also the fallback when no
+    /// thread can be started).
+    Inline,
+}
+
+/// The copy loop behind [`snapshot_file`]: hashes every byte read and, with
+/// `dest`, writes the same buffers to a temporary blob there.
+fn copy_source(
+    mut file: fs::File,
+    path: &Path,
+    dest: Option<&Path>,
+    writer: Writer,
+    observe: &mut dyn FnMut(&[u8]),
+) -> Result<(String, u64, Option<TmpBlob>), StageError> {
+    use sha2::{Digest, Sha256};
+    use std::sync::mpsc::sync_channel;
+    let mut hasher = Sha256::new();
+    let mut total = 0u64;
+    let mut take = |buf: &[u8]| -> Result<(), StageError> {
+        total += buf.len() as u64;
+        if total > RAW_CAP {
+            return Err(fsutil::GuardedReadError::GrewPastCap {
+                path: path.to_path_buf(),
+                cap: RAW_CAP,
+            }
+            .into());
+        }
+        hasher.update(buf);
+        observe(buf);
+        Ok(())
+    };
+    let read_err = |source| {
+        StageError::Source(fsutil::GuardedReadError::Io {
+            op: "read",
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let tmp = match dest {
+        None => {
+            let mut buf = vec![0u8; COPY_CHUNK];
+            loop {
+                let n = fsutil::read_full(&mut file, &mut buf).map_err(read_err)?;
+                if n == 0 {
+                    break;
+                }
+                take(&buf[..n])?;
+            }
+            None
+        }
+        Some(dir) => {
+            let (tmp_path, out) = create_tmp_blob(dir)?;
+            let tmp = TmpBlob(tmp_path);
+            let io = |source| StageError::Io {
+                path: tmp.0.clone(),
+                source,
+            };
+            std::thread::scope(|scope| -> Result<(), StageError> {
+                let (to_writer, chunks) = sync_channel::<(Vec<u8>, usize)>(COPY_BUFFERS);
+                let (give_back, spare) = sync_channel::<Vec<u8>>(COPY_BUFFERS);
+                // `&File` writes too; a shared reference is Copy, so the
+                // fallback below can still use it if the spawn fails.
+                let out: &fs::File = &out;
+                let spawned = if writer == Writer::Inline {
+                    Err(std::io::Error::other("inline copy asked for"))
+                } else {
+                    std::thread::Builder::new()
+                        .name("abcd-stage-writer".into())
+                        .spawn_scoped(scope, move || -> std::io::Result<()> {
+                            let mut result = Ok(());
+                            for (buf, n) in chunks {
+                                if result.is_ok() {
+                                    result = { out }.write_all(&buf[..n]);
+                                }
+                                // Never blocks: at most COPY_BUFFERS exist.
+                                let _ = give_back.send(buf);
+                            }
+                            result
+                        })
+                };
+                let Ok(writer) = spawned else {
+                    // No second thread to be had: do both here.
+                    let mut buf = vec![0u8; COPY_CHUNK];
+                    loop {
+                        let n = fsutil::read_full(&mut file, &mut buf).map_err(read_err)?;
+                        if n == 0 {
+                            return Ok(());
+                        }
+                        take(&buf[..n])?;
+                        { out }.write_all(&buf[..n]).map_err(io)?;
+                    }
+                };
+                let mut made = 0;
+                let read = loop {
+                    let mut buf = match spare.try_recv() {
+                        Ok(b) => b,
+                        Err(_) if made < COPY_BUFFERS => {
+                            made += 1;
+                            vec![0u8; COPY_CHUNK]
+                        }
+                        Err(_) => match spare.recv() {
+                            Ok(b) => b,
+                            // The writer is gone; its join says why.
+                            Err(_) => break Ok(()),
+                        },
+                    };
+                    let n = match fsutil::read_full(&mut file, &mut buf) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => n,
+                        Err(e) => break Err(read_err(e)),
+                    };
+                    if let Err(e) = take(&buf[..n]) {
+                        break Err(e);
+                    }
+                    if to_writer.send((buf, n)).is_err() {
+                        break Ok(());
+                    }
+                };
+                drop(to_writer);
+                let written = writer.join().unwrap_or_else(|_| {
+                    Err(std::io::Error::other("the blob writer thread panicked"))
+                });
+                read?;
+                written.map_err(io)
+            })?;
+            start_writeback(&out);
+            Some(tmp)
+        }
+    };
+    if total == 0 {
+        return Err(StageError::Empty {
+            path: path.display().to_string(),
+        });
+    }
+    Ok((hex::encode(hasher.finalize()), total, tmp))
 }
 
 /// An unlocked peek: is an entry of the same size already staged under this
 /// key? Only chooses the fast path; every decision is re-made under the lock.
-fn likely_unchanged(corpus: &Corpus, lineage: &Lineage, bytes: u64) -> bool {
-    let Ok(Some(stem)) = corpus
-        .index()
-        .staged_stem(&lineage.session_id, lineage.agent_id.as_deref())
-    else {
+fn likely_unchanged(corpus: &Corpus, session_id: &str, agent_id: Option<&str>, bytes: u64) -> bool {
+    let Ok(Some(stem)) = corpus.index().staged_stem(session_id, agent_id) else {
         return false;
     };
     StageSidecar::read(&corpus.lane.staging_dir().join(format!("{stem}.stage.json")))
@@ -392,7 +648,19 @@ fn stage_locked(
     Ok(StageOutcome::Staged { stem, bytes })
 }
 
-fn write_tmp_blob(dir: &Path, raw: &[u8]) -> Result<PathBuf, StageError> {
+fn write_tmp_blob(dir: &Path, raw: &[u8]) -> Result<TmpBlob, StageError> {
+    let (path, mut f) = create_tmp_blob(dir)?;
+    let tmp = TmpBlob(path);
+    f.write_all(raw).map_err(|source| StageError::Io {
+        path: tmp.0.clone(),
+        source,
+    })?;
+    start_writeback(&f);
+    Ok(tmp)
+}
+
+/// A new temporary blob file in `dir`, 0600 exactly whatever the umask.
+fn create_tmp_blob(dir: &Path) -> Result<(PathBuf, fs::File), StageError> {
     let nonce = abcd_journal::EventId::random();
     let name = format!(
         ".stage-{}-{}.tmp",
@@ -400,35 +668,38 @@ fn write_tmp_blob(dir: &Path, raw: &[u8]) -> Result<PathBuf, StageError> {
         hex::encode(&nonce.0[..8])
     );
     let path = dir.join(name);
-    let io = |source| StageError::Io {
-        path: path.clone(),
-        source,
-    };
-    let mut f = fs::OpenOptions::new()
+    let f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(io)?;
-    // The mode is set exactly, whatever the umask.
+        .open(&path);
+    let io = |source| StageError::Io {
+        path: path.clone(),
+        source,
+    };
+    let f = f.map_err(io)?;
     use std::os::unix::fs::PermissionsExt;
-    f.set_permissions(fs::Permissions::from_mode(0o600))
-        .map_err(io)?;
-    f.write_all(raw).map_err(io)?;
-    // Start writing the blob out now, but do not wait for it: the hook is
-    // acknowledged once its `Staged` event is durable in the journal, and
-    // until the kernel has written the blob back (milliseconds, at most the
-    // dirty writeback interval) the harness's own transcript — kept for 30
-    // days — holds the same bytes: after a power loss the drain recovers
-    // them from `source_path`, verified against the journaled digest.
-    // Waiting here would put a second 1 MiB-scale sync on every hook.
+    if let Err(e) = f.set_permissions(fs::Permissions::from_mode(0o600)) {
+        let _ = fs::remove_file(&path);
+        return Err(io(e));
+    }
+    Ok((path, f))
+}
+
+/// Starts writing the blob out now, but does not wait for it: the hook is
+/// acknowledged once its `Staged` event is durable in the journal, and
+/// until the kernel has written the blob back (milliseconds, at most the
+/// dirty writeback interval) the harness's own transcript — kept for 30
+/// days — holds the same bytes: after a power loss the drain recovers them
+/// from `source_path`, verified against the journaled digest. Waiting here
+/// would put a second 1 MiB-scale sync on every hook.
+fn start_writeback(f: &fs::File) {
     use std::os::fd::AsRawFd;
     // SAFETY: a valid open descriptor; offset 0, length 0 = to end of file.
     unsafe {
         libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
     }
-    Ok(path)
 }
 
 fn rename_into_place(tmp: &Path, dest: &Path) -> Result<(), StageError> {
@@ -616,4 +887,182 @@ pub fn list_dir(dir: &Path, now_ns: u64) -> Result<Vec<StagedEntry>, StageError>
         out.push(entry);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lineage::{LineageSource, SpawnAttribution};
+
+    fn agent(id: &str) -> Lineage {
+        Lineage {
+            session_id: "s1".into(),
+            agent_id: Some(id.into()),
+            lineage_source: Some(LineageSource::Hook),
+            spawn_attribution: Some(SpawnAttribution::Unattributed),
+            ..Lineage::default()
+        }
+    }
+
+    fn staged_blob(corpus: &Corpus, stem: &str) -> Vec<u8> {
+        fs::read(corpus.lane.staging_dir().join(format!("{stem}.raw"))).unwrap()
+    }
+
+    fn leftovers(corpus: &Corpus) -> Vec<String> {
+        fs::read_dir(corpus.lane.staging_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    }
+
+    /// A body of several chunks whose size is not a multiple of the chunk.
+    fn body(seed: u8) -> Vec<u8> {
+        (0..COPY_CHUNK * 5 + 123)
+            .map(|i| {
+                if i % 97 == 96 {
+                    b'\n'
+                } else {
+                    b'a' + ((i as u8) ^ seed) % 26
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_writers_copy_exactly_the_bytes_they_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = Corpus::open(tmp.path(), &"a".repeat(40)).unwrap();
+        let src = tmp.path().join("agent.jsonl");
+        let raw = body(3);
+        fs::write(&src, &raw).unwrap();
+        for writer in [Writer::Thread, Writer::Inline] {
+            let mut seen = Vec::new();
+            let (file, _) = fsutil::guarded_open(&src).unwrap();
+            let (sha, bytes, blob) = copy_source(
+                file,
+                &src,
+                Some(&corpus.lane.staging_dir()),
+                writer,
+                &mut |c| seen.extend_from_slice(c),
+            )
+            .unwrap();
+            let blob = blob.expect("a blob was asked for");
+            assert_eq!(fs::read(&blob.0).unwrap(), raw, "{writer:?}");
+            assert_eq!(sha, fsutil::sha256_hex(&raw), "{writer:?}");
+            assert_eq!(bytes, raw.len() as u64);
+            assert_eq!(seen, raw, "the observer sees every byte in order");
+            drop(blob);
+        }
+        assert!(leftovers(&corpus).is_empty(), "{:?}", leftovers(&corpus));
+    }
+
+    #[test]
+    fn snapshots_stage_restage_and_no_op_like_stage() {
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = Corpus::open(tmp.path(), &"a".repeat(40)).unwrap();
+        let src = tmp.path().join("agent-a1.jsonl");
+        let src_s = src.to_str().unwrap();
+        let v1 = body(1);
+        fs::write(&src, &v1).unwrap();
+        let snap = snapshot_file(&corpus, "s1", Some("a1"), src_s, &mut |_| {}).unwrap();
+        assert!(snap.tmp.is_some());
+        let StageOutcome::Staged { stem, bytes } =
+            stage_snapshot(&corpus, &agent("a1"), snap).unwrap()
+        else {
+            panic!("not staged")
+        };
+        assert_eq!(bytes, v1.len() as u64);
+        assert_eq!(staged_blob(&corpus, &stem), v1);
+
+        // The same bytes again: answered from the digest, no blob written.
+        let snap = snapshot_file(&corpus, "s1", Some("a1"), src_s, &mut |_| {}).unwrap();
+        assert!(snap.tmp.is_none(), "same size staged: digest only");
+        assert!(matches!(
+            stage_snapshot(&corpus, &agent("a1"), snap).unwrap(),
+            StageOutcome::Unchanged { .. }
+        ));
+
+        // Same size, other bytes: copied again and re-staged at the same stem.
+        let v2 = body(2);
+        assert_eq!(v1.len(), v2.len());
+        fs::write(&src, &v2).unwrap();
+        let snap = snapshot_file(&corpus, "s1", Some("a1"), src_s, &mut |_| {}).unwrap();
+        assert!(snap.tmp.is_none());
+        let out = stage_snapshot(&corpus, &agent("a1"), snap).unwrap();
+        assert_eq!(
+            out,
+            StageOutcome::Restaged {
+                stem: stem.clone(),
+                bytes: v2.len() as u64,
+                replaced_bytes: v1.len() as u64
+            }
+        );
+        assert_eq!(staged_blob(&corpus, &stem), v2);
+        let sc = StageSidecar::read(&corpus.lane.staging_dir().join(format!("{stem}.stage.json")))
+            .unwrap();
+        assert_eq!(sc.raw_sha256, fsutil::sha256_hex(&v2));
+        assert_eq!(sc.source_path.as_deref(), Some(src_s));
+        assert!(leftovers(&corpus).is_empty(), "{:?}", leftovers(&corpus));
+    }
+
+    #[test]
+    fn a_snapshot_dropped_unstaged_leaves_nothing_behind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = Corpus::open(tmp.path(), &"a".repeat(40)).unwrap();
+        let src = tmp.path().join("agent-a1.jsonl");
+        fs::write(&src, body(4)).unwrap();
+        let snap = snapshot_file(
+            &corpus,
+            "s1",
+            Some("a1"),
+            src.to_str().unwrap(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(leftovers(&corpus).len(), 1, "the temporary blob exists");
+        drop(snap);
+        assert!(leftovers(&corpus).is_empty());
+    }
+
+    #[test]
+    fn snapshot_refusals_name_the_source_and_write_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = Corpus::open(tmp.path(), &"a".repeat(40)).unwrap();
+        let snap =
+            |p: &Path| snapshot_file(&corpus, "s1", Some("a1"), p.to_str().unwrap(), &mut |_| {});
+        let empty = tmp.path().join("empty.jsonl");
+        fs::write(&empty, b"").unwrap();
+        assert!(matches!(snap(&empty), Err(StageError::Empty { .. })));
+        // Over the cap: refused from its size (sparse, so the test is cheap).
+        let big = tmp.path().join("big.jsonl");
+        fs::File::create(&big)
+            .unwrap()
+            .set_len(RAW_CAP + 1)
+            .unwrap();
+        assert!(matches!(
+            snap(&big),
+            Err(StageError::Source(fsutil::GuardedReadError::OverCap { .. }))
+        ));
+        let link = tmp.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&empty, &link).unwrap();
+        assert!(matches!(
+            snap(&link),
+            Err(StageError::Source(fsutil::GuardedReadError::Symlink { .. }))
+        ));
+        assert!(matches!(
+            snap(&tmp.path().join("missing.jsonl")),
+            Err(StageError::Source(
+                fsutil::GuardedReadError::NotFound { .. }
+            ))
+        ));
+        assert!(matches!(
+            snapshot_file(&corpus, "s1", Some("a1"), "/x\n/y", &mut |_| {}),
+            Err(StageError::Invalid { .. })
+        ));
+        assert!(leftovers(&corpus).is_empty(), "{:?}", leftovers(&corpus));
+        assert!(list_staged(&corpus, clock::now_unix_ns())
+            .unwrap()
+            .is_empty());
+    }
 }

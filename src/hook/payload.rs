@@ -9,12 +9,10 @@
 //! [`crate::fsutil::read_stdin_capped`]), print anything, or wait unboundedly
 //! — a hook shares a 1.5 s budget with every other SessionEnd hook.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use thiserror::Error;
-
-use crate::fsutil::{guarded_read, GuardedReadError};
 
 /// Largest payload read from stdin. Real payloads are a few KiB (a
 /// `last_assistant_message` can be longer); 1 MiB bounds memory and time
@@ -123,43 +121,93 @@ pub fn transcript_settled(bytes: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(&trimmed[start..]).is_ok()
 }
 
-/// Reads `path` (guarded, `cap`) up to `attempts` times, calling `sleep`
-/// with `pause` between reads, until [`transcript_settled`]. Returns the
-/// bytes and whether they settled; a copy that never settles is returned
+/// [`transcript_settled`] over a transcript read in pieces: fed every chunk
+/// in order, [`LastLine::settled`] answers what `transcript_settled` would
+/// on their concatenation, while holding only the last non-blank line (and
+/// the line still open) instead of the whole file.
+#[derive(Debug, Default)]
+pub struct LastLine {
+    /// Bytes after the last newline seen so far.
+    open: Vec<u8>,
+    /// The last complete line that holds a non-whitespace byte.
+    last: Vec<u8>,
+}
+
+impl LastLine {
+    pub fn feed(&mut self, chunk: &[u8]) {
+        let Some(nl) = chunk.iter().rposition(|&b| b == b'\n') else {
+            self.open.extend_from_slice(chunk);
+            return;
+        };
+        let closed = &chunk[..nl];
+        match closed.iter().rposition(|b| !b.is_ascii_whitespace()) {
+            // The last non-blank line closed in this chunk starts after the
+            // newline before its last non-blank byte, or in `open`.
+            Some(k) => match closed[..k].iter().rposition(|&b| b == b'\n') {
+                Some(j) => {
+                    self.last.clear();
+                    self.last.extend_from_slice(&closed[j + 1..]);
+                }
+                None => {
+                    self.last.clear();
+                    self.last.extend_from_slice(&self.open);
+                    self.last.extend_from_slice(closed);
+                }
+            },
+            // Only whitespace closed here: the open line, if not blank, is
+            // the last non-blank line now.
+            None => {
+                if !is_blank(&self.open) {
+                    std::mem::swap(&mut self.last, &mut self.open);
+                }
+            }
+        }
+        self.open.clear();
+        self.open.extend_from_slice(&chunk[nl + 1..]);
+    }
+
+    pub fn settled(&self) -> bool {
+        let line = if is_blank(&self.open) {
+            &self.last
+        } else {
+            &self.open
+        };
+        !is_blank(line) && transcript_settled(line)
+    }
+}
+
+fn is_blank(b: &[u8]) -> bool {
+    b.iter().all(u8::is_ascii_whitespace)
+}
+
+/// The settle loop: runs `attempt` (one read of the transcript, feeding
+/// the [`LastLine`] it is given) up to `attempts` times, calling `sleep`
+/// with `pause` between, until the copy's last line is complete. Returns
+/// the copy and whether it settled; a copy that never settles is returned
 /// anyway (the caller stages it and says it may be short). A failure on the
-/// first read is returned; a failure on a later read returns the previous,
-/// complete read as unsettled rather than losing it.
-pub fn read_settled(
-    path: &Path,
-    cap: u64,
+/// first attempt is returned; a failure on a later one returns the previous,
+/// complete copy as unsettled rather than losing it.
+pub fn settle<T, E>(
     attempts: u32,
     pause: Duration,
     sleep: &mut dyn FnMut(Duration),
-) -> Result<(Vec<u8>, bool), GuardedReadError> {
-    let mut bytes = guarded_read(path, cap)?;
+    mut attempt: impl FnMut(&mut LastLine) -> Result<T, E>,
+) -> Result<(T, bool), E> {
+    let mut tail = LastLine::default();
+    let mut copy = attempt(&mut tail)?;
     for _ in 1..attempts.max(1) {
-        if transcript_settled(&bytes) {
-            return Ok((bytes, true));
+        if tail.settled() {
+            return Ok((copy, true));
         }
         sleep(pause);
-        match guarded_read(path, cap) {
-            Ok(b) => bytes = b,
-            Err(_) => return Ok((bytes, false)),
+        let mut again = LastLine::default();
+        match attempt(&mut again) {
+            Ok(c) => (copy, tail) = (c, again),
+            Err(_) => return Ok((copy, false)),
         }
     }
-    let settled = transcript_settled(&bytes);
-    Ok((bytes, settled))
-}
-
-/// [`read_settled`] with the standard attempts and pause, sleeping for real.
-pub fn read_settled_default(path: &Path, cap: u64) -> Result<(Vec<u8>, bool), GuardedReadError> {
-    read_settled(
-        path,
-        cap,
-        SETTLE_ATTEMPTS,
-        SETTLE_PAUSE,
-        &mut std::thread::sleep,
-    )
+    let settled = tail.settled();
+    Ok((copy, settled))
 }
 
 #[cfg(test)]
@@ -240,17 +288,66 @@ mod tests {
         assert!(super::transcript_settled(b"{\"a\":\n{\"b\":2}\n"));
     }
 
+    /// One attempt as the hook makes it: a guarded read in 3-byte pieces
+    /// (so lines straddle chunks) fed to the tracker.
+    fn read_in_pieces(
+        f: &std::path::Path,
+        cap: u64,
+    ) -> impl FnMut(&mut LastLine) -> Result<Vec<u8>, crate::fsutil::GuardedReadError> + '_ {
+        move |tail| {
+            let b = crate::fsutil::guarded_read(f, cap)?;
+            b.chunks(3).for_each(|c| tail.feed(c));
+            Ok(b)
+        }
+    }
+
     #[test]
-    fn read_settled_rereads_until_the_last_line_completes() {
+    fn last_line_agrees_with_transcript_settled_whatever_the_chunking() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b"  \n\n",
+            b"{\"a\":1}",
+            b"{\"a\":1}\n{\"b\":2}\n",
+            b"{\"a\":1}\n{\"b\":2}\r\n \n\t",
+            b"{\"a\":1}\n{\"b\":",
+            b"{\"a\":1}\n{\"b\":2}{",
+            b"{\"a\":1}\nnot json\n",
+            b"{\"a\":\n{\"b\":2}\n",
+            b"{\"a\":1}\n   \n \n",
+            b"\n\n{\"long\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n\n",
+            b"{\"a\":1}\n{\"b\"\n:2}",
+        ];
+        for case in cases {
+            for size in 1..=case.len().max(1) {
+                let mut t = LastLine::default();
+                case.chunks(size).for_each(|c| t.feed(c));
+                assert_eq!(
+                    t.settled(),
+                    super::transcript_settled(case),
+                    "{:?} in chunks of {size}",
+                    String::from_utf8_lossy(case)
+                );
+            }
+        }
+    }
+
+    // Seed: TestSubagentStopWaitsForSettledTranscript (the re-read loop).
+    #[test]
+    fn settle_rereads_until_the_last_line_completes() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("agent-a1.jsonl");
         std::fs::write(&f, b"{\"a\":1}\n{\"b\":").unwrap();
         let mut sleeps = Vec::new();
-        let (bytes, settled) = read_settled(&f, 1 << 20, 4, SETTLE_PAUSE, &mut |d| {
-            sleeps.push(d);
-            // The harness flushes its last line while we wait.
-            std::fs::write(&f, b"{\"a\":1}\n{\"b\":2}\n").unwrap();
-        })
+        let (bytes, settled) = settle(
+            4,
+            SETTLE_PAUSE,
+            &mut |d| {
+                sleeps.push(d);
+                // The harness flushes its last line while we wait.
+                std::fs::write(&f, b"{\"a\":1}\n{\"b\":2}\n").unwrap();
+            },
+            read_in_pieces(&f, 1 << 20),
+        )
         .unwrap();
         assert!(settled);
         assert_eq!(bytes, b"{\"a\":1}\n{\"b\":2}\n");
@@ -258,12 +355,18 @@ mod tests {
     }
 
     #[test]
-    fn read_settled_gives_up_after_the_attempts_and_returns_the_copy() {
+    fn settle_gives_up_after_the_attempts_and_returns_the_copy() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("agent-a1.jsonl");
         std::fs::write(&f, b"{\"a\":1}\n{\"b\":").unwrap();
         let mut n = 0;
-        let (bytes, settled) = read_settled(&f, 1 << 20, 4, SETTLE_PAUSE, &mut |_| n += 1).unwrap();
+        let (bytes, settled) = settle(
+            4,
+            SETTLE_PAUSE,
+            &mut |_| n += 1,
+            read_in_pieces(&f, 1 << 20),
+        )
+        .unwrap();
         assert!(!settled);
         assert_eq!(bytes, b"{\"a\":1}\n{\"b\":");
         assert_eq!(n, 3, "four reads, three pauses");
@@ -272,30 +375,35 @@ mod tests {
         std::fs::write(&f, b"{}\n").unwrap();
         let mut n = 0;
         assert!(
-            read_settled(&f, 1 << 20, 4, SETTLE_PAUSE, &mut |_| n += 1)
-                .unwrap()
-                .1
+            settle(
+                4,
+                SETTLE_PAUSE,
+                &mut |_| n += 1,
+                read_in_pieces(&f, 1 << 20)
+            )
+            .unwrap()
+            .1
         );
         assert_eq!(n, 0);
     }
 
     #[test]
-    fn read_settled_keeps_the_first_copy_if_the_file_vanishes() {
+    fn settle_keeps_the_first_copy_if_the_file_vanishes() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("agent-a1.jsonl");
         std::fs::write(&f, b"{\"a\":").unwrap();
-        let (bytes, settled) = read_settled(&f, 1 << 20, 4, SETTLE_PAUSE, &mut |_| {
-            let _ = std::fs::remove_file(&f);
-        })
+        let (bytes, settled) = settle(
+            4,
+            SETTLE_PAUSE,
+            &mut |_| {
+                let _ = std::fs::remove_file(&f);
+            },
+            read_in_pieces(&f, 1 << 20),
+        )
         .unwrap();
         assert_eq!((bytes.as_slice(), settled), (&b"{\"a\":"[..], false));
         // But a first read that fails is an error the hook reports.
-        let err = read_settled(&f, 1 << 20, 4, SETTLE_PAUSE, &mut |_| {}).unwrap_err();
+        let err = settle(4, SETTLE_PAUSE, &mut |_| {}, read_in_pieces(&f, 1 << 20)).unwrap_err();
         assert!(err.is_not_found());
-        std::fs::write(&f, b"{}").unwrap();
-        assert!(matches!(
-            read_settled(&f, 1, 4, SETTLE_PAUSE, &mut |_| {}),
-            Err(GuardedReadError::OverCap { .. })
-        ));
     }
 }

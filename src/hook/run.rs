@@ -24,7 +24,7 @@ use crate::event::{Event, GapSighted, SessionNoted};
 use crate::hook::payload::{self, HookPayload};
 use crate::lineage::{self, Lineage, LineageSource, SidecarOutcome, SpawnAttribution};
 use crate::repo;
-use crate::stage::{self, StageOutcome, RAW_CAP};
+use crate::stage::{self, StageOutcome};
 use crate::store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,12 +338,28 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         return;
     };
     // The settle loop (payload::SETTLE_ATTEMPTS × SETTLE_PAUSE) runs here,
-    // outside any lock.
-    let (raw, settled) = match payload::read_settled_default(Path::new(path), RAW_CAP) {
+    // outside any lock. Each attempt copies the transcript into a temporary
+    // blob while its last line is checked; an unsettled copy is replaced
+    // by the next attempt's (its blob removed).
+    let copy = payload::settle(
+        payload::SETTLE_ATTEMPTS,
+        payload::SETTLE_PAUSE,
+        &mut std::thread::sleep,
+        |tail| {
+            stage::snapshot_file(
+                &resolved.corpus,
+                &session_id,
+                Some(&agent_id),
+                path,
+                &mut |c| tail.feed(c),
+            )
+        },
+    );
+    let (snap, settled) = match copy {
         Ok(x) => x,
         Err(e) => {
             ctx.warn(format!(
-                "the sub-agent transcript could not be read ({e}); staging nothing"
+                "the sub-agent transcript could not be staged ({e}); nothing was staged"
             ));
             return;
         }
@@ -384,7 +400,7 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
             .map(|a| a.as_str())
             .unwrap_or("unattributed")
     );
-    let outcome = stage::stage(&resolved.corpus, &lin, &raw, Some(path));
+    let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &what, outcome);
 }
 
@@ -399,21 +415,21 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let Some(resolved) = resolve(ctx, home, p, &session_id) else {
         return;
     };
-    let raw = match crate::fsutil::guarded_read(Path::new(path), RAW_CAP) {
-        Ok(b) => b,
-        Err(e) => {
-            ctx.warn(format!(
-                "the session transcript could not be read ({e}); this session was not captured"
-            ));
-            return;
-        }
-    };
     let lin = Lineage {
         session_id: session_id.clone(),
         lineage_source: Some(LineageSource::Hook),
         ..Lineage::default()
     };
-    let outcome = stage::stage(&resolved.corpus, &lin, &raw, Some(path));
+    let snap = match stage::snapshot_file(&resolved.corpus, &session_id, None, path, &mut |_| {}) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.warn(format!(
+                "the session transcript could not be staged ({e}); this session was not captured"
+            ));
+            return;
+        }
+    };
+    let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &format!("session {session_id}"), outcome);
 }
 

@@ -25,7 +25,9 @@ fn main() {
         .join("subagents");
     std::fs::create_dir_all(&dir).unwrap();
     let body = transcript(session, 1 << 20, 1);
-    let run = |agent: &str, verb: &str, path: &std::path::Path| -> f64 {
+    // Each run must have done the work it is timed for: the `--json` line
+    // names the outcome.
+    let run = |agent: &str, verb: &str, path: &std::path::Path, expect: &str| -> f64 {
         let payload = serde_json::json!({
             "session_id": session, "cwd": env.repo, "agent_id": agent, "agent_type": "Explore",
             "agent_transcript_path": path, "transcript_path": path, "hook_event_name": "SubagentStop",
@@ -33,12 +35,12 @@ fn main() {
         .to_string();
         let t = Instant::now();
         let mut child = Command::new(&bin)
-            .args(["hook", verb])
+            .args(["hook", verb, "--json"])
             .current_dir(&env.repo)
             .env("HOME", &env.home)
             .env("ABCD_HOME", &env.abcd_home)
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn abcd");
@@ -48,20 +50,23 @@ fn main() {
             .unwrap()
             .write_all(payload.as_bytes())
             .unwrap();
-        let st = child.wait().unwrap();
-        assert!(st.success());
-        t.elapsed().as_secs_f64() * 1e3
+        let out = child.wait_with_output().unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert!(out.status.success());
+        let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json line");
+        assert_eq!(result["outcome"], expect, "{result}");
+        ms
     };
     // Warm the root-commit cache and the page cache once.
     let warm = dir.join("agent-warm.jsonl");
     std::fs::write(&warm, &body).unwrap();
-    run("warm", "subagent-stop", &warm);
+    run("warm", "subagent-stop", &warm, "staged");
     let mut times = Vec::new();
     for i in 0..runs {
         let agent = format!("a{i:05}");
         let p = dir.join(format!("agent-{agent}.jsonl"));
         std::fs::write(&p, &body).unwrap();
-        times.push(run(&agent, "subagent-stop", &p));
+        times.push(run(&agent, "subagent-stop", &p, "staged"));
     }
     let quarter = (runs / 4).max(1);
     let mut first: Vec<f64> = times[..quarter].to_vec();
@@ -78,7 +83,7 @@ fn main() {
     let mut noop = Vec::new();
     let p = dir.join("agent-a00000.jsonl");
     for _ in 0..runs.min(50) {
-        noop.push(run("a00000", "subagent-stop", &p));
+        noop.push(run("a00000", "subagent-stop", &p, "unchanged"));
     }
     println!(
         "subagent-stop, identical re-stage (no-op): median {:.2} ms",
