@@ -125,8 +125,10 @@ impl GuardedReadError {
 }
 
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    // SAFETY: geteuid has no preconditions and cannot fail. abcd never
+    // changes its ids, so one call per process answers for all.
+    *EUID.get_or_init(|| unsafe { libc::geteuid() })
 }
 
 /// Best-effort account name of `uid`, for error messages only.
@@ -159,37 +161,45 @@ pub fn account_name(uid: u32) -> Option<String> {
 /// and narrows its mode to exactly 0700 through a descriptor opened without
 /// following symlinks.
 pub fn ensure_private_dir(path: &Path) -> Result<(), FsError> {
-    match DirBuilder::new().mode(DIR_MODE).create(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(FsError::io("create directory", path, e)),
-    }
-    let lmeta =
-        std::fs::symlink_metadata(path).map_err(|e| FsError::io("inspect directory", path, e))?;
-    if lmeta.file_type().is_symlink() {
-        return Err(FsError::Symlink {
+    // Open first (every hook opens a dozen levels that exist): O_NOFOLLOW
+    // refuses a symlinked level and O_DIRECTORY anything but a directory,
+    // so no separate mkdir and lstat are needed on that path.
+    let open = || {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+    };
+    let dir = match open() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match DirBuilder::new().mode(DIR_MODE).create(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(FsError::io("create directory", path, e)),
+            }
+            open()
+        }
+        other => other,
+    };
+    let dir = dir.map_err(|e| match e.raw_os_error() {
+        // A symlinked level: Linux answers ENOTDIR for O_DIRECTORY |
+        // O_NOFOLLOW on a symlink (ELOOP without O_DIRECTORY), so the error
+        // path looks once more to say which.
+        Some(libc::ELOOP) => FsError::Symlink {
             path: path.to_path_buf(),
-        });
-    }
-    if !lmeta.is_dir() {
-        return Err(FsError::NotADirectory {
+        },
+        Some(libc::ENOTDIR)
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            FsError::Symlink {
+                path: path.to_path_buf(),
+            }
+        }
+        Some(libc::ENOTDIR) => FsError::NotADirectory {
             path: path.to_path_buf(),
-        });
-    }
-    let dir = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            // The level was swapped for a symlink between lstat and open.
-            Some(libc::ELOOP) => FsError::Symlink {
-                path: path.to_path_buf(),
-            },
-            Some(libc::ENOTDIR) => FsError::NotADirectory {
-                path: path.to_path_buf(),
-            },
-            _ => FsError::io("open directory", path, e),
-        })?;
+        },
+        _ => FsError::io("open directory", path, e),
+    })?;
     let meta = dir
         .metadata()
         .map_err(|e| FsError::io("inspect directory", path, e))?;

@@ -478,6 +478,11 @@ fn copy_source(
                                 // Never blocks: at most COPY_BUFFERS exist.
                                 let _ = give_back.send(buf);
                             }
+                            // Here, not after the join: the reader is
+                            // still hashing its last buffer while this runs.
+                            if result.is_ok() {
+                                start_writeback(out);
+                            }
                             result
                         })
                 };
@@ -487,6 +492,7 @@ fn copy_source(
                     loop {
                         let n = fsutil::read_full(&mut file, &mut buf).map_err(read_err)?;
                         if n == 0 {
+                            start_writeback(out);
                             return Ok(());
                         }
                         take(&buf[..n])?;
@@ -526,7 +532,6 @@ fn copy_source(
                 read?;
                 written.map_err(io)
             })?;
-            start_writeback(&out);
             Some(tmp)
         }
     };

@@ -191,7 +191,13 @@ pub fn now_unix_ns() -> u64 {
 
 /// Kernel boot id: the page cache survives process death but not reboot, so
 /// the derived id index records the boot it was last written in.
+/// Read once per process (it cannot change while the process lives).
 pub fn boot_id() -> [u8; 16] {
+    static BOOT: std::sync::OnceLock<[u8; 16]> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(read_boot_id)
+}
+
+fn read_boot_id() -> [u8; 16] {
     let s = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let hexs: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
     let mut out = [0u8; 16];
