@@ -6,10 +6,14 @@
 //!
 //! Invariants:
 //! - Staging never redacts (that is the drain's job) and never captures.
-//! - A blob is written to a temporary file and fsynced *outside* the store
-//!   lock; under the lock it is renamed into place and journaled. A crash
-//!   leaves a temporary file (removed once stale: never acknowledged) or a
-//!   blob that the next lock holder adopts: never an untracked raw file.
+//! - A blob is written to a temporary file (its write-back started, not
+//!   awaited) *outside* the store lock; under the lock it is renamed into
+//!   place and journaled. A crash leaves a temporary file (removed once
+//!   stale: never acknowledged) or a blob that the next `Corpus::refresh`
+//!   adopts: never an untracked raw file.
+//! - The digest journaled is the digest of exactly the bytes in the blob:
+//!   the hooks' path ([`snapshot_file`]) reads each byte once, hashes it and
+//!   writes that same buffer.
 //! - Key = (session_id, agent_id): identical bytes are a no-op, different
 //!   bytes replace the blob at the same stem (queue position kept).
 //! - A present but corrupt sidecar is never drained or replaced.
