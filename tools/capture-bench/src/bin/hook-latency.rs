@@ -1,12 +1,19 @@
 //! `abcd hook subagent-stop` on a 1 MB transcript, as a whole process.
 //!
-//! Usage: cargo build --release && target/release/hook-latency [RUNS] [ABCD_BIN]
+//! Usage: cargo build --release && target/release/hook-latency [RUNS] [ABCD_BIN...]
+//!
 //! Each run stages a new sub-agent (a distinct agent id), so every run does
-//! the full work: payload parse, repo resolution (cached), guarded read of
-//! 1 MB, settle check, sidecar read, blob write + fsync, lock, journal
-//! append + fdatasync, projection write.
+//! the full work: payload parse, repo resolution (cached), one read of the
+//! 1 MB transcript (hashed, written to a temporary blob, settle-checked),
+//! sidecar read, store lock, rename, journal append + fdatasync, projection
+//! writes. Each run's `--json` line must name the outcome it is timed for.
+//!
+//! With several binaries, runs alternate between them (A, B, A, B, …) into
+//! the same store, so a noisy machine weighs on each build alike: the way to
+//! compare two builds on a VM whose speed drifts.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -15,7 +22,10 @@ use abcd_capture_bench::*;
 fn main() {
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let bin = abcd_bin(args.next());
+    let mut bins: Vec<PathBuf> = args.map(PathBuf::from).collect();
+    if bins.is_empty() {
+        bins.push(abcd_bin(None));
+    }
     let env = BenchEnv::new();
     let session = "bench-session-0000-4000-8000-000000000000";
     let dir = env
@@ -25,17 +35,15 @@ fn main() {
         .join("subagents");
     std::fs::create_dir_all(&dir).unwrap();
     let body = transcript(session, 1 << 20, 1);
-    // Each run must have done the work it is timed for: the `--json` line
-    // names the outcome.
-    let run = |agent: &str, verb: &str, path: &std::path::Path, expect: &str| -> f64 {
+    let run = |bin: &Path, agent: &str, path: &Path, expect: &str| -> f64 {
         let payload = serde_json::json!({
             "session_id": session, "cwd": env.repo, "agent_id": agent, "agent_type": "Explore",
             "agent_transcript_path": path, "transcript_path": path, "hook_event_name": "SubagentStop",
         })
         .to_string();
         let t = Instant::now();
-        let mut child = Command::new(&bin)
-            .args(["hook", verb, "--json"])
+        let mut child = Command::new(bin)
+            .args(["hook", "subagent-stop", "--json"])
             .current_dir(&env.repo)
             .env("HOME", &env.home)
             .env("ABCD_HOME", &env.abcd_home)
@@ -57,51 +65,66 @@ fn main() {
         assert_eq!(result["outcome"], expect, "{result}");
         ms
     };
-    // Warm the root-commit cache and the page cache once.
-    let warm = dir.join("agent-warm.jsonl");
-    std::fs::write(&warm, &body).unwrap();
-    run("warm", "subagent-stop", &warm, "staged");
-    let mut times = Vec::new();
+    // Warm the root-commit cache and the page cache once per binary.
+    for (b, bin) in bins.iter().enumerate() {
+        let warm = dir.join(format!("agent-warm{b}.jsonl"));
+        std::fs::write(&warm, &body).unwrap();
+        run(bin, &format!("warm{b}"), &warm, "staged");
+    }
+    let mut times = vec![Vec::new(); bins.len()];
     for i in 0..runs {
-        let agent = format!("a{i:05}");
+        for (b, bin) in bins.iter().enumerate() {
+            let agent = format!("a{i:05}b{b}");
+            let p = dir.join(format!("agent-{agent}.jsonl"));
+            std::fs::write(&p, &body).unwrap();
+            times[b].push(run(bin, &agent, &p, "staged"));
+        }
+    }
+    for (b, bin) in bins.iter().enumerate() {
+        let label = if bins.len() > 1 {
+            format!("[{}] ", bin.display())
+        } else {
+            String::new()
+        };
+        let t = &mut times[b];
+        let quarter = (runs / 4).max(1);
+        let mut first: Vec<f64> = t[..quarter].to_vec();
+        let mut last: Vec<f64> = t[runs - quarter..].to_vec();
+        println!(
+            "{label}first {quarter} runs median {:.2} ms, last {quarter} runs median {:.2} ms",
+            median(&mut first),
+            median(&mut last)
+        );
+        let med = median(t);
+        let p90 = percentile(t, 0.9);
+        println!(
+            "{label}subagent-stop, 1 MiB transcript, {runs} runs: median {med:.2} ms, p90 {p90:.2} ms"
+        );
+        // Restaging the same key with identical bytes (the no-op path).
+        let mut noop = Vec::new();
+        let agent = format!("a00000b{b}");
         let p = dir.join(format!("agent-{agent}.jsonl"));
-        std::fs::write(&p, &body).unwrap();
-        times.push(run(&agent, "subagent-stop", &p, "staged"));
+        for _ in 0..runs.min(50) {
+            noop.push(run(bin, &agent, &p, "unchanged"));
+        }
+        println!(
+            "{label}subagent-stop, identical re-stage (no-op): median {:.2} ms",
+            median(&mut noop)
+        );
+        // A process that does nothing but start: the floor.
+        let mut floor = Vec::new();
+        for _ in 0..runs.min(50) {
+            let t = Instant::now();
+            Command::new(bin)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            floor.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        println!(
+            "{label}floor (abcd --version): median {:.2} ms",
+            median(&mut floor)
+        );
     }
-    let quarter = (runs / 4).max(1);
-    let mut first: Vec<f64> = times[..quarter].to_vec();
-    let mut last: Vec<f64> = times[runs - quarter..].to_vec();
-    println!(
-        "first {quarter} runs median {:.2} ms, last {quarter} runs median {:.2} ms",
-        median(&mut first),
-        median(&mut last)
-    );
-    let med = median(&mut times);
-    let p90 = percentile(&mut times, 0.9);
-    println!("subagent-stop, 1 MiB transcript, {runs} runs: median {med:.2} ms, p90 {p90:.2} ms");
-    // Restaging the same key with identical bytes (the no-op path).
-    let mut noop = Vec::new();
-    let p = dir.join("agent-a00000.jsonl");
-    for _ in 0..runs.min(50) {
-        noop.push(run("a00000", "subagent-stop", &p, "unchanged"));
-    }
-    println!(
-        "subagent-stop, identical re-stage (no-op): median {:.2} ms",
-        median(&mut noop)
-    );
-    // A process that does nothing but start: the floor.
-    let mut floor = Vec::new();
-    for _ in 0..runs.min(50) {
-        let t = Instant::now();
-        Command::new(&bin)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        floor.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    println!(
-        "floor (abcd --version): median {:.2} ms",
-        median(&mut floor)
-    );
 }
