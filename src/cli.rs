@@ -284,7 +284,22 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                     ..Default::default()
                 }
             } else {
-                hook_run::run(verb, &stdin, err)
+                // A bug must not turn into a non-zero exit the harness acts
+                // on: the panic message is already on stderr; the hook still
+                // exits 0 (nothing was acknowledged, so nothing is lost).
+                let run = std::panic::AssertUnwindSafe(|| hook_run::run(verb, &stdin, &mut *err));
+                std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                    let _ = writeln!(
+                        err,
+                        "abcd hook {}: internal error (see the panic above); nothing was captured by this hook — please report it",
+                        verb.name()
+                    );
+                    hook_run::HookResult {
+                        hook: verb.name().into(),
+                        outcome: "not-captured".into(),
+                        ..Default::default()
+                    }
+                })
             };
             if json {
                 let _ = print_json(out, &result);
