@@ -14,8 +14,7 @@ fn main() {
         }
     }
     if let Some(cli) = abcd::cli::hook_fast_path(&args) {
-        let rc = abcd::cli::main_with(cli);
-        std::process::exit(rc);
+        std::process::exit(abcd::cli::main_with(cli));
     }
     let cli = match abcd::cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,

@@ -354,7 +354,8 @@ pub fn snapshot_file(
     }
     let write_to =
         (!likely_unchanged(corpus, session_id, agent_id, len)).then(|| corpus.lane.staging_dir());
-    let (sha, bytes, tmp) = copy_source(file, &path, write_to.as_deref(), Writer::Thread, observe)?;
+    let (sha, bytes, tmp) =
+        copy_source(file, &path, write_to.as_deref(), writer_for(len), observe)?;
     Ok(Snapshot {
         sha,
         bytes,
@@ -390,7 +391,7 @@ pub fn stage_snapshot(
         file,
         &snap.path,
         Some(&staging),
-        Writer::Thread,
+        writer_for(snap.bytes),
         &mut |_| {},
     )?;
     let tmp = tmp.ok_or_else(|| StageError::Io {
@@ -403,11 +404,24 @@ pub fn stage_snapshot(
 /// Who writes the blob while this thread reads and hashes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Writer {
-    /// A second thread, fed the buffers this one has hashed.
-    Thread,
-    /// This thread, after hashing each buffer (also the fallback when no
-    /// thread can be started).
+    /// A second thread takes the chunks this one has hashed, whenever it
+    /// keeps up; a chunk it has no room for is written here instead (the
+    /// writes are positioned, so their order does not matter). Idle cores
+    /// overlap hashing with writing; on a busy machine the copy degrades
+    /// to the inline one instead of waiting for the writer to be scheduled.
+    Shared,
+    /// This thread writes every chunk after hashing it (also the fallback
+    /// when no thread can be started).
     Inline,
+}
+
+/// A second thread pays for itself (~50 µs to start) only past a few chunks.
+fn writer_for(len: u64) -> Writer {
+    if len > 2 * COPY_CHUNK as u64 {
+        Writer::Shared
+    } else {
+        Writer::Inline
+    }
 }
 
 /// The copy loop behind [`snapshot_file`]: hashes every byte read and, with
@@ -420,7 +434,8 @@ fn copy_source(
     observe: &mut dyn FnMut(&[u8]),
 ) -> Result<(String, u64, Option<TmpBlob>), StageError> {
     use sha2::{Digest, Sha256};
-    use std::sync::mpsc::sync_channel;
+    use std::os::unix::fs::FileExt;
+    use std::sync::mpsc::{sync_channel, TrySendError};
     let mut hasher = Sha256::new();
     let mut total = 0u64;
     let mut take = |buf: &[u8]| -> Result<(), StageError> {
@@ -436,18 +451,20 @@ fn copy_source(
         observe(buf);
         Ok(())
     };
-    let read_err = |source| {
-        StageError::Source(fsutil::GuardedReadError::Io {
-            op: "read",
-            path: path.to_path_buf(),
-            source,
+    let mut read = |buf: &mut [u8]| {
+        fsutil::read_full(&mut file, buf).map_err(|source| {
+            StageError::Source(fsutil::GuardedReadError::Io {
+                op: "read",
+                path: path.to_path_buf(),
+                source,
+            })
         })
     };
     let tmp = match dest {
         None => {
             let mut buf = vec![0u8; COPY_CHUNK];
             loop {
-                let n = fsutil::read_full(&mut file, &mut buf).map_err(read_err)?;
+                let n = read(&mut buf)?;
                 if n == 0 {
                     break;
                 }
@@ -463,78 +480,84 @@ fn copy_source(
                 source,
             };
             std::thread::scope(|scope| -> Result<(), StageError> {
-                let (to_writer, chunks) = sync_channel::<(Vec<u8>, usize)>(COPY_BUFFERS);
+                let (to_writer, chunks) = sync_channel::<(Vec<u8>, usize, u64)>(COPY_BUFFERS);
                 let (give_back, spare) = sync_channel::<Vec<u8>>(COPY_BUFFERS);
-                // `&File` writes too; a shared reference is Copy, so the
-                // fallback below can still use it if the spawn fails.
                 let out: &fs::File = &out;
-                let spawned = if writer == Writer::Inline {
-                    Err(std::io::Error::other("inline copy asked for"))
-                } else {
-                    std::thread::Builder::new()
+                let helper = match writer {
+                    Writer::Inline => None,
+                    Writer::Shared => std::thread::Builder::new()
                         .name("abcd-stage-writer".into())
                         .spawn_scoped(scope, move || -> std::io::Result<()> {
                             let mut result = Ok(());
-                            for (buf, n) in chunks {
+                            for (buf, n, at) in chunks {
                                 if result.is_ok() {
-                                    result = { out }.write_all(&buf[..n]);
+                                    result = out.write_all_at(&buf[..n], at);
                                 }
                                 // Never blocks: at most COPY_BUFFERS exist.
                                 let _ = give_back.send(buf);
                             }
-                            // Here, not after the join: the reader is
-                            // still hashing its last buffer while this runs.
-                            if result.is_ok() {
-                                start_writeback(out);
-                            }
                             result
                         })
+                        // No second thread to be had: everything is
+                        // written here.
+                        .ok(),
                 };
-                let Ok(writer) = spawned else {
-                    // No second thread to be had: do both here.
-                    let mut buf = vec![0u8; COPY_CHUNK];
-                    loop {
-                        let n = fsutil::read_full(&mut file, &mut buf).map_err(read_err)?;
-                        if n == 0 {
-                            start_writeback(out);
-                            return Ok(());
-                        }
-                        take(&buf[..n])?;
-                        { out }.write_all(&buf[..n]).map_err(io)?;
-                    }
-                };
-                let mut made = 0;
-                let read = loop {
-                    let mut buf = match spare.try_recv() {
-                        Ok(b) => b,
-                        Err(_) if made < COPY_BUFFERS => {
-                            made += 1;
-                            vec![0u8; COPY_CHUNK]
-                        }
-                        Err(_) => match spare.recv() {
-                            Ok(b) => b,
-                            // The writer is gone; its join says why.
-                            Err(_) => break Ok(()),
-                        },
-                    };
-                    let n = match fsutil::read_full(&mut file, &mut buf) {
+                let mut made = 1;
+                let mut stash: Vec<Vec<u8>> = Vec::new();
+                let mut buf = vec![0u8; COPY_CHUNK];
+                let mut at = 0u64;
+                let copied = loop {
+                    let n = match read(&mut buf) {
                         Ok(0) => break Ok(()),
                         Ok(n) => n,
-                        Err(e) => break Err(read_err(e)),
+                        Err(e) => break Err(e),
                     };
                     if let Err(e) = take(&buf[..n]) {
                         break Err(e);
                     }
-                    if to_writer.send((buf, n)).is_err() {
-                        break Ok(());
+                    // Hand the chunk over if the writer has room and a
+                    // fresh buffer is at hand; otherwise write it here.
+                    let fresh = helper.as_ref().and_then(|_| {
+                        stash.pop().or_else(|| spare.try_recv().ok()).or_else(|| {
+                            (made < COPY_BUFFERS).then(|| {
+                                made += 1;
+                                vec![0u8; COPY_CHUNK]
+                            })
+                        })
+                    });
+                    let mine = match fresh {
+                        Some(next) => {
+                            match to_writer.try_send((std::mem::replace(&mut buf, next), n, at)) {
+                                Ok(()) => false,
+                                Err(
+                                    TrySendError::Full((b, ..))
+                                    | TrySendError::Disconnected((b, ..)),
+                                ) => {
+                                    stash.push(std::mem::replace(&mut buf, b));
+                                    true
+                                }
+                            }
+                        }
+                        None => true,
+                    };
+                    if mine {
+                        if let Err(e) = out.write_all_at(&buf[..n], at) {
+                            break Err(io(e));
+                        }
                     }
+                    at += n as u64;
                 };
                 drop(to_writer);
-                let written = writer.join().unwrap_or_else(|_| {
-                    Err(std::io::Error::other("the blob writer thread panicked"))
-                });
-                read?;
-                written.map_err(io)
+                let written = match helper {
+                    Some(h) => h.join().unwrap_or_else(|_| {
+                        Err(std::io::Error::other("the blob writer thread panicked"))
+                    }),
+                    None => Ok(()),
+                };
+                copied?;
+                written.map_err(io)?;
+                start_writeback(out);
+                Ok(())
             })?;
             Some(tmp)
         }
@@ -945,7 +968,7 @@ mod tests {
         let src = tmp.path().join("agent.jsonl");
         let raw = body(3);
         fs::write(&src, &raw).unwrap();
-        for writer in [Writer::Thread, Writer::Inline] {
+        for writer in [Writer::Shared, Writer::Inline] {
             let mut seen = Vec::new();
             let (file, _) = fsutil::guarded_open(&src).unwrap();
             let (sha, bytes, blob) = copy_source(
