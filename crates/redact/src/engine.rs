@@ -147,6 +147,15 @@ pub struct Engine {
     pub ipv6_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
+    /// Non-zero when rule i is a keyword-assignment rule (`generic-secret`,
+    /// `generic-password`): the shortest value its pattern accepts. A
+    /// keyword occurrence triggers such a rule only when [`AssignGate`]
+    /// passes there (see it for why skipping the others is exact).
+    pub assign_gated: Vec<usize>,
+    /// Keyword i triggers assignment-gated rules unconditionally: it anchors
+    /// one of their alternatives that is not `NAME … = value` (`mysql … -p`,
+    /// `sshpass -p`, `--pass value`).
+    pub kw_ungated: Vec<bool>,
 }
 
 /// A line's scan keeps copies of at most this many segment bytes for verify
@@ -874,10 +883,14 @@ impl Engine {
                 scratch.cache.record(usize::MAX, &[], &[]);
             }
         }
+        let mut gate = AssignGate::default();
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
-                if !triggered[r] {
+                let min_value = self.assign_gated[r];
+                if !triggered[r]
+                    && (min_value == 0 || self.kw_ungated[pi] || gate.may_follow(v, m, min_value))
+                {
                     triggered[r] = true;
                     list.push(r);
                 }
@@ -1318,6 +1331,161 @@ impl Engine {
     }
 }
 
+/// The bytes that can make up the name run of a keyword assignment, as the
+/// generic rules' regexes see it: `[A-Za-z0-9_.-]` plus any byte of a
+/// multi-byte character (under `(?i)` in Unicode mode the class also holds
+/// U+212A KELVIN SIGN and U+017F LONG S; over-approximating is safe).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-') || b >= 0x80
+}
+
+/// Whitespace as `\s` sees it in Unicode mode, over-approximated the same
+/// way: ASCII whitespace (with vertical tab and form feed) plus any
+/// non-ASCII byte.
+fn is_space_byte(b: u8) -> bool {
+    is_ascii_space(b) || b >= 0x80
+}
+
+/// `\s` in ASCII mode.
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// A byte of an unquoted generic value: the patterns' bare alternative is
+/// `(?-u:[^\s"'`,;&|<>(){}\[\]\\])`.
+fn is_bare_value_byte(b: u8) -> bool {
+    !(is_ascii_space(b)
+        || matches!(
+            b,
+            b'"' | b'\''
+                | b'`'
+                | b','
+                | b';'
+                | b'&'
+                | b'|'
+                | b'<'
+                | b'>'
+                | b'('
+                | b')'
+                | b'{'
+                | b'}'
+                | b'['
+                | b']'
+                | b'\\'
+        ))
+}
+
+/// Does `v` hold a character that `(?i)` folds onto an ASCII letter of a
+/// key name without being ASCII itself (U+017F LONG S = `C5 BF`, U+212A
+/// KELVIN SIGN = `E2 84 AA`)? The keyword automaton is ASCII-only and
+/// would not see such a name, so [`AssignGate`] stands aside.
+fn has_case_fold_letters(v: &[u8]) -> bool {
+    memchr::memchr2_iter(0xC5, 0xE2, v).any(|i| {
+        let t = &v[i..];
+        t.starts_with(b"\xC5\xBF") || t.starts_with(b"\xE2\x84\xAA")
+    })
+}
+
+/// The gate in front of the keyword-assignment rules (`generic-secret`,
+/// `generic-password`). Their regexes run over a whole segment when any of
+/// their keywords occurs in it, and nearly every transcript line holds such
+/// a keyword that is not an assignment of a secret (`"input_tokens":123`
+/// has `token`), so ungated they cost a full regex pass per line.
+///
+/// Why skipping is exact: every match of the gated alternatives is
+/// `NAME-RUN NAME NAME-RUN ["']? \s* (:=|=>|=|:) \s* VALUE` with VALUE a
+/// quote or at least `min_value` bare value bytes, or `--NAME[= ]…`, where
+/// NAME is a key name. When `v` holds no non-ASCII case-fold letter, NAME
+/// is ASCII, so it contains one of the rule's keywords (the keyword list
+/// spells out every ASCII form of every name;
+/// `rules::tests::assignment_keywords_cover_every_key_name` checks it), and
+/// the automaton reports that occurrence. From its end, the bytes up to the
+/// operator are name bytes, at most one quote and spaces, which
+/// [`AssignGate::may_follow`] skips with over-approximated classes; after
+/// each operator reading it tries every start the spaces allow for a quote
+/// or a long enough bare run. The `--NAME ` form has `--` within the nine
+/// bytes before the keyword (`--client-secret`) and a space right after.
+/// So a segment none of whose keyword occurrences passes holds no match,
+/// and not running the regex there changes nothing. Other alternatives
+/// (`mysql … -p`, `sshpass -p`, `--pass`) are keyed on keywords that skip
+/// the gate (`Engine::kw_ungated`).
+#[derive(Default)]
+struct AssignGate {
+    /// `None` until a gated keyword is seen: whether `v` has fold letters.
+    folds: Option<bool>,
+    /// The last name run skipped: where the skip started, where the run
+    /// ended, the value length asked for, and the answer. Keyword
+    /// occurrences come in end order, so one ending inside the same run
+    /// reuses the answer and the gate stays linear in `v`.
+    run: Option<(usize, usize, usize, bool)>,
+}
+
+impl AssignGate {
+    fn may_follow(&mut self, v: &[u8], m: &KwMatch, min_value: usize) -> bool {
+        if *self.folds.get_or_insert_with(|| has_case_fold_letters(v)) {
+            return true;
+        }
+        let e = m.end;
+        if v.get(e) == Some(&b' ')
+            && memchr::memmem::find(&v[m.start.saturating_sub(9)..m.start], b"--").is_some()
+        {
+            return true;
+        }
+        if let Some((from, end, min, ok)) = self.run {
+            if from <= e && e <= end && min == min_value {
+                return ok;
+            }
+        }
+        let mut i = e;
+        while i < v.len() && is_name_byte(v[i]) {
+            i += 1;
+        }
+        let run_end = i;
+        if i < v.len() && matches!(v[i], b'"' | b'\'') {
+            i += 1;
+        }
+        while i < v.len() && is_space_byte(v[i]) {
+            i += 1;
+        }
+        let ok = match v.get(i) {
+            Some(b':') | Some(b'=') => {
+                let two = matches!(v.get(i..i + 2), Some(b":=") | Some(b"=>"));
+                value_may_start(v, i + 1, min_value)
+                    || (two && value_may_start(v, i + 2, min_value))
+            }
+            _ => false,
+        };
+        self.run = Some((e, run_end, min_value, ok));
+        ok
+    }
+}
+
+/// Can a generic value (`'…'`, `"…"` or `min_value` bare bytes) start at
+/// `j` or after spaces from `j`? Tries every start the `\s*` could leave.
+fn value_may_start(v: &[u8], j: usize, min_value: usize) -> bool {
+    let mut p = j;
+    loop {
+        match v.get(p) {
+            None => return false,
+            Some(b'"') | Some(b'\'') => return true,
+            Some(_) => {
+                let bare = v[p..]
+                    .iter()
+                    .take(min_value)
+                    .take_while(|&&b| is_bare_value_byte(b))
+                    .count();
+                if bare == min_value {
+                    return true;
+                }
+            }
+        }
+        if !is_space_byte(v[p]) {
+            return false;
+        }
+        p += 1;
+    }
+}
+
 #[inline(always)]
 fn is_alnum_branchless(b: u8) -> bool {
     (b.wrapping_sub(b'A') < 26) | (b.wrapping_sub(b'a') < 26) | (b.wrapping_sub(b'0') < 10)
@@ -1541,6 +1709,144 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `AssignGate` lets rule `id` run on `v`, as `scan_view`
+    /// decides it.
+    fn gate_passes(id: &str, v: &[u8]) -> bool {
+        let def = crate::rules::builtin()
+            .into_iter()
+            .find(|d| d.id == id)
+            .unwrap();
+        let pats: Vec<String> = def.keywords.iter().map(|k| k.to_string()).collect();
+        let kw = Keywords::new(&pats).unwrap();
+        let mut found = Vec::new();
+        kw.find_all(v, &mut LaneBufs::default(), &mut found);
+        let min = if id == "generic-secret" {
+            crate::rules::GENERIC_MIN_VALUE
+        } else {
+            crate::rules::PASSWORD_MIN_VALUE
+        };
+        let mut gate = AssignGate::default();
+        found.iter().any(|m| {
+            crate::rules::ASSIGN_UNGATED_KEYWORDS.contains(&pats[m.pattern].as_str())
+                || gate.may_follow(v, m, min)
+        })
+    }
+
+    fn generic_regex(id: &str) -> Regex {
+        let def = crate::rules::builtin()
+            .into_iter()
+            .find(|d| d.id == id)
+            .unwrap();
+        Regex::new(def.pattern).unwrap()
+    }
+
+    /// The assignment gate may only skip segments where the rule's regex
+    /// cannot match: checked on hand-picked edges and on random texts built
+    /// from the fragments that decide it (names, quotes, operators,
+    /// non-ASCII spaces and case-fold letters, short and long values).
+    #[test]
+    fn assignment_gate_never_hides_a_match() {
+        let cases: &[&[u8]] = &[
+            b"\"input_tokens\":1811,\"output_tokens\":803",
+            b"token = abcdefgh1",
+            b"TOKEN := 'abc'",
+            b"my_secret_key\t\"  =>  \"x\"",
+            b"--client-secret hunter2hunter2",
+            b"--token abcdefgh12",
+            b"api-key:\xC2\xA0abcdefgh12",
+            b"api-key=\xC2\xA0\xC2\xA0x",
+            b"\xC5\xBFecret=abcdefgh12 token",
+            b"se\xE2\x84\xAAret token: 1",
+            b"pwd: abcd",
+            b"mysql -u root -pabcdefg",
+            b"sshpass -p hunter22 ssh",
+            b"--pass hunter22",
+            b"password\":\"hunter2\"",
+            b"tokentokentoken: 12345678",
+        ];
+        for id in ["generic-secret", "generic-password"] {
+            let re = generic_regex(id);
+            for c in cases {
+                if re.is_match(c) {
+                    assert!(gate_passes(id, c), "{id} {:?}", String::from_utf8_lossy(c));
+                }
+            }
+            // The gate must also skip the plumbing it exists for.
+            assert!(!gate_passes(
+                id,
+                b"{\"usage\":{\"input_tokens\":1811,\"output_tokens\":80}}"
+            ));
+        }
+        let parts: &[&[u8]] = &[
+            b"token",
+            b"secret",
+            b"api_key",
+            b"password",
+            b"pwd",
+            b"_pass",
+            b"--",
+            b"-",
+            b"_",
+            b".",
+            b"\"",
+            b"'",
+            b" ",
+            b"\t",
+            b":",
+            b"=",
+            b">",
+            b"abcd",
+            b"1234",
+            b",",
+            b"\\",
+            b"\xC2\xA0",
+            b"\xC5\xBF",
+            b"\xE2\x84\xAA",
+            b"\xE2\x80\x83",
+            b"\xC3\xA9",
+            b"x",
+            b"mysql",
+            b"-p",
+            b"\n",
+            b"client-",
+            b"key",
+        ];
+        let res = [
+            generic_regex("generic-secret"),
+            generic_regex("generic-password"),
+        ];
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut matched = 0;
+        for _ in 0..20_000 {
+            let n = 2 + (next() % 10) as usize;
+            let v: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            for (id, re) in ["generic-secret", "generic-password"].iter().zip(&res) {
+                if re.is_match(&v) {
+                    matched += 1;
+                    assert!(
+                        gate_passes(id, &v),
+                        "{id} {:?}",
+                        String::from_utf8_lossy(&v)
+                    );
+                }
+            }
+        }
+        // The random texts must exercise the matching side too.
+        assert!(matched > 500, "only {matched} random matches");
+    }
 
     /// The fused gate must agree with the two separate shape checks it
     /// replaced, including when only one of them fires.

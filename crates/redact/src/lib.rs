@@ -348,6 +348,20 @@ impl Scanner {
             .iter()
             .position(|r| b.metas[r.meta].id == "private-ipv6")
             .unwrap_or(usize::MAX);
+        // Shortest value each keyword-assignment rule accepts (0: not gated).
+        let assign_gated = b
+            .rules
+            .iter()
+            .map(|r| match b.metas[r.meta].id.as_str() {
+                "generic-secret" => rules::GENERIC_MIN_VALUE,
+                "generic-password" => rules::PASSWORD_MIN_VALUE,
+                _ => 0,
+            })
+            .collect();
+        let kw_ungated =
+            b.kw.iter()
+                .map(|k| rules::ASSIGN_UNGATED_KEYWORDS.contains(&k.as_str()))
+                .collect();
         let (allow_values, allow_paths) = match &cfg {
             Some(c) => (
                 c.allow_values
@@ -387,6 +401,8 @@ impl Scanner {
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
                 mac_rule,
                 ipv6_rule,
+                assign_gated,
+                kw_ungated,
             },
             degraded,
         }
