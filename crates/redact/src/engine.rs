@@ -147,15 +147,42 @@ pub struct Engine {
     pub ipv6_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
-    /// Non-zero when rule i is a keyword-assignment rule (`generic-secret`,
-    /// `generic-password`): the shortest value its pattern accepts. A
-    /// keyword occurrence triggers such a rule only when [`AssignGate`]
-    /// passes there (see it for why skipping the others is exact).
-    pub assign_gated: Vec<usize>,
+    /// Per rule: the check a keyword occurrence must pass to trigger it
+    /// (see [`Gate`]).
+    pub gates: Vec<Gate>,
     /// Keyword i triggers assignment-gated rules unconditionally: it anchors
     /// one of their alternatives that is not `NAME … = value` (`mysql … -p`,
     /// `sshpass -p`, `--pass value`).
     pub kw_ungated: Vec<bool>,
+}
+
+/// A cheap look at the bytes around a keyword occurrence that can prove
+/// the rule's matcher finds nothing in a segment where every occurrence of
+/// its keywords fails it. Each variant says why skipping is exact; a rule
+/// whose keyword occurrences all fail is not run, so a gate that is too
+/// strict would lose findings — the tests compare each gate with its
+/// matcher on adversarial texts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Every occurrence triggers the rule.
+    None,
+    /// Keyword-assignment rules (`generic-secret`, `generic-password`),
+    /// with the shortest value their pattern accepts: see [`AssignGate`].
+    Assign(usize),
+    /// `credential-url`: every match is `scheme://user:password@host`, so
+    /// between the end of its `://` and its `@` there is a `:` and none of
+    /// the bytes the user and password classes exclude (ASCII whitespace,
+    /// `/`, `@`, quotes, `<`, `>`, backquote; `:` is allowed in the
+    /// password). The first such byte after the `://` must be that `@`.
+    /// Each walk stops at the next `/`, so walks never overlap.
+    UserinfoAt,
+    /// `other-home`: its matcher skips the caller's own home (at the same
+    /// start, with no alphanumeric byte after it), and each of its matches
+    /// begins at an occurrence of one of its keywords (the matcher's
+    /// case-sensitive prefixes are the keywords' spellings). Every
+    /// transcript line's `cwd` holds the caller's home; only other
+    /// occurrences need the matcher.
+    NotOwnHome,
 }
 
 /// A line's scan keeps copies of at most this many segment bytes for verify
@@ -887,10 +914,7 @@ impl Engine {
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
-                let min_value = self.assign_gated[r];
-                if !triggered[r]
-                    && (min_value == 0 || self.kw_ungated[pi] || gate.may_follow(v, m, min_value))
-                {
+                if !triggered[r] && self.gate_passes(self.gates[r], pi, v, m, &mut gate) {
                     triggered[r] = true;
                     list.push(r);
                 }
@@ -942,6 +966,20 @@ impl Engine {
         scratch.list = list;
         known.find_all(v, |s, e, meta| self.push(hits, views, layer, s, e, meta));
         pem_to_end
+    }
+
+    /// Does keyword occurrence `m` (of keyword `pi`) in `v` trigger a rule
+    /// with gate `g`? See [`Gate`].
+    fn gate_passes(&self, g: Gate, pi: usize, v: &[u8], m: &KwMatch, a: &mut AssignGate) -> bool {
+        match g {
+            Gate::None => true,
+            Gate::Assign(min_value) => self.kw_ungated[pi] || a.may_follow(v, m, min_value),
+            Gate::UserinfoAt => userinfo_may_follow(v, m.end),
+            Gate::NotOwnHome => !self.home.as_ref().is_some_and(|h| {
+                let tail = &v[m.start..];
+                tail.starts_with(h) && !tail.get(h.len()).is_some_and(|&b| is_alnum(b))
+            }),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1457,6 +1495,19 @@ impl AssignGate {
         };
         self.run = Some((e, run_end, min_value, ok));
         ok
+    }
+}
+
+/// See [`Gate::UserinfoAt`]: from `e` (just after a `://`), is the first
+/// byte the userinfo cannot hold an `@`, with a `:` before it?
+fn userinfo_may_follow(v: &[u8], e: usize) -> bool {
+    let rest = &v[e.min(v.len())..];
+    let stop = rest.iter().position(|&b| {
+        is_ascii_space(b) || matches!(b, b'/' | b'@' | b'"' | b'\'' | b'<' | b'>' | b'`')
+    });
+    match stop {
+        Some(i) => rest[i] == b'@' && rest[..i].contains(&b':'),
+        None => false,
     }
 }
 

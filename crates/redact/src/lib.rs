@@ -38,7 +38,7 @@ pub use cli::{run_redact_command, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USA
 pub use identity::Identity;
 pub use rules::Severity;
 
-use engine::{Engine, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
+use engine::{Engine, Gate, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
 use keywords::Keywords;
 use rules::{Check, Class};
 
@@ -348,14 +348,17 @@ impl Scanner {
             .iter()
             .position(|r| b.metas[r.meta].id == "private-ipv6")
             .unwrap_or(usize::MAX);
-        // Shortest value each keyword-assignment rule accepts (0: not gated).
-        let assign_gated = b
+        // Built-in rules whose keyword occurrences are checked before they
+        // run (config rules never are: their ids start with `config:`).
+        let gates = b
             .rules
             .iter()
             .map(|r| match b.metas[r.meta].id.as_str() {
-                "generic-secret" => rules::GENERIC_MIN_VALUE,
-                "generic-password" => rules::PASSWORD_MIN_VALUE,
-                _ => 0,
+                "generic-secret" => Gate::Assign(rules::GENERIC_MIN_VALUE),
+                "generic-password" => Gate::Assign(rules::PASSWORD_MIN_VALUE),
+                "credential-url" => Gate::UserinfoAt,
+                "other-home" => Gate::NotOwnHome,
+                _ => Gate::None,
             })
             .collect();
         let kw_ungated =
@@ -401,7 +404,7 @@ impl Scanner {
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
                 mac_rule,
                 ipv6_rule,
-                assign_gated,
+                gates,
                 kw_ungated,
             },
             degraded,
@@ -1307,5 +1310,110 @@ mod reuse_tests {
                 assert_eq!(p1, p2);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::*;
+
+    fn identity() -> Identity {
+        Identity {
+            home: Some("/home/zed".into()),
+            user: Some("zed".into()),
+            git_names: vec!["Zed Quimby".into()],
+            git_emails: vec!["zed.quimby@example.org".into()],
+            github_owner: Some("zquimby".into()),
+        }
+    }
+
+    /// Keyword gates only skip matcher runs that would find nothing: a
+    /// scanner with every gate open finds exactly the same spans, on texts
+    /// mixed from the fragments the gates look at (key names, operators,
+    /// quotes, URLs with and without userinfo, the caller's home and other
+    /// homes, non-ASCII spaces and case-fold letters), raw and JSON-escaped.
+    #[test]
+    fn gated_scan_equals_ungated_scan() {
+        let gated = Scanner::new(identity(), None);
+        let mut open = Scanner::new(identity(), None);
+        assert!(gated.engine.gates.iter().any(|g| *g != Gate::None));
+        open.engine.gates = vec![Gate::None; open.engine.gates.len()];
+        let parts: &[&str] = &[
+            "token",
+            "secret",
+            "api_key",
+            "Password",
+            "pwd",
+            "_pass",
+            "--",
+            "-",
+            "_",
+            ".",
+            "\"",
+            "'",
+            " ",
+            "\t",
+            ":",
+            "=",
+            ">",
+            ",",
+            "\\",
+            "\u{a0}",
+            "\u{17f}",
+            "\u{212a}",
+            "Zq8vR2mK",
+            "7pL4xN9w",
+            "hunter2",
+            "abcd",
+            "1234",
+            "x",
+            "mysql",
+            "-p",
+            "\n",
+            "https://",
+            "ftp://",
+            "u:",
+            "pw9x",
+            "@",
+            "db.example.com",
+            "/",
+            "%40",
+            "\\\"",
+            "/home/zed",
+            "/home/zedd",
+            "/Users/",
+            "/home/",
+            "alice",
+            "\\Users\\",
+            "bob",
+            "client-",
+            "key",
+            "{\"a\":\"",
+            "\"}",
+            "usage",
+            "input_tokens\":",
+            "12",
+        ];
+        let mut seed = 0xD1B5_4A32_D192_ED03u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut found = 0;
+        for _ in 0..6000 {
+            let n = 2 + (next() % 14) as usize;
+            let text: String = (0..n)
+                .map(|_| parts[(next() % parts.len() as u64) as usize])
+                .collect();
+            for t in [text.clone(), serde_json::json!({ "t": text }).to_string()] {
+                let a = gated.scan(&t);
+                found += a.len();
+                let b = open.scan(&t);
+                assert_eq!(a, b, "{t:?}");
+            }
+        }
+        assert!(found > 3000, "only {found} findings on random texts");
     }
 }
