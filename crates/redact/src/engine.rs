@@ -1624,47 +1624,41 @@ const GATE_BLOCK: usize = 64;
 /// per-position checks.
 fn shape_gates(v: &[u8]) -> (bool, bool) {
     let n = v.len();
-    let mut mac = false;
-    if n >= 13 {
-        // Candidate i in 0..n-12 (mac_at needs i >= 2 and v[i+12]).
-        let m = n - 12;
-        let mut at = 0;
-        while at < m && !mac {
-            let end = (at + GATE_BLOCK).min(m);
-            let len = end - at;
-            let c0 = &v[at..at + len];
-            let c3 = &v[at + 3..at + 3 + len];
-            let c6 = &v[at + 6..at + 6 + len];
-            let c9 = &v[at + 9..at + 9 + len];
-            let c12 = &v[at + 12..at + 12 + len];
-            let mut acc = 0u8;
-            for ((((&c, &d3), &d6), &d9), &d12) in c0.iter().zip(c3).zip(c6).zip(c9).zip(c12) {
-                let sep = (c == b':') as u8 | (c == b'-') as u8;
-                acc |= sep & (d3 == c) as u8 & (d6 == c) as u8 & (d9 == c) as u8 & (d12 == c) as u8;
-            }
-            if acc != 0 {
-                mac = (at..end).any(|i| mac_at(v, i));
-            }
-            at = end;
+    let (mut mac, mut ipv6) = (false, false);
+    // One fused pass over the positions that have all the bytes either
+    // test reads (`i + 12`); a block is tested with a necessary condition
+    // (MAC: separator repeated at `i + 3` and `i + 6`; IPv6: `f` four
+    // bytes before a `:`) and only a block that passes gets the exact
+    // per-position checks. ISO dates, clock times and uuids repeat their
+    // separators at most twice three bytes apart, so the condition is rare.
+    let m = n.saturating_sub(12);
+    let mut at = 0;
+    while at < m && !(mac && ipv6) {
+        let end = (at + GATE_BLOCK).min(m);
+        let len = end - at;
+        let c0 = &v[at..at + len];
+        let c3 = &v[at + 3..at + 3 + len];
+        let c4 = &v[at + 4..at + 4 + len];
+        let c6 = &v[at + 6..at + 6 + len];
+        let (mut am, mut av) = (0u8, 0u8);
+        for (((&c, &d3), &d4), &d6) in c0.iter().zip(c3).zip(c4).zip(c6) {
+            let sep = (c == b':') as u8 | (c == b'-') as u8;
+            am |= sep & (d3 == c) as u8 & (d6 == c) as u8;
+            av |= (d4 == b':') as u8 & ((c | 0x20) == b'f') as u8;
         }
+        if am != 0 && !mac {
+            // Candidate i needs v[i+12]: i < n - 12 = m, true for i < end.
+            mac = (at..end).any(|i| mac_at(v, i));
+        }
+        if av != 0 && !ipv6 {
+            ipv6 = (at + 4..end + 4).any(|i| v[i] == b':' && ipv6_at(v, i));
+        }
+        at = end;
     }
-    let mut ipv6 = false;
-    if n >= 5 {
-        // Candidate i in 4..n: v[i] == ':' and v[i-4] is f/F.
-        let m = n - 4;
-        let mut at = 0;
-        while at < m && !ipv6 {
-            let end = (at + GATE_BLOCK).min(m);
-            let len = end - at;
-            let mut acc = 0u8;
-            for (&f, &c) in v[at..at + len].iter().zip(&v[at + 4..at + 4 + len]) {
-                acc |= (c == b':') as u8 & ((f | 0x20) == b'f') as u8;
-            }
-            if acc != 0 {
-                ipv6 = (at + 4..end + 4).any(|i| v[i] == b':' && ipv6_at(v, i));
-            }
-            at = end;
-        }
+    // The last positions, too near the end for the MAC test, for IPv6:
+    // colons at `m + 4 ..` (all of `4..n` when the text is short).
+    if !ipv6 {
+        ipv6 = (m + 4..n).any(|i| v[i] == b':' && ipv6_at(v, i));
     }
     (mac, ipv6)
 }
@@ -1946,6 +1940,49 @@ mod tests {
             shape_gates(b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f"),
             (true, true)
         );
+        // Random texts over the bytes the gates read, every length around
+        // the block and tail boundaries.
+        let parts: &[&[u8]] = &[
+            b"0a:1b:2c:",
+            b"3d:4e:5f",
+            b"0a-1b-",
+            b"2c-3d-4e-5f",
+            b"fe80:",
+            b"Fd12:",
+            b":",
+            b"-",
+            b"a",
+            b"0",
+            b"f",
+            b" ",
+            b"12:34",
+            b"2026-01-05T10:08:23",
+            b"ab",
+            b"::1",
+        ];
+        let mut seed = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut macs, mut v6s) = (0, 0);
+        for _ in 0..20_000 {
+            let n = (next() % 30) as usize;
+            let c: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            let want = (maybe_mac(&c), maybe_ipv6(&c));
+            macs += usize::from(want.0);
+            v6s += usize::from(want.1);
+            assert_eq!(shape_gates(&c), want, "{:?}", String::from_utf8_lossy(&c));
+        }
+        assert!(macs > 100 && v6s > 100, "{macs} {v6s}");
     }
 
     /// The strided gram sweep reports every occurrence of every value
