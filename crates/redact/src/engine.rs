@@ -379,6 +379,17 @@ impl Known {
         self.values.is_empty()
     }
 
+    /// Number of distinct values held (values are only ever added, so a
+    /// count taken earlier marks where the newer ones start).
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The `i`-th value added.
+    pub fn value(&self, i: usize) -> &[u8] {
+        &self.values[i]
+    }
+
     /// Kept for call sites that batch additions; the filter needs no rebuild.
     pub fn refresh(&mut self) {}
 
@@ -860,6 +871,16 @@ impl Engine {
             }
         }
         scratch.views = views;
+    }
+
+    /// Does `value` occur at least twice in `raw` or in one of the decoded
+    /// layers of the line `scratch` scanned last (`raw` itself)? A value a
+    /// rule found once on a line may stand elsewhere on the same line
+    /// without the context that rule needs; such a line is scanned again
+    /// with the value known (see `Scanner::redact_stream`).
+    pub fn occurs_twice(&self, raw: &[u8], scratch: &Scratch, value: &[u8]) -> bool {
+        let twice = |v: &[u8]| memchr::memmem::find_iter(v, value).nth(1).is_some();
+        twice(raw) || (1..=scratch.views.count()).any(|k| twice(scratch.views.layer(k)))
     }
 
     /// Returns true when a PEM block opened in this view runs to the end of

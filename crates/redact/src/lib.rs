@@ -603,6 +603,7 @@ impl Scanner {
             let (body, nl) = strip_nl(&line);
             hits.clear();
             found.clear();
+            let pem_before = pem_open;
             self.engine.scan_line(
                 body,
                 &mut scratch,
@@ -611,10 +612,34 @@ impl Scanner {
                 &mut found,
                 &mut hits,
             );
+            let known_before = known.len();
             for (v, m) in found.drain(..) {
                 known.add(&v, m);
             }
             known.refresh();
+            // A value found on this line may also stand elsewhere on it
+            // without the context its rule needs (`password=X … X`). The
+            // sweep for known values ran before the value was known, so
+            // scan the line once more now that it is; otherwise verify would
+            // find that occurrence and refuse the whole text (`redact` sweeps
+            // every line after detection and has no such gap).
+            if (known_before..known.len())
+                .any(|i| self.engine.occurs_twice(body, &scratch, known.value(i)))
+            {
+                hits.clear();
+                pem_open = pem_before;
+                self.engine.scan_line(
+                    body,
+                    &mut scratch,
+                    &known,
+                    &mut pem_open,
+                    &mut found,
+                    &mut hits,
+                );
+                for (v, m) in found.drain(..) {
+                    known.add(&v, m);
+                }
+            }
             if hits.is_empty() {
                 w.write_all(&line)
                     .map_err(|e| io_err("writing redacted output", e))?;
