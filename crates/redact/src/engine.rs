@@ -1567,9 +1567,30 @@ fn is_alnum_branchless(b: u8) -> bool {
 /// checked without early exit so the compiler turns it into SIMD compares.
 const CLASS_BLOCK: usize = 32;
 
+/// Byte class tables for the all-bytes-in-class checks: one load per byte,
+/// no branch, where the compare chain cost seven instructions per byte on
+/// ids too short for SIMD blocks.
+const fn class_table(extra: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+static B64_CLASS: [bool; 256] = class_table(b"+/=");
+static ID_CLASS: [bool; 256] = class_table(b"-_");
+
 /// Is every byte base64 (standard alphabet plus `=`)? The allowlist check
-/// runs over every byte of every signature and image, so it works in
-/// branch-free blocks.
+/// runs over every byte of every signature and image, so long values go in
+/// branch-free blocks the compiler turns into SIMD compares.
 fn all_b64(v: &[u8]) -> bool {
     let ok = |b: u8| is_alnum_branchless(b) | (b == b'+') | (b == b'/') | (b == b'=');
     let mut blocks = v.chunks_exact(CLASS_BLOCK);
@@ -1578,19 +1599,17 @@ fn all_b64(v: &[u8]) -> bool {
             return false;
         }
     }
-    blocks.remainder().iter().all(|&b| ok(b))
+    in_class(blocks.remainder(), &B64_CLASS)
 }
 
-/// Is every byte an id byte (`[A-Za-z0-9_-]`)? Blocked as [`all_b64`].
+/// Is every byte an id byte (`[A-Za-z0-9_-]`)? Ids are short (uuids,
+/// `toolu_…`), so a table walk without early exit.
 fn all_id_chars(v: &[u8]) -> bool {
-    let ok = |b: u8| is_alnum_branchless(b) | (b == b'-') | (b == b'_');
-    let mut blocks = v.chunks_exact(CLASS_BLOCK);
-    for c in &mut blocks {
-        if !c.iter().fold(true, |acc, &b| acc & ok(b)) {
-            return false;
-        }
-    }
-    blocks.remainder().iter().all(|&b| ok(b))
+    in_class(v, &ID_CLASS)
+}
+
+fn in_class(v: &[u8], table: &[bool; 256]) -> bool {
+    v.iter().fold(true, |acc, &b| acc & table[b as usize])
 }
 
 /// Could `v` hold a MAC address? Looks for `h h sep h h sep` around each
