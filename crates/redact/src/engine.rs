@@ -211,9 +211,23 @@ pub struct Scratch {
     /// newline-free file the copy would cost another line's worth of memory.
     pub no_record: bool,
     seg_index: usize,
+    /// `views` hold the views of the text this scratch scanned last (set
+    /// by a full scan, cleared at the start of every scan).
+    views_valid: bool,
+    /// The next scan uses `views` as they are (set by
+    /// [`Scratch::derive_views`], consumed by that scan).
+    prebuilt: bool,
 }
 
 impl Scratch {
+    /// Prepares the next scan, of the text `stage` scanned last with each
+    /// `(start, end, put)` of `edits` replaced, to take its decoded views
+    /// from `stage`'s instead of decoding again, when
+    /// [`Views::derive`](crate::view::Views::derive) can do that exactly.
+    pub fn derive_views(&mut self, stage: &Scratch, edits: &[(usize, usize, &[u8])]) {
+        self.prebuilt = stage.views_valid && self.views.derive(&stage.views, edits);
+    }
+
     /// A scratch whose scans keep no keyword matches for reuse.
     pub fn not_recording() -> Scratch {
         Scratch {
@@ -768,6 +782,8 @@ impl Engine {
         let first = hits.len();
         scratch.cache.clear();
         scratch.seg_index = 0;
+        let prebuilt = std::mem::take(&mut scratch.prebuilt);
+        scratch.views_valid = false;
         if *pem_open > 0 && self.pem_continuation(raw, pem_open) {
             hits.push(Hit {
                 start: 0,
@@ -777,7 +793,9 @@ impl Engine {
             return;
         }
         let mut views = std::mem::take(&mut scratch.views);
-        views.build(raw);
+        if !prebuilt {
+            views.build(raw);
+        }
         let from = if json && views.count() > 0 { 1 } else { 0 };
         for layer in from..=views.count() {
             let v: &[u8] = if layer == 0 { raw } else { views.layer(layer) };
@@ -871,6 +889,7 @@ impl Engine {
             }
         }
         scratch.views = views;
+        scratch.views_valid = true;
     }
 
     /// Does `value` occur at least twice in `raw` or in one of the decoded

@@ -531,6 +531,7 @@ impl Scanner {
                     &changed,
                     li + 1,
                     &mut scratch,
+                    None,
                     &known,
                     &mut residual,
                 )?;
@@ -659,6 +660,7 @@ impl Scanner {
                 &changed,
                 report.lines,
                 &mut verify_scratch,
+                Some(&scratch),
                 &known,
                 &mut residual,
             );
@@ -775,6 +777,7 @@ impl Scanner {
         changed: &[(usize, usize)],
         line: usize,
         scratch: &mut Scratch,
+        prior: Option<&Scratch>,
         known: &Known,
         residual: &mut Vec<String>,
     ) -> Result<(), RedactError> {
@@ -804,6 +807,15 @@ impl Scanner {
                 );
             }
         } else {
+            // Stage one decoded `before`; the output's views follow from
+            // those and the placeholders (see `Views::derive`).
+            if let Some(p) = prior {
+                let edits: Vec<(usize, usize, &[u8])> = merged
+                    .iter()
+                    .map(|h| (h.start, h.end, &self.engine.metas[h.meta].placeholder[..]))
+                    .collect();
+                scratch.derive_views(p, &edits);
+            }
             self.engine
                 .scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
         }
@@ -1311,7 +1323,25 @@ mod reuse_tests {
             e.scan_line(raw, &mut stage, &known, &mut pem, &mut found, &mut hits);
             let mut outputs: Vec<Vec<u8>> = Vec::new();
             let mut out = Vec::new();
-            engine::apply(&e.metas, raw, &mut hits.clone(), &mut out);
+            let merged = engine::apply(&e.metas, raw, &mut hits.clone(), &mut out);
+            // The output's views derived from stage one's give the same scan.
+            let placed: Vec<(usize, usize, &[u8])> = merged
+                .iter()
+                .map(|h| (h.start, h.end, &e.metas[h.meta].placeholder[..]))
+                .collect();
+            let mut derived = engine::Scratch::default();
+            derived.derive_views(&stage, &placed);
+            let (mut p0, mut f0, mut h0) = (0, Vec::new(), Vec::new());
+            e.scan_line(&out, &mut derived, &known, &mut p0, &mut f0, &mut h0);
+            let mut fresh = engine::Scratch::default();
+            let (mut p2, mut f2, mut h2) = (0, Vec::new(), Vec::new());
+            e.scan_line(&out, &mut fresh, &known, &mut p2, &mut f2, &mut h2);
+            assert_eq!(
+                (h0, f0, p0),
+                (h2, f2, p2),
+                "{}",
+                String::from_utf8_lossy(&out)
+            );
             outputs.push(out);
             for &(a, b, put) in edits {
                 let a = a.min(raw.len());
