@@ -17,6 +17,30 @@ use regex::bytes::Regex;
 static F_REDACTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"[REDACTED:"));
 static F_BEGIN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"-----BEGIN "));
 static F_MEMBER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\":\""));
+
+/// The `":"` search keyed on its `:"` pair rather than the `":` pair
+/// memchr picks by byte rank (which stops at every member, string or not),
+/// and called directly rather than through the generic searcher, whose
+/// per-call dispatch cost more than the search on short JSON texts.
+#[cfg(target_arch = "x86_64")]
+static MEMBER_PAIR: LazyLock<Option<memchr::arch::x86_64::avx2::packedpair::Finder>> =
+    LazyLock::new(|| {
+        let pair = memchr::arch::all::packedpair::Pair::with_indices(b"\":\"", 1, 2)?;
+        memchr::arch::x86_64::avx2::packedpair::Finder::with_pair(b"\":\"", pair)
+    });
+
+/// Position of the next `":"` at or after `at`.
+#[inline]
+fn next_member(v: &[u8], at: usize) -> Option<usize> {
+    let hay = &v[at..];
+    #[cfg(target_arch = "x86_64")]
+    if let Some(f) = MEMBER_PAIR.as_ref() {
+        if hay.len() >= f.min_haystack_len() {
+            return f.find(hay, b"\":\"").map(|i| at + i);
+        }
+    }
+    F_MEMBER.find(hay).map(|i| at + i)
+}
 static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
 static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
 /// Home-directory prefixes, searched in one pass.
@@ -1380,7 +1404,10 @@ impl Engine {
         // Compact JSON (what Claude Code writes): every member is `"key":`.
         // Walking the `":"` separators is one SIMD search plus a short look
         // back per member.
-        for p in F_MEMBER.find_iter(v) {
+        // Non-overlapping, left to right, as `memmem::find_iter`.
+        let mut at = 0;
+        while let Some(p) = next_member(v, at) {
+            at = p + 3;
             let Some(q) = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p]) else {
                 continue;
             };
@@ -2079,6 +2106,34 @@ mod tests {
             want.sort();
             got.sort();
             assert_eq!(got, want, "pad {pad}");
+        }
+    }
+
+    /// The pair-keyed member search finds what the generic substring
+    /// search finds, from every start, on texts short and long.
+    #[test]
+    fn member_search_equals_substring_search() {
+        let parts: &[&[u8]] = &[b"\"", b":", b"\":\"", b"a", b"\":1", b" ", b":\"", b"\"\""];
+        let mut seed = 0x5851_F42D_4C95_7F2Du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..3000 {
+            let n = (next() % 60) as usize;
+            let v: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            for at in 0..=v.len() {
+                let want = memchr::memmem::find(&v[at..], b"\":\"").map(|i| at + i);
+                assert_eq!(next_member(&v, at), want, "{v:?} at {at}");
+            }
         }
     }
 
