@@ -241,6 +241,22 @@ pub struct Scratch {
     /// The next scan uses `views` as they are (set by
     /// [`Scratch::derive_views`], consumed by that scan).
     prebuilt: bool,
+    /// Per layer of the last full scan (recording scratches only): the
+    /// allowlisted spans, whether the member walk met overlapping `":"`,
+    /// and whether the layer was scanned as JSON at all.
+    allowed_rec: Vec<AllowedRec>,
+    /// With `prebuilt`: stage one's `allowed_rec` and the placeholder
+    /// edits in each old layer's offsets, so the next scan derives its
+    /// allowlisted spans too (see [`derive_allowed`]).
+    prior_allowed: Vec<AllowedRec>,
+    layer_edits: Vec<Vec<(usize, usize, usize)>>,
+}
+
+#[derive(Default, Clone)]
+struct AllowedRec {
+    spans: Vec<(usize, usize)>,
+    overlap: bool,
+    valid: bool,
 }
 
 impl Scratch {
@@ -249,7 +265,23 @@ impl Scratch {
     /// from `stage`'s instead of decoding again, when
     /// [`Views::derive`](crate::view::Views::derive) can do that exactly.
     pub fn derive_views(&mut self, stage: &Scratch, edits: &[(usize, usize, &[u8])]) {
-        self.prebuilt = stage.views_valid && self.views.derive(&stage.views, edits);
+        self.prebuilt = stage.views_valid
+            && self
+                .views
+                .derive_recording(&stage.views, edits, &mut self.layer_edits);
+        if self.prebuilt {
+            self.prior_allowed.clone_from(&stage.allowed_rec);
+        }
+    }
+
+    /// The allowlisted spans of the raw text this scratch scanned last, if
+    /// it walked the raw text as JSON and [`derive_allowed`] can follow
+    /// edits of it.
+    pub fn raw_allowed(&self) -> Option<&[(usize, usize)]> {
+        self.allowed_rec
+            .first()
+            .filter(|r| self.views_valid && r.valid && !r.overlap)
+            .map(|r| &r.spans[..])
     }
 
     /// A scratch whose scans keep no keyword matches for reuse.
@@ -824,6 +856,9 @@ impl Engine {
         scratch.seg_index = 0;
         let prebuilt = std::mem::take(&mut scratch.prebuilt);
         scratch.views_valid = false;
+        for r in scratch.allowed_rec.iter_mut() {
+            r.valid = false;
+        }
         if *pem_open > 0 && self.pem_continuation(raw, pem_open) {
             hits.push(Hit {
                 start: 0,
@@ -859,7 +894,28 @@ impl Engine {
             // secrets. Long ones — most of a transcript's bytes — are not
             // scanned at all; hits inside short ones are dropped afterwards
             // (cheaper than splitting the scan at every id).
-            self.mark_allowed(v, &mut scratch.allowed);
+            let prior = scratch
+                .prior_allowed
+                .get(layer)
+                .filter(|r| prebuilt && r.valid && !r.overlap)
+                .zip(scratch.layer_edits.get(layer));
+            match prior {
+                Some((rec, edits)) => derive_allowed(v, &rec.spans, edits, &mut scratch.allowed),
+                None => {
+                    let overlap = mark_allowed(v, &mut scratch.allowed);
+                    if !scratch.no_record {
+                        if scratch.allowed_rec.len() <= layer {
+                            scratch
+                                .allowed_rec
+                                .resize_with(layer + 1, AllowedRec::default);
+                        }
+                        let r = &mut scratch.allowed_rec[layer];
+                        r.spans.clone_from(&scratch.allowed);
+                        r.overlap = overlap;
+                        r.valid = true;
+                    }
+                }
+            }
             let allowed = std::mem::take(&mut scratch.allowed);
             let layer_first = hits.len();
             let mut at = 0;
@@ -1416,39 +1472,7 @@ impl Engine {
     }
 
     fn mark_allowed(&self, v: &[u8], out: &mut Vec<(usize, usize)>) {
-        out.clear();
-        // Compact JSON (what Claude Code writes): every member is `"key":`.
-        // Walking the `":"` separators is one SIMD search plus a short look
-        // back per member.
-        // Non-overlapping, left to right, as `memmem::find_iter`.
-        let mut at = 0;
-        while let Some(p) = next_member(v, at) {
-            at = p + 3;
-            let Some(q) = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p]) else {
-                continue;
-            };
-            let key = &v[p.saturating_sub(40) + q + 1..p];
-            let which = match key {
-                b"signature" => 0,
-                b"data" => 1,
-                k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
-                _ => continue,
-            };
-            let s = p + 3;
-            let Some(len) = memchr::memchr(b'"', &v[s..]) else {
-                continue;
-            };
-            let val = &v[s..s + len];
-            let b64 = all_b64;
-            let ok = match which {
-                0 => b64(val),
-                1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
-                _ => val.len() <= 128 && all_id_chars(val),
-            };
-            if ok && len > 0 {
-                out.push((s, s + len));
-            }
-        }
+        mark_allowed(v, out);
     }
 }
 
@@ -1617,6 +1641,138 @@ fn value_may_start(v: &[u8], j: usize, min_value: usize) -> bool {
             return false;
         }
         p += 1;
+    }
+}
+
+/// See [`Engine::allowed_spans`]. Returns whether two `":"` occurrences
+/// overlap anywhere (`":":"`), which [`derive_allowed`] cannot follow.
+fn mark_allowed(v: &[u8], out: &mut Vec<(usize, usize)>) -> bool {
+    out.clear();
+    let mut overlap = false;
+    // Compact JSON (what Claude Code writes): every member is `"key":`.
+    // Walking the `":"` separators is one SIMD search plus a short look
+    // back per member. Non-overlapping, left to right, as
+    // `memmem::find_iter`.
+    let mut at = 0;
+    while let Some(p) = next_member(v, at) {
+        at = p + 3;
+        // The occurrence at p + 2 (if any) is skipped by this walk.
+        overlap |= v.get(p + 3..p + 5) == Some(b":\"");
+        if let Some(span) = allowed_member(v, p) {
+            out.push(span);
+        }
+    }
+    overlap
+}
+
+/// Bytes before a member's `":"` that decide whether it is allowlisted:
+/// the `"type":"base64"` look-back of image data (the key's own look-back
+/// is 40).
+const MEMBER_LOOK_BACK: usize = 200;
+
+/// The allowlisted value span of the member whose `":"` is at `p`, if any.
+/// Reads `v[p - MEMBER_LOOK_BACK .. p]` and the value up to its closing
+/// quote.
+fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
+    let q = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p])?;
+    let key = &v[p.saturating_sub(40) + q + 1..p];
+    let which = match key {
+        b"signature" => 0,
+        b"data" => 1,
+        k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
+        _ => return None,
+    };
+    let s = p + 3;
+    let len = memchr::memchr(b'"', &v[s..])?;
+    let val = &v[s..s + len];
+    let ok = match which {
+        0 => all_b64(val),
+        1 => {
+            all_b64(val)
+                && F_TYPE_B64
+                    .find(&v[p.saturating_sub(MEMBER_LOOK_BACK)..p])
+                    .is_some()
+        }
+        _ => val.len() <= 128 && all_id_chars(val),
+    };
+    (ok && len > 0).then_some((s, s + len))
+}
+
+/// [`mark_allowed`] of `new`, which is a text whose spans were `old` with
+/// each `(start, end, put_len)` of `edits` (sorted, disjoint, old offsets)
+/// replaced by a placeholder of `put_len` bytes, without walking all of
+/// `new`. Only for an `old` without overlapping `":"` occurrences.
+///
+/// Why it is exact: a placeholder holds no quote, so `new`'s `":"`
+/// occurrences are `old`'s outside the edits, shifted, and (with none
+/// overlapping) a walk can start anywhere. A member at `p` depends on
+/// `new[p - MEMBER_LOOK_BACK .. p]` and its value up to the next quote. So
+/// around each placeholder at `ps..pe` only members from two bytes before
+/// the last quote ahead of `ps` (an earlier member's value ends at or
+/// before that quote) up to `pe + MEMBER_LOOK_BACK` are looked at again;
+/// every other member reads the same bytes as in `old` and keeps its
+/// answer, shifted.
+pub fn derive_allowed(
+    new: &[u8],
+    old: &[(usize, usize)],
+    edits: &[(usize, usize, usize)],
+    out: &mut Vec<(usize, usize)>,
+) {
+    out.clear();
+    // Windows of `new` to recompute, each with the shift of the members
+    // that follow it (old offset + shift = new offset).
+    let mut windows: Vec<(usize, usize, isize)> = Vec::with_capacity(edits.len());
+    let mut delta = 0isize;
+    for &(s, e, put) in edits {
+        let ps = (s as isize + delta) as usize;
+        delta += put as isize - (e - s) as isize;
+        let pe = ps + put;
+        let w0 = memchr::memrchr(b'"', &new[..ps]).map_or(0, |q| q.saturating_sub(2));
+        let w1 = (pe + MEMBER_LOOK_BACK).min(new.len());
+        match windows.last_mut() {
+            Some(last) if w0 <= last.1 => {
+                last.1 = last.1.max(w1);
+                last.2 = delta;
+            }
+            _ => windows.push((w0, w1, delta)),
+        }
+    }
+    // Positions as isize: an old member inside an edit can map before 0.
+    let at_new = |span: (usize, usize), shift: isize| span.0 as isize - 3 + shift;
+    let mut oi = 0;
+    let (mut gap_start, mut gap_shift) = (0isize, 0isize);
+    let end = (new.len(), new.len(), 0isize);
+    for &(w0, w1, shift_after) in windows.iter().chain(std::iter::once(&end)) {
+        // Old members whose `":"` lands in the gap before this window.
+        while oi < old.len() {
+            let p = at_new(old[oi], gap_shift);
+            if p >= w0 as isize {
+                break;
+            }
+            if p >= gap_start {
+                out.push((
+                    (old[oi].0 as isize + gap_shift) as usize,
+                    (old[oi].1 as isize + gap_shift) as usize,
+                ));
+            }
+            oi += 1;
+        }
+        let mut at = w0;
+        while let Some(p) = next_member(new, at.min(new.len())) {
+            if p >= w1 {
+                break;
+            }
+            at = p + 3;
+            if let Some(span) = allowed_member(new, p) {
+                out.push(span);
+            }
+        }
+        // Skip old members that fell inside this window.
+        while oi < old.len() && at_new(old[oi], shift_after) < w1 as isize {
+            oi += 1;
+        }
+        gap_start = w1 as isize;
+        gap_shift = shift_after;
     }
 }
 
@@ -2123,6 +2279,75 @@ mod tests {
             got.sort();
             assert_eq!(got, want, "pad {pad}");
         }
+    }
+
+    /// Allowlisted spans derived from the old text's equal a fresh walk of
+    /// the edited text, for edits anywhere: inside values, keys, look-backs
+    /// and between members, one or several, shorter and longer than what
+    /// they replace.
+    #[test]
+    fn derived_allowed_spans_equal_fresh_walk() {
+        let parts: &[&str] = &[
+            r#"{"id":"toolu_01ab","#,
+            r#""uuid":"6f1c-aa","#,
+            r#""type":"base64","#,
+            r#""data":"iVBORw0KGgo=","#,
+            r#""signature":"EqQBCkYIARgC+/=","#,
+            r#""cwd":"/home/zed/src","#,
+            r#""t":"token=abc","#,
+            r#""sessionId":"x"}"#,
+            "\"",
+            ":",
+            "a",
+            " ",
+            &"q".repeat(90),
+            r#""parentUuid":"#,
+        ];
+        let puts = [1usize, 12, 25];
+        let mut seed = 0xBF58_476D_1CE4_E5B9u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut old_spans, mut want, mut got) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut checked, mut nonempty) = (0, 0);
+        for _ in 0..20_000 {
+            let n = 1 + (next() % 12) as usize;
+            let old: Vec<u8> = (0..n)
+                .flat_map(|_| parts[(next() % parts.len() as u64) as usize].bytes())
+                .collect();
+            let mut edits = Vec::new();
+            let mut at = 0;
+            for _ in 0..(next() % 4) {
+                let s = at + (next() % 40) as usize;
+                let e = s + 1 + (next() % 20) as usize;
+                if e > old.len() {
+                    break;
+                }
+                edits.push((s, e, puts[(next() % 3) as usize]));
+                at = e;
+            }
+            let mut new = Vec::new();
+            let mut at = 0;
+            for &(s, e, put) in &edits {
+                new.extend_from_slice(&old[at..s]);
+                // Placeholder-like: no quote, no backslash.
+                new.extend(std::iter::repeat_n(b'~', put));
+                at = e;
+            }
+            new.extend_from_slice(&old[at..]);
+            if mark_allowed(&old, &mut old_spans) {
+                continue;
+            }
+            mark_allowed(&new, &mut want);
+            derive_allowed(&new, &old_spans, &edits, &mut got);
+            checked += 1;
+            nonempty += usize::from(!want.is_empty());
+            assert_eq!(got, want, "{:?} {edits:?}", String::from_utf8_lossy(&old));
+        }
+        assert!(checked > 15_000 && nonempty > 5_000, "{checked} {nonempty}");
     }
 
     /// The pair-keyed member search finds what the generic substring

@@ -794,7 +794,18 @@ impl Scanner {
         let mut pem_open = 0;
         if matches!(first, Some(b'{')) && after.len() > 4 * VERIFY_CONTEXT {
             let mut allowed = Vec::new();
-            self.engine.allowed_spans(after, &mut allowed);
+            // Stage one walked `before` for allowlisted members; the
+            // output's follow from those and the placeholders.
+            match prior.and_then(|p| p.raw_allowed()) {
+                Some(old) => {
+                    let edits: Vec<(usize, usize, usize)> = merged
+                        .iter()
+                        .map(|h| (h.start, h.end, self.engine.metas[h.meta].placeholder.len()))
+                        .collect();
+                    engine::derive_allowed(after, old, &edits, &mut allowed);
+                }
+                None => self.engine.allowed_spans(after, &mut allowed),
+            }
             for (a, b) in verify_windows(after, changed, &allowed) {
                 self.engine.scan_line_as(
                     &after[a..b],

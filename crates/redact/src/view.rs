@@ -234,7 +234,27 @@ impl Views {
     /// decoding changes nothing), which ends the views there; the old views
     /// ending earlier means the same for `new` (nothing new to decode).
     pub fn derive(&mut self, prev: &Views, edits: &[(usize, usize, &[u8])]) -> bool {
+        self.derive_recording(prev, edits, &mut Vec::new())
+    }
+
+    /// As [`Views::derive`], also leaving in `layer_edits[k]` the edits as
+    /// `(start, end, put_len)` in the old layer `k`'s offsets (0 = raw), for
+    /// every layer of the new views.
+    pub fn derive_recording(
+        &mut self,
+        prev: &Views,
+        edits: &[(usize, usize, &[u8])],
+        layer_edits: &mut Vec<Vec<(usize, usize, usize)>>,
+    ) -> bool {
         self.used = 0;
+        let mut record = |k: usize, e: &[(usize, usize, &[u8])]| {
+            if layer_edits.len() <= k {
+                layer_edits.resize_with(k + 1, Vec::new);
+            }
+            layer_edits[k].clear();
+            layer_edits[k].extend(e.iter().map(|&(s, t, p)| (s, t, p.len())));
+        };
+        record(0, edits);
         let safe_put = |p: &[u8]| {
             !p.iter().any(|&b| b == b'\\' || b == b'%')
                 && p.first().is_none_or(|&b| {
@@ -306,6 +326,7 @@ impl Views {
                 return true;
             }
             self.used = k + 1;
+            record(k + 1, &next);
             std::mem::swap(&mut cur, &mut next);
         }
         true
