@@ -420,9 +420,11 @@ fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<us
 }
 
 impl Known {
-    pub fn add(&mut self, v: &[u8], meta: usize) {
+    /// Adds a value to sweep for; false when it is too short, holds a
+    /// placeholder, or is already held.
+    pub fn add(&mut self, v: &[u8], meta: usize) -> bool {
         if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() || self.by_value.contains(v) {
-            return;
+            return false;
         }
         let id = self.values.len();
         self.by_value.insert(v.to_vec());
@@ -454,6 +456,7 @@ impl Known {
                 self.set_bit(k);
             }
         }
+        true
     }
 
     fn set_bit(&mut self, k: u32) {
@@ -465,15 +468,10 @@ impl Known {
         self.values.is_empty()
     }
 
-    /// Number of distinct values held (values are only ever added, so a
-    /// count taken earlier marks where the newer ones start).
+    /// Number of distinct values held; values are only ever added, so a
+    /// count taken earlier marks where the newer ones start.
     pub fn len(&self) -> usize {
         self.values.len()
-    }
-
-    /// The `i`-th value added.
-    pub fn value(&self, i: usize) -> &[u8] {
-        &self.values[i]
     }
 
     /// Kept for call sites that batch additions; the filter needs no rebuild.
@@ -481,7 +479,13 @@ impl Known {
 
     /// Calls `f(start, end, meta)` for every occurrence of a known value
     /// (in no particular order; callers sort).
-    pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
+    pub fn find_all(&self, v: &[u8], f: impl FnMut(usize, usize, usize)) {
+        self.find_all_from(v, 0, f)
+    }
+
+    /// As [`Known::find_all`], for the values added since [`Known::len`]
+    /// was `first`.
+    pub fn find_all_from(&self, v: &[u8], first: usize, mut f: impl FnMut(usize, usize, usize)) {
         if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
             return;
         }
@@ -492,6 +496,9 @@ impl Known {
                 continue;
             };
             for &(id, o) in entries {
+                if id < first {
+                    continue;
+                }
                 let Some(i) = c.checked_sub(o) else { continue };
                 let val = &self.values[id];
                 if v[i..].starts_with(val) {
@@ -903,7 +910,9 @@ impl Engine {
                 Some((rec, edits)) => derive_allowed(v, &rec.spans, edits, &mut scratch.allowed),
                 None => {
                     let overlap = mark_allowed(v, &mut scratch.allowed);
-                    if !scratch.no_record {
+                    // Same cap as the keyword cache: on a newline-free file
+                    // a copy would be another line's worth of spans.
+                    if !scratch.no_record && raw.len() <= MAX_REUSE_BYTES {
                         if scratch.allowed_rec.len() <= layer {
                             scratch
                                 .allowed_rec
@@ -988,14 +997,32 @@ impl Engine {
         scratch.views_valid = true;
     }
 
-    /// Does `value` occur at least twice in `raw` or in one of the decoded
-    /// layers of the line `scratch` scanned last (`raw` itself)? A value a
-    /// rule found once on a line may stand elsewhere on the same line
-    /// without the context that rule needs; such a line is scanned again
-    /// with the value known (see `Scanner::redact_stream`).
-    pub fn occurs_twice(&self, raw: &[u8], scratch: &Scratch, value: &[u8]) -> bool {
-        let twice = |v: &[u8]| memchr::memmem::find_iter(v, value).nth(1).is_some();
-        twice(raw) || (1..=scratch.views.count()).any(|k| twice(scratch.views.layer(k)))
+    /// Hits for every occurrence of the values `known` gained since it held
+    /// `first`, in `raw` and in each decoded
+    /// layer of it (`scratch` scanned `raw` last), as `Scanner::redact`'s
+    /// sweep after detection finds them: a value a rule found on a line can
+    /// stand elsewhere on that line without the context the rule needs, and
+    /// the scan's own sweep ran before the value was known.
+    pub fn sweep_line(
+        &self,
+        raw: &[u8],
+        scratch: &Scratch,
+        known: &Known,
+        first: usize,
+        hits: &mut Vec<Hit>,
+    ) {
+        let layers = if scratch.views_valid {
+            scratch.views.count()
+        } else {
+            0
+        };
+        for k in 0..=layers {
+            let v = if k == 0 { raw } else { scratch.views.layer(k) };
+            let at = L { k, base: 0 };
+            known.find_all_from(v, first, |s, e, meta| {
+                self.push(hits, &scratch.views, at, s, e, meta)
+            });
+        }
     }
 
     /// Returns true when a PEM block opened in this view runs to the end of

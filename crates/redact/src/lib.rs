@@ -604,7 +604,6 @@ impl Scanner {
             let (body, nl) = strip_nl(&line);
             hits.clear();
             found.clear();
-            let pem_before = pem_open;
             self.engine.scan_line(
                 body,
                 &mut scratch,
@@ -613,33 +612,20 @@ impl Scanner {
                 &mut found,
                 &mut hits,
             );
-            let known_before = known.len();
+            // A value found on this line may also stand elsewhere on it
+            // without the context its rule needs (`password=X … X`), where
+            // this line's sweep could not yet look for it; sweep the line
+            // for the new values as `redact` sweeps every line after
+            // detection (otherwise verify finds that occurrence and refuses
+            // the whole text). One pass, whatever the number of values.
+            let first_new = known.len();
             for (v, m) in found.drain(..) {
                 known.add(&v, m);
             }
             known.refresh();
-            // A value found on this line may also stand elsewhere on it
-            // without the context its rule needs (`password=X … X`). The
-            // sweep for known values ran before the value was known, so
-            // scan the line once more now that it is; otherwise verify would
-            // find that occurrence and refuse the whole text (`redact` sweeps
-            // every line after detection and has no such gap).
-            if (known_before..known.len())
-                .any(|i| self.engine.occurs_twice(body, &scratch, known.value(i)))
-            {
-                hits.clear();
-                pem_open = pem_before;
-                self.engine.scan_line(
-                    body,
-                    &mut scratch,
-                    &known,
-                    &mut pem_open,
-                    &mut found,
-                    &mut hits,
-                );
-                for (v, m) in found.drain(..) {
-                    known.add(&v, m);
-                }
+            if known.len() > first_new {
+                self.engine
+                    .sweep_line(body, &scratch, &known, first_new, &mut hits);
             }
             if hits.is_empty() {
                 w.write_all(&line)
