@@ -308,6 +308,8 @@ struct KwSeg {
     layer: usize,
     bytes: Vec<u8>,
     kws: Vec<KwMatch>,
+    /// `shape_gates` of `bytes`.
+    gates: (bool, bool),
 }
 
 impl KwCache {
@@ -316,12 +318,13 @@ impl KwCache {
         self.bytes = 0;
     }
 
-    fn record(&mut self, layer: usize, bytes: &[u8], kws: &[KwMatch]) {
+    fn record(&mut self, layer: usize, bytes: &[u8], kws: &[KwMatch], gates: (bool, bool)) {
         if self.used == self.segs.len() {
             self.segs.push(KwSeg::default());
         }
         let s = &mut self.segs[self.used];
         s.layer = layer;
+        s.gates = gates;
         s.bytes.clear();
         s.bytes.extend_from_slice(bytes);
         s.kws.clear();
@@ -1044,7 +1047,16 @@ impl Engine {
         let mut list = std::mem::take(&mut scratch.list);
         triggered.resize(self.rules.len(), false);
         list.clear();
-        let (mac, ipv6) = shape_gates(v);
+        // Segments pair up with the prior scan's by order; a wrong pairing
+        // only shortens the shared prefix and suffix, so the result is
+        // exact either way.
+        let seg = scratch.seg_index;
+        scratch.seg_index += 1;
+        let prior = scratch.prior.get(seg, layer.k);
+        let (mac, ipv6) = match prior {
+            Some(p) if p.gates == (false, false) => shape_gates_after_edit(&p.bytes, v),
+            _ => shape_gates(v),
+        };
         for &r in &self.always {
             if (r == self.mac_rule && !mac) || (r == self.ipv6_rule && !ipv6) {
                 continue;
@@ -1054,11 +1066,7 @@ impl Engine {
         }
         let mut kw = std::mem::take(&mut scratch.kw);
         kw.clear();
-        // Segments pair up with the prior scan's by order; a wrong pairing
-        // only shortens the shared suffix, so the result is exact either way.
-        let seg = scratch.seg_index;
-        scratch.seg_index += 1;
-        match scratch.prior.get(seg, layer.k) {
+        match prior {
             Some(p) => {
                 self.keywords
                     .find_all_reusing(&p.bytes, &p.kws, v, &mut scratch.lanes, &mut kw)
@@ -1067,10 +1075,10 @@ impl Engine {
         }
         if !scratch.no_record {
             if scratch.cache.bytes + v.len() <= MAX_REUSE_BYTES {
-                scratch.cache.record(layer.k, v, &kw);
+                scratch.cache.record(layer.k, v, &kw, (mac, ipv6));
             } else {
                 // Keeps later segments paired by position; never matches.
-                scratch.cache.record(usize::MAX, &[], &[]);
+                scratch.cache.record(usize::MAX, &[], &[], (true, true));
             }
         }
         let mut gate = AssignGate::default();
@@ -1948,6 +1956,22 @@ fn shape_gates(v: &[u8]) -> (bool, bool) {
     (mac, ipv6)
 }
 
+/// [`shape_gates`] of `v`, given that both gates are false for `prev`, a
+/// text sharing a prefix and a suffix with `v`. A MAC candidate at `i`
+/// reads `v[i - 2 ..= i + 12]` and an IPv6 one `v[i - 4 ..= i]`; a
+/// candidate whose bytes all lie in the shared prefix or suffix reads what
+/// the same candidate read in `prev`, and failed there. The rest read some
+/// byte of the differing middle, so lie within 14 bytes of it, and the
+/// gates of that stretch are the gates of `v`.
+fn shape_gates_after_edit(prev: &[u8], v: &[u8]) -> (bool, bool) {
+    let l = crate::keywords::common_suffix(prev, v);
+    let e = v.len() - l;
+    let p = crate::keywords::common_prefix(prev, v)
+        .min(e)
+        .min(prev.len() - l);
+    shape_gates(&v[p.saturating_sub(14)..(e + 15).min(v.len())])
+}
+
 #[cfg(test)]
 fn maybe_ipv6(v: &[u8]) -> bool {
     memchr::memchr_iter(b':', v).any(|i| ipv6_at(v, i))
@@ -2268,6 +2292,45 @@ mod tests {
             assert_eq!(shape_gates(&c), want, "{:?}", String::from_utf8_lossy(&c));
         }
         assert!(macs > 100 && v6s > 100, "{macs} {v6s}");
+        // Given a text whose gates are both false, the gates of an edited
+        // copy follow from the stretch around the edit: an edit that
+        // completes a MAC at its first byte or at its last, an IPv6 likewise.
+        for (prev, v) in [
+            (&b"0a-1b:2c:3d:4e:5f"[..], &b"0a:1b:2c:3d:4e:5f"[..]),
+            (b"0a:1b:2c:3d:4e-5f", b"0a:1b:2c:3d:4e:5f"),
+            (b"fe8z::1", b"fe80::1"),
+        ] {
+            assert_eq!(shape_gates(prev), (false, false), "{prev:?}");
+            assert_eq!(shape_gates_after_edit(prev, v), shape_gates(v));
+        }
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            let n = (next() % 30) as usize;
+            let prev: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            if shape_gates(&prev) != (false, false) {
+                continue;
+            }
+            let mut v = prev.clone();
+            let at = (next() as usize) % (v.len() + 1);
+            let cut = ((next() % 20) as usize).min(v.len() - at);
+            let put = parts[(next() % parts.len() as u64) as usize];
+            v.splice(at..at + cut, put.iter().copied());
+            checked += 1;
+            assert_eq!(
+                shape_gates_after_edit(&prev, &v),
+                shape_gates(&v),
+                "{:?} -> {:?}",
+                String::from_utf8_lossy(&prev),
+                String::from_utf8_lossy(&v)
+            );
+        }
+        assert!(checked > 2000, "{checked}");
     }
 
     /// The strided gram sweep reports every occurrence of every value
