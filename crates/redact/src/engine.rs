@@ -310,6 +310,9 @@ struct KwSeg {
     kws: Vec<KwMatch>,
     /// `shape_gates` of `bytes`.
     gates: (bool, bool),
+    /// Known-value occurrences the sweep reported in `bytes`, and how many
+    /// values it swept for.
+    sweep: (usize, usize),
 }
 
 impl KwCache {
@@ -325,12 +328,20 @@ impl KwCache {
         let s = &mut self.segs[self.used];
         s.layer = layer;
         s.gates = gates;
+        s.sweep = (usize::MAX, 0);
         s.bytes.clear();
         s.bytes.extend_from_slice(bytes);
         s.kws.clear();
         s.kws.extend_from_slice(kws);
         self.used += 1;
         self.bytes += bytes.len();
+    }
+
+    /// Sets the sweep result of the segment recorded last.
+    fn set_last_sweep(&mut self, sweep: (usize, usize)) {
+        if let Some(s) = self.used.checked_sub(1).and_then(|i| self.segs.get_mut(i)) {
+            s.sweep = sweep;
+        }
     }
 
     fn get(&self, i: usize, layer: usize) -> Option<&KwSeg> {
@@ -362,6 +373,8 @@ pub struct Known {
     by_gram: std::collections::HashMap<u32, Vec<(usize, usize)>>,
     /// Exact-value index, so adding a value twice is a no-op.
     by_value: std::collections::HashSet<Vec<u8>>,
+    /// Length of the longest value.
+    max_len: usize,
 }
 
 /// Probe spacing of the sweep; see [`Known`]. Needs
@@ -430,6 +443,7 @@ impl Known {
             return false;
         }
         let id = self.values.len();
+        self.max_len = self.max_len.max(v.len());
         self.by_value.insert(v.to_vec());
         self.values.push(v.to_vec());
         self.metas.push(meta);
@@ -1053,9 +1067,24 @@ impl Engine {
         let seg = scratch.seg_index;
         scratch.seg_index += 1;
         let prior = scratch.prior.get(seg, layer.k);
-        let (mac, ipv6) = match prior {
-            Some(p) if p.gates == (false, false) => shape_gates_after_edit(&p.bytes, v),
+        // Where `v` differs from the paired segment: `v[pre..end]`.
+        let shared = prior.map(|p| shared_ends(&p.bytes, v));
+        let (mac, ipv6) = match (prior, shared) {
+            (Some(p), Some((pre, end))) if p.gates == (false, false) => {
+                shape_gates_around(v, pre, end)
+            }
             _ => shape_gates(v),
+        };
+        // The known-value sweep likewise, when the paired segment's sweep,
+        // for the same values, reported nothing: an occurrence wholly in the
+        // shared prefix or suffix would have been reported there, so every
+        // occurrence in `v` overlaps the differing stretch.
+        let sweep_range = match (prior, shared) {
+            (Some(p), Some((pre, end))) if p.sweep == (0, known.len()) => (
+                pre.saturating_sub(known.max_len),
+                (end + known.max_len).min(v.len()),
+            ),
+            _ => (0, v.len()),
         };
         for &r in &self.always {
             if (r == self.mac_rule && !mac) || (r == self.ipv6_rule && !ipv6) {
@@ -1135,7 +1164,19 @@ impl Engine {
         }
         scratch.triggered = triggered;
         scratch.list = list;
-        known.find_all(v, |s, e, meta| self.push(hits, views, layer, s, e, meta));
+        let (lo, hi) = sweep_range;
+        let at = L {
+            k: layer.k,
+            base: layer.base + lo,
+        };
+        let mut swept = 0;
+        known.find_all(&v[lo..hi], |s, e, meta| {
+            swept += 1;
+            self.push(hits, views, at, s, e, meta)
+        });
+        if !scratch.no_record {
+            scratch.cache.set_last_sweep((swept, known.len()));
+        }
         pem_to_end
     }
 
@@ -1956,20 +1997,37 @@ fn shape_gates(v: &[u8]) -> (bool, bool) {
     (mac, ipv6)
 }
 
-/// [`shape_gates`] of `v`, given that both gates are false for `prev`, a
-/// text sharing a prefix and a suffix with `v`. A MAC candidate at `i`
-/// reads `v[i - 2 ..= i + 12]` and an IPv6 one `v[i - 4 ..= i]`; a
-/// candidate whose bytes all lie in the shared prefix or suffix reads what
-/// the same candidate read in `prev`, and failed there. The rest read some
-/// byte of the differing middle, so lie within 14 bytes of it, and the
-/// gates of that stretch are the gates of `v`.
-fn shape_gates_after_edit(prev: &[u8], v: &[u8]) -> (bool, bool) {
+/// `(pre, end)` with `v[..pre]` a prefix and `v[end..]` a suffix of
+/// `prev`, not overlapping in either text: `v[pre..end]` holds every byte
+/// where the two differ.
+fn shared_ends(prev: &[u8], v: &[u8]) -> (usize, usize) {
     let l = crate::keywords::common_suffix(prev, v);
-    let e = v.len() - l;
-    let p = crate::keywords::common_prefix(prev, v)
-        .min(e)
+    let end = v.len() - l;
+    let pre = crate::keywords::common_prefix(prev, v)
+        .min(end)
         .min(prev.len() - l);
-    shape_gates(&v[p.saturating_sub(14)..(e + 15).min(v.len())])
+    (pre, end)
+}
+
+/// How far a shape-gate candidate reads from the byte that decides it: a
+/// MAC candidate at `i` reads `v[i - 2 ..= i + 12]`, an IPv6 one
+/// `v[i - 4 ..= i]`.
+const SHAPE_REACH: usize = 14;
+
+/// [`shape_gates`] of `v`, given that both gates are false for `prev`, a
+/// text sharing a prefix and a suffix with `v`. A candidate whose bytes all
+/// lie in the shared prefix or suffix reads what the same candidate read in
+/// `prev`, and failed there. The rest read some byte of the differing
+/// middle, so lie within [`SHAPE_REACH`] bytes of it, and the gates of that
+/// stretch are the gates of `v`.
+fn shape_gates_around(v: &[u8], pre: usize, end: usize) -> (bool, bool) {
+    shape_gates(&v[pre.saturating_sub(SHAPE_REACH)..(end + SHAPE_REACH + 1).min(v.len())])
+}
+
+#[cfg(test)]
+fn shape_gates_after_edit(prev: &[u8], v: &[u8]) -> (bool, bool) {
+    let (pre, end) = shared_ends(prev, v);
+    shape_gates_around(v, pre, end)
 }
 
 #[cfg(test)]

@@ -1316,7 +1316,15 @@ mod reuse_tests {
             let raw = line.as_bytes();
             let mut stage = engine::Scratch::default();
             let (mut pem, mut found, mut hits) = (0, Vec::new(), Vec::new());
-            let known = Known::default();
+            // Values to sweep for that the edits below create: whole, and
+            // across an edit's edge (`zed/src` + `QQ`).
+            let mut known = Known::default();
+            for (i, v) in ["KNOWN-VALUE-1", "zed/srcQQ", "QQ/app\",\"me"]
+                .iter()
+                .enumerate()
+            {
+                known.add(v.as_bytes(), i);
+            }
             e.scan_line(raw, &mut stage, &known, &mut pem, &mut found, &mut hits);
             let mut outputs: Vec<Vec<u8>> = Vec::new();
             let mut out = Vec::new();
@@ -1340,6 +1348,14 @@ mod reuse_tests {
                 String::from_utf8_lossy(&out)
             );
             outputs.push(out);
+            for at in memchr::memmem::find_iter(raw, b"src").map(|i| i + 3) {
+                for put in [&b"QQ"[..], b"KNOWN-VALUE-1"] {
+                    let mut o = raw[..at].to_vec();
+                    o.extend_from_slice(put);
+                    o.extend_from_slice(&raw[at..]);
+                    outputs.push(o);
+                }
+            }
             for &(a, b, put) in edits {
                 let a = a.min(raw.len());
                 let b = b.clamp(a, raw.len());
