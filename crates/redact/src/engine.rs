@@ -17,6 +17,30 @@ use regex::bytes::Regex;
 static F_REDACTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"[REDACTED:"));
 static F_BEGIN: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"-----BEGIN "));
 static F_MEMBER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\":\""));
+
+/// The `":"` search keyed on its `:"` pair rather than the `":` pair
+/// memchr picks by byte rank (which stops at every member, string or not),
+/// and called directly rather than through the generic searcher, whose
+/// per-call dispatch cost more than the search on short JSON texts.
+#[cfg(target_arch = "x86_64")]
+static MEMBER_PAIR: LazyLock<Option<memchr::arch::x86_64::avx2::packedpair::Finder>> =
+    LazyLock::new(|| {
+        let pair = memchr::arch::all::packedpair::Pair::with_indices(b"\":\"", 1, 2)?;
+        memchr::arch::x86_64::avx2::packedpair::Finder::with_pair(b"\":\"", pair)
+    });
+
+/// Position of the next `":"` at or after `at`.
+#[inline]
+fn next_member(v: &[u8], at: usize) -> Option<usize> {
+    let hay = &v[at..];
+    #[cfg(target_arch = "x86_64")]
+    if let Some(f) = MEMBER_PAIR.as_ref() {
+        if hay.len() >= f.min_haystack_len() {
+            return f.find(hay, b"\":\"").map(|i| at + i);
+        }
+    }
+    F_MEMBER.find(hay).map(|i| at + i)
+}
 static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
 static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
 /// Home-directory prefixes, searched in one pass.
@@ -147,6 +171,42 @@ pub struct Engine {
     pub ipv6_rule: usize,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
+    /// Per rule: the check a keyword occurrence must pass to trigger it
+    /// (see [`Gate`]).
+    pub gates: Vec<Gate>,
+    /// Keyword i triggers assignment-gated rules unconditionally: it anchors
+    /// one of their alternatives that is not `NAME … = value` (`mysql … -p`,
+    /// `sshpass -p`, `--pass value`).
+    pub kw_ungated: Vec<bool>,
+}
+
+/// A cheap look at the bytes around a keyword occurrence that can prove
+/// the rule's matcher finds nothing in a segment where every occurrence of
+/// its keywords fails it. Each variant says why skipping is exact; a rule
+/// whose keyword occurrences all fail is not run, so a gate that is too
+/// strict would lose findings — the tests compare each gate with its
+/// matcher on adversarial texts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Every occurrence triggers the rule.
+    None,
+    /// Keyword-assignment rules (`generic-secret`, `generic-password`),
+    /// with the shortest value their pattern accepts: see [`AssignGate`].
+    Assign(usize),
+    /// `credential-url`: every match is `scheme://user:password@host`, so
+    /// between the end of its `://` and its `@` there is a `:` and none of
+    /// the bytes the user and password classes exclude (ASCII whitespace,
+    /// `/`, `@`, quotes, `<`, `>`, backquote; `:` is allowed in the
+    /// password). The first such byte after the `://` must be that `@`.
+    /// Each walk stops at the next `/`, so walks never overlap.
+    UserinfoAt,
+    /// `other-home`: its matcher skips the caller's own home (at the same
+    /// start, with no alphanumeric byte after it), and each of its matches
+    /// begins at an occurrence of one of its keywords (the matcher's
+    /// case-sensitive prefixes are the keywords' spellings). Every
+    /// transcript line's `cwd` holds the caller's home; only other
+    /// occurrences need the matcher.
+    NotOwnHome,
 }
 
 /// A line's scan keeps copies of at most this many segment bytes for verify
@@ -175,9 +235,55 @@ pub struct Scratch {
     /// newline-free file the copy would cost another line's worth of memory.
     pub no_record: bool,
     seg_index: usize,
+    /// `views` hold the views of the text this scratch scanned last (set
+    /// by a full scan, cleared at the start of every scan).
+    views_valid: bool,
+    /// The next scan uses `views` as they are (set by
+    /// [`Scratch::derive_views`], consumed by that scan).
+    prebuilt: bool,
+    /// Per layer of the last full scan (recording scratches only): the
+    /// allowlisted spans, whether the member walk met overlapping `":"`,
+    /// and whether the layer was scanned as JSON at all.
+    allowed_rec: Vec<AllowedRec>,
+    /// With `prebuilt`: stage one's `allowed_rec` and the placeholder
+    /// edits in each old layer's offsets, so the next scan derives its
+    /// allowlisted spans too (see [`derive_allowed`]).
+    prior_allowed: Vec<AllowedRec>,
+    layer_edits: Vec<Vec<(usize, usize, usize)>>,
+}
+
+#[derive(Default, Clone)]
+struct AllowedRec {
+    spans: Vec<(usize, usize)>,
+    overlap: bool,
+    valid: bool,
 }
 
 impl Scratch {
+    /// Prepares the next scan, of the text `stage` scanned last with each
+    /// `(start, end, put)` of `edits` replaced, to take its decoded views
+    /// from `stage`'s instead of decoding again, when
+    /// [`Views::derive`](crate::view::Views::derive) can do that exactly.
+    pub fn derive_views(&mut self, stage: &Scratch, edits: &[(usize, usize, &[u8])]) {
+        self.prebuilt = stage.views_valid
+            && self
+                .views
+                .derive_recording(&stage.views, edits, &mut self.layer_edits);
+        if self.prebuilt {
+            self.prior_allowed.clone_from(&stage.allowed_rec);
+        }
+    }
+
+    /// The allowlisted spans of the raw text this scratch scanned last, if
+    /// it walked the raw text as JSON and [`derive_allowed`] can follow
+    /// edits of it.
+    pub fn raw_allowed(&self) -> Option<&[(usize, usize)]> {
+        self.allowed_rec
+            .first()
+            .filter(|r| self.views_valid && r.valid && !r.overlap)
+            .map(|r| &r.spans[..])
+    }
+
     /// A scratch whose scans keep no keyword matches for reuse.
     pub fn not_recording() -> Scratch {
         Scratch {
@@ -202,6 +308,11 @@ struct KwSeg {
     layer: usize,
     bytes: Vec<u8>,
     kws: Vec<KwMatch>,
+    /// `shape_gates` of `bytes`.
+    gates: (bool, bool),
+    /// Known-value occurrences the sweep reported in `bytes`, and how many
+    /// values it swept for.
+    sweep: (usize, usize),
 }
 
 impl KwCache {
@@ -210,18 +321,27 @@ impl KwCache {
         self.bytes = 0;
     }
 
-    fn record(&mut self, layer: usize, bytes: &[u8], kws: &[KwMatch]) {
+    fn record(&mut self, layer: usize, bytes: &[u8], kws: &[KwMatch], gates: (bool, bool)) {
         if self.used == self.segs.len() {
             self.segs.push(KwSeg::default());
         }
         let s = &mut self.segs[self.used];
         s.layer = layer;
+        s.gates = gates;
+        s.sweep = (usize::MAX, 0);
         s.bytes.clear();
         s.bytes.extend_from_slice(bytes);
         s.kws.clear();
         s.kws.extend_from_slice(kws);
         self.used += 1;
         self.bytes += bytes.len();
+    }
+
+    /// Sets the sweep result of the segment recorded last.
+    fn set_last_sweep(&mut self, sweep: (usize, usize)) {
+        if let Some(s) = self.used.checked_sub(1).and_then(|i| self.segs.get_mut(i)) {
+            s.sweep = sweep;
+        }
     }
 
     fn get(&self, i: usize, layer: usize) -> Option<&KwSeg> {
@@ -253,11 +373,15 @@ pub struct Known {
     by_gram: std::collections::HashMap<u32, Vec<(usize, usize)>>,
     /// Exact-value index, so adding a value twice is a no-op.
     by_value: std::collections::HashSet<Vec<u8>>,
+    /// Length of the longest value.
+    max_len: usize,
 }
 
 /// Probe spacing of the sweep; see [`Known`]. Needs
 /// `MIN_REPEAT_LEN >= GRAM_STRIDE + 3` so the probed gram lies in the value.
 const GRAM_STRIDE: usize = 4;
+// `next_candidate` reads two grams from one eight-byte word.
+const _: () = assert!(GRAM_STRIDE == 4);
 const _: () = assert!(MIN_REPEAT_LEN >= GRAM_STRIDE + 3);
 
 /// Smallest gram filter, in bits (4 KiB: stays in L1 next to the line
@@ -286,10 +410,24 @@ fn gram_slot(k: u32, log2: u32) -> usize {
 /// the gram stays in a register.
 #[inline(never)]
 fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<usize> {
+    let hit = |g: u32| {
+        let slot = gram_slot(g, log2);
+        filter[slot / 64] & (1 << (slot % 64)) != 0
+    };
+    // Two probes per eight-byte load: the grams at `j` and `j + 4`.
     let mut j = from;
+    for c in v.get(from..).unwrap_or(&[]).chunks_exact(2 * GRAM_STRIDE) {
+        let w = u64::from_le_bytes(c.try_into().expect("eight bytes"));
+        if hit(w as u32) {
+            return Some(j);
+        }
+        if hit((w >> 32) as u32) {
+            return Some(j + GRAM_STRIDE);
+        }
+        j += 2 * GRAM_STRIDE;
+    }
     while j + 4 <= v.len() {
-        let slot = gram_slot(load_u32(v, j), log2);
-        if filter[slot / 64] & (1 << (slot % 64)) != 0 {
+        if hit(load_u32(v, j)) {
             return Some(j);
         }
         j += GRAM_STRIDE;
@@ -298,11 +436,14 @@ fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<us
 }
 
 impl Known {
-    pub fn add(&mut self, v: &[u8], meta: usize) {
+    /// Adds a value to sweep for; false when it is too short, holds a
+    /// placeholder, or is already held.
+    pub fn add(&mut self, v: &[u8], meta: usize) -> bool {
         if v.len() < MIN_REPEAT_LEN || F_REDACTED.find(v).is_some() || self.by_value.contains(v) {
-            return;
+            return false;
         }
         let id = self.values.len();
+        self.max_len = self.max_len.max(v.len());
         self.by_value.insert(v.to_vec());
         self.values.push(v.to_vec());
         self.metas.push(meta);
@@ -332,6 +473,7 @@ impl Known {
                 self.set_bit(k);
             }
         }
+        true
     }
 
     fn set_bit(&mut self, k: u32) {
@@ -343,12 +485,24 @@ impl Known {
         self.values.is_empty()
     }
 
+    /// Number of distinct values held; values are only ever added, so a
+    /// count taken earlier marks where the newer ones start.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
     /// Kept for call sites that batch additions; the filter needs no rebuild.
     pub fn refresh(&mut self) {}
 
     /// Calls `f(start, end, meta)` for every occurrence of a known value
     /// (in no particular order; callers sort).
-    pub fn find_all(&self, v: &[u8], mut f: impl FnMut(usize, usize, usize)) {
+    pub fn find_all(&self, v: &[u8], f: impl FnMut(usize, usize, usize)) {
+        self.find_all_from(v, 0, f)
+    }
+
+    /// As [`Known::find_all`], for the values added since [`Known::len`]
+    /// was `first`.
+    pub fn find_all_from(&self, v: &[u8], first: usize, mut f: impl FnMut(usize, usize, usize)) {
         if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
             return;
         }
@@ -359,6 +513,9 @@ impl Known {
                 continue;
             };
             for &(id, o) in entries {
+                if id < first {
+                    continue;
+                }
                 let Some(i) = c.checked_sub(o) else { continue };
                 let val = &self.values[id];
                 if v[i..].starts_with(val) {
@@ -721,6 +878,11 @@ impl Engine {
         let first = hits.len();
         scratch.cache.clear();
         scratch.seg_index = 0;
+        let prebuilt = std::mem::take(&mut scratch.prebuilt);
+        scratch.views_valid = false;
+        for r in scratch.allowed_rec.iter_mut() {
+            r.valid = false;
+        }
         if *pem_open > 0 && self.pem_continuation(raw, pem_open) {
             hits.push(Hit {
                 start: 0,
@@ -730,7 +892,9 @@ impl Engine {
             return;
         }
         let mut views = std::mem::take(&mut scratch.views);
-        views.build(raw);
+        if !prebuilt {
+            views.build(raw);
+        }
         let from = if json && views.count() > 0 { 1 } else { 0 };
         for layer in from..=views.count() {
             let v: &[u8] = if layer == 0 { raw } else { views.layer(layer) };
@@ -754,7 +918,30 @@ impl Engine {
             // secrets. Long ones — most of a transcript's bytes — are not
             // scanned at all; hits inside short ones are dropped afterwards
             // (cheaper than splitting the scan at every id).
-            self.mark_allowed(v, &mut scratch.allowed);
+            let prior = scratch
+                .prior_allowed
+                .get(layer)
+                .filter(|r| prebuilt && r.valid && !r.overlap)
+                .zip(scratch.layer_edits.get(layer));
+            match prior {
+                Some((rec, edits)) => derive_allowed(v, &rec.spans, edits, &mut scratch.allowed),
+                None => {
+                    let overlap = mark_allowed(v, &mut scratch.allowed);
+                    // Same cap as the keyword cache: on a newline-free file
+                    // a copy would be another line's worth of spans.
+                    if !scratch.no_record && raw.len() <= MAX_REUSE_BYTES {
+                        if scratch.allowed_rec.len() <= layer {
+                            scratch
+                                .allowed_rec
+                                .resize_with(layer + 1, AllowedRec::default);
+                        }
+                        let r = &mut scratch.allowed_rec[layer];
+                        r.spans.clone_from(&scratch.allowed);
+                        r.overlap = overlap;
+                        r.valid = true;
+                    }
+                }
+            }
             let allowed = std::mem::take(&mut scratch.allowed);
             let layer_first = hits.len();
             let mut at = 0;
@@ -824,6 +1011,35 @@ impl Engine {
             }
         }
         scratch.views = views;
+        scratch.views_valid = true;
+    }
+
+    /// Hits for every occurrence of the values `known` gained since it held
+    /// `first`, in `raw` and in each decoded
+    /// layer of it (`scratch` scanned `raw` last), as `Scanner::redact`'s
+    /// sweep after detection finds them: a value a rule found on a line can
+    /// stand elsewhere on that line without the context the rule needs, and
+    /// the scan's own sweep ran before the value was known.
+    pub fn sweep_line(
+        &self,
+        raw: &[u8],
+        scratch: &Scratch,
+        known: &Known,
+        first: usize,
+        hits: &mut Vec<Hit>,
+    ) {
+        let layers = if scratch.views_valid {
+            scratch.views.count()
+        } else {
+            0
+        };
+        for k in 0..=layers {
+            let v = if k == 0 { raw } else { scratch.views.layer(k) };
+            let at = L { k, base: 0 };
+            known.find_all_from(v, first, |s, e, meta| {
+                self.push(hits, &scratch.views, at, s, e, meta)
+            });
+        }
     }
 
     /// Returns true when a PEM block opened in this view runs to the end of
@@ -845,7 +1061,31 @@ impl Engine {
         let mut list = std::mem::take(&mut scratch.list);
         triggered.resize(self.rules.len(), false);
         list.clear();
-        let (mac, ipv6) = shape_gates(v);
+        // Segments pair up with the prior scan's by order; a wrong pairing
+        // only shortens the shared prefix and suffix, so the result is
+        // exact either way.
+        let seg = scratch.seg_index;
+        scratch.seg_index += 1;
+        let prior = scratch.prior.get(seg, layer.k);
+        // Where `v` differs from the paired segment: `v[pre..end]`.
+        let shared = prior.map(|p| shared_ends(&p.bytes, v));
+        let (mac, ipv6) = match (prior, shared) {
+            (Some(p), Some((pre, end))) if p.gates == (false, false) => {
+                shape_gates_around(v, pre, end)
+            }
+            _ => shape_gates(v),
+        };
+        // The known-value sweep likewise, when the paired segment's sweep,
+        // for the same values, reported nothing: an occurrence wholly in the
+        // shared prefix or suffix would have been reported there, so every
+        // occurrence in `v` overlaps the differing stretch.
+        let sweep_range = match (prior, shared) {
+            (Some(p), Some((pre, end))) if p.sweep == (0, known.len()) => (
+                pre.saturating_sub(known.max_len),
+                (end + known.max_len).min(v.len()),
+            ),
+            _ => (0, v.len()),
+        };
         for &r in &self.always {
             if (r == self.mac_rule && !mac) || (r == self.ipv6_rule && !ipv6) {
                 continue;
@@ -855,11 +1095,7 @@ impl Engine {
         }
         let mut kw = std::mem::take(&mut scratch.kw);
         kw.clear();
-        // Segments pair up with the prior scan's by order; a wrong pairing
-        // only shortens the shared suffix, so the result is exact either way.
-        let seg = scratch.seg_index;
-        scratch.seg_index += 1;
-        match scratch.prior.get(seg, layer.k) {
+        match prior {
             Some(p) => {
                 self.keywords
                     .find_all_reusing(&p.bytes, &p.kws, v, &mut scratch.lanes, &mut kw)
@@ -868,16 +1104,17 @@ impl Engine {
         }
         if !scratch.no_record {
             if scratch.cache.bytes + v.len() <= MAX_REUSE_BYTES {
-                scratch.cache.record(layer.k, v, &kw);
+                scratch.cache.record(layer.k, v, &kw, (mac, ipv6));
             } else {
                 // Keeps later segments paired by position; never matches.
-                scratch.cache.record(usize::MAX, &[], &[]);
+                scratch.cache.record(usize::MAX, &[], &[], (true, true));
             }
         }
+        let mut gate = AssignGate::default();
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
-                if !triggered[r] {
+                if !triggered[r] && self.gate_passes(self.gates[r], pi, v, m, &mut gate) {
                     triggered[r] = true;
                     list.push(r);
                 }
@@ -927,8 +1164,34 @@ impl Engine {
         }
         scratch.triggered = triggered;
         scratch.list = list;
-        known.find_all(v, |s, e, meta| self.push(hits, views, layer, s, e, meta));
+        let (lo, hi) = sweep_range;
+        let at = L {
+            k: layer.k,
+            base: layer.base + lo,
+        };
+        let mut swept = 0;
+        known.find_all(&v[lo..hi], |s, e, meta| {
+            swept += 1;
+            self.push(hits, views, at, s, e, meta)
+        });
+        if !scratch.no_record {
+            scratch.cache.set_last_sweep((swept, known.len()));
+        }
         pem_to_end
+    }
+
+    /// Does keyword occurrence `m` (of keyword `pi`) in `v` trigger a rule
+    /// with gate `g`? See [`Gate`].
+    fn gate_passes(&self, g: Gate, pi: usize, v: &[u8], m: &KwMatch, a: &mut AssignGate) -> bool {
+        match g {
+            Gate::None => true,
+            Gate::Assign(min_value) => self.kw_ungated[pi] || a.may_follow(v, m, min_value),
+            Gate::UserinfoAt => userinfo_may_follow(v, m.end),
+            Gate::NotOwnHome => !self.home.as_ref().is_some_and(|h| {
+                let tail = &v[m.start..];
+                tail.starts_with(h) && !tail.get(h.len()).is_some_and(|&b| is_alnum(b))
+            }),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1285,36 +1548,307 @@ impl Engine {
     }
 
     fn mark_allowed(&self, v: &[u8], out: &mut Vec<(usize, usize)>) {
-        out.clear();
-        // Compact JSON (what Claude Code writes): every member is `"key":`.
-        // Walking the `":"` separators is one SIMD search plus a short look
-        // back per member.
-        for p in F_MEMBER.find_iter(v) {
-            let Some(q) = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p]) else {
-                continue;
-            };
-            let key = &v[p.saturating_sub(40) + q + 1..p];
-            let which = match key {
-                b"signature" => 0,
-                b"data" => 1,
-                k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
-                _ => continue,
-            };
-            let s = p + 3;
-            let Some(len) = memchr::memchr(b'"', &v[s..]) else {
-                continue;
-            };
-            let val = &v[s..s + len];
-            let b64 = all_b64;
-            let ok = match which {
-                0 => b64(val),
-                1 => b64(val) && F_TYPE_B64.find(&v[p.saturating_sub(200)..p]).is_some(),
-                _ => val.len() <= 128 && all_id_chars(val),
-            };
-            if ok && len > 0 {
-                out.push((s, s + len));
+        mark_allowed(v, out);
+    }
+}
+
+/// The bytes that can make up the name run of a keyword assignment, as the
+/// generic rules' regexes see it: `[A-Za-z0-9_.-]` plus any byte of a
+/// multi-byte character (under `(?i)` in Unicode mode the class also holds
+/// U+212A KELVIN SIGN and U+017F LONG S; over-approximating is safe).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-') || b >= 0x80
+}
+
+/// Whitespace as `\s` sees it in Unicode mode, over-approximated the same
+/// way: ASCII whitespace (with vertical tab and form feed) plus any
+/// non-ASCII byte.
+fn is_space_byte(b: u8) -> bool {
+    is_ascii_space(b) || b >= 0x80
+}
+
+/// `\s` in ASCII mode.
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// A byte of an unquoted generic value: the patterns' bare alternative is
+/// `(?-u:[^\s"'`,;&|<>(){}\[\]\\])`.
+fn is_bare_value_byte(b: u8) -> bool {
+    !(is_ascii_space(b)
+        || matches!(
+            b,
+            b'"' | b'\''
+                | b'`'
+                | b','
+                | b';'
+                | b'&'
+                | b'|'
+                | b'<'
+                | b'>'
+                | b'('
+                | b')'
+                | b'{'
+                | b'}'
+                | b'['
+                | b']'
+                | b'\\'
+        ))
+}
+
+/// Does `v` hold a character that `(?i)` folds onto an ASCII letter of a
+/// key name without being ASCII itself (U+017F LONG S = `C5 BF`, U+212A
+/// KELVIN SIGN = `E2 84 AA`)? The keyword automaton is ASCII-only and
+/// would not see such a name, so [`AssignGate`] stands aside.
+fn has_case_fold_letters(v: &[u8]) -> bool {
+    memchr::memchr2_iter(0xC5, 0xE2, v).any(|i| {
+        let t = &v[i..];
+        t.starts_with(b"\xC5\xBF") || t.starts_with(b"\xE2\x84\xAA")
+    })
+}
+
+/// The gate in front of the keyword-assignment rules (`generic-secret`,
+/// `generic-password`). Their regexes run over a whole segment when any of
+/// their keywords occurs in it, and nearly every transcript line holds such
+/// a keyword that is not an assignment of a secret (`"input_tokens":123`
+/// has `token`), so ungated they cost a full regex pass per line.
+///
+/// Why skipping is exact: every match of the gated alternatives is
+/// `NAME-RUN NAME NAME-RUN ["']? \s* (:=|=>|=|:) \s* VALUE` with VALUE a
+/// quote or at least `min_value` bare value bytes, or `--NAME[= ]…`, where
+/// NAME is a key name. When `v` holds no non-ASCII case-fold letter, NAME
+/// is ASCII, so it contains one of the rule's keywords (the keyword list
+/// spells out every ASCII form of every name;
+/// `rules::tests::assignment_keywords_cover_every_key_name` checks it), and
+/// the automaton reports that occurrence. From its end, the bytes up to the
+/// operator are name bytes, at most one quote and spaces, which
+/// [`AssignGate::may_follow`] skips with over-approximated classes; after
+/// each operator reading it tries every start the spaces allow for a quote
+/// or a long enough bare run. The `--NAME ` form has `--` within the nine
+/// bytes before the keyword (`--client-secret`) and a space right after.
+/// So a segment none of whose keyword occurrences passes holds no match,
+/// and not running the regex there changes nothing. Other alternatives
+/// (`mysql … -p`, `sshpass -p`, `--pass`) are keyed on keywords that skip
+/// the gate (`Engine::kw_ungated`).
+#[derive(Default)]
+struct AssignGate {
+    /// `None` until a gated keyword is seen: whether `v` has fold letters.
+    folds: Option<bool>,
+    /// The last name run skipped: where the skip started, where the run
+    /// ended, the value length asked for, and the answer. Keyword
+    /// occurrences come in end order, so one ending inside the same run
+    /// reuses the answer and the gate stays linear in `v`.
+    run: Option<(usize, usize, usize, bool)>,
+}
+
+impl AssignGate {
+    fn may_follow(&mut self, v: &[u8], m: &KwMatch, min_value: usize) -> bool {
+        if *self.folds.get_or_insert_with(|| has_case_fold_letters(v)) {
+            return true;
+        }
+        let e = m.end;
+        if v.get(e) == Some(&b' ')
+            && memchr::memmem::find(&v[m.start.saturating_sub(9)..m.start], b"--").is_some()
+        {
+            return true;
+        }
+        if let Some((from, end, min, ok)) = self.run {
+            if from <= e && e <= end && min == min_value {
+                return ok;
             }
         }
+        let mut i = e;
+        while i < v.len() && is_name_byte(v[i]) {
+            i += 1;
+        }
+        let run_end = i;
+        if i < v.len() && matches!(v[i], b'"' | b'\'') {
+            i += 1;
+        }
+        while i < v.len() && is_space_byte(v[i]) {
+            i += 1;
+        }
+        let ok = match v.get(i) {
+            Some(b':') | Some(b'=') => {
+                let two = matches!(v.get(i..i + 2), Some(b":=") | Some(b"=>"));
+                value_may_start(v, i + 1, min_value)
+                    || (two && value_may_start(v, i + 2, min_value))
+            }
+            _ => false,
+        };
+        self.run = Some((e, run_end, min_value, ok));
+        ok
+    }
+}
+
+/// See [`Gate::UserinfoAt`]: from `e` (just after a `://`), is the first
+/// byte the userinfo cannot hold an `@`, with a `:` before it?
+fn userinfo_may_follow(v: &[u8], e: usize) -> bool {
+    let rest = &v[e.min(v.len())..];
+    let stop = rest.iter().position(|&b| {
+        is_ascii_space(b) || matches!(b, b'/' | b'@' | b'"' | b'\'' | b'<' | b'>' | b'`')
+    });
+    match stop {
+        Some(i) => rest[i] == b'@' && rest[..i].contains(&b':'),
+        None => false,
+    }
+}
+
+/// Can a generic value (`'…'`, `"…"` or `min_value` bare bytes) start at
+/// `j` or after spaces from `j`? Tries every start the `\s*` could leave.
+fn value_may_start(v: &[u8], j: usize, min_value: usize) -> bool {
+    let mut p = j;
+    loop {
+        match v.get(p) {
+            None => return false,
+            Some(b'"') | Some(b'\'') => return true,
+            Some(_) => {
+                let bare = v[p..]
+                    .iter()
+                    .take(min_value)
+                    .take_while(|&&b| is_bare_value_byte(b))
+                    .count();
+                if bare == min_value {
+                    return true;
+                }
+            }
+        }
+        if !is_space_byte(v[p]) {
+            return false;
+        }
+        p += 1;
+    }
+}
+
+/// See [`Engine::allowed_spans`]. Returns whether two `":"` occurrences
+/// overlap anywhere (`":":"`), which [`derive_allowed`] cannot follow.
+fn mark_allowed(v: &[u8], out: &mut Vec<(usize, usize)>) -> bool {
+    out.clear();
+    let mut overlap = false;
+    // Compact JSON (what Claude Code writes): every member is `"key":`.
+    // Walking the `":"` separators is one SIMD search plus a short look
+    // back per member. Non-overlapping, left to right, as
+    // `memmem::find_iter`.
+    let mut at = 0;
+    while let Some(p) = next_member(v, at) {
+        at = p + 3;
+        // The occurrence at p + 2 (if any) is skipped by this walk.
+        overlap |= v.get(p + 3..p + 5) == Some(b":\"");
+        if let Some(span) = allowed_member(v, p) {
+            out.push(span);
+        }
+    }
+    overlap
+}
+
+/// Bytes before a member's `":"` that decide whether it is allowlisted:
+/// the `"type":"base64"` look-back of image data (the key's own look-back
+/// is 40).
+const MEMBER_LOOK_BACK: usize = 200;
+
+/// The allowlisted value span of the member whose `":"` is at `p`, if any.
+/// Reads `v[p - MEMBER_LOOK_BACK .. p]` and the value up to its closing
+/// quote.
+fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
+    let q = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p])?;
+    let key = &v[p.saturating_sub(40) + q + 1..p];
+    let which = match key {
+        b"signature" => 0,
+        b"data" => 1,
+        k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
+        _ => return None,
+    };
+    let s = p + 3;
+    let len = memchr::memchr(b'"', &v[s..])?;
+    let val = &v[s..s + len];
+    let ok = match which {
+        0 => all_b64(val),
+        1 => {
+            all_b64(val)
+                && F_TYPE_B64
+                    .find(&v[p.saturating_sub(MEMBER_LOOK_BACK)..p])
+                    .is_some()
+        }
+        _ => val.len() <= 128 && all_id_chars(val),
+    };
+    (ok && len > 0).then_some((s, s + len))
+}
+
+/// [`mark_allowed`] of `new`, which is a text whose spans were `old` with
+/// each `(start, end, put_len)` of `edits` (sorted, disjoint, old offsets)
+/// replaced by a placeholder of `put_len` bytes, without walking all of
+/// `new`. Only for an `old` without overlapping `":"` occurrences.
+///
+/// Why it is exact: a placeholder holds no quote, so `new`'s `":"`
+/// occurrences are `old`'s outside the edits, shifted, and (with none
+/// overlapping) a walk can start anywhere. A member at `p` depends on
+/// `new[p - MEMBER_LOOK_BACK .. p]` and its value up to the next quote. So
+/// around each placeholder at `ps..pe` only members from two bytes before
+/// the last quote ahead of `ps` (an earlier member's value ends at or
+/// before that quote) up to `pe + MEMBER_LOOK_BACK` are looked at again;
+/// every other member reads the same bytes as in `old` and keeps its
+/// answer, shifted.
+pub fn derive_allowed(
+    new: &[u8],
+    old: &[(usize, usize)],
+    edits: &[(usize, usize, usize)],
+    out: &mut Vec<(usize, usize)>,
+) {
+    out.clear();
+    // Windows of `new` to recompute, each with the shift of the members
+    // that follow it (old offset + shift = new offset).
+    let mut windows: Vec<(usize, usize, isize)> = Vec::with_capacity(edits.len());
+    let mut delta = 0isize;
+    for &(s, e, put) in edits {
+        let ps = (s as isize + delta) as usize;
+        delta += put as isize - (e - s) as isize;
+        let pe = ps + put;
+        let w0 = memchr::memrchr(b'"', &new[..ps]).map_or(0, |q| q.saturating_sub(2));
+        let w1 = (pe + MEMBER_LOOK_BACK).min(new.len());
+        match windows.last_mut() {
+            Some(last) if w0 <= last.1 => {
+                last.1 = last.1.max(w1);
+                last.2 = delta;
+            }
+            _ => windows.push((w0, w1, delta)),
+        }
+    }
+    // Positions as isize: an old member inside an edit can map before 0.
+    let at_new = |span: (usize, usize), shift: isize| span.0 as isize - 3 + shift;
+    let mut oi = 0;
+    let (mut gap_start, mut gap_shift) = (0isize, 0isize);
+    let end = (new.len(), new.len(), 0isize);
+    for &(w0, w1, shift_after) in windows.iter().chain(std::iter::once(&end)) {
+        // Old members whose `":"` lands in the gap before this window.
+        while oi < old.len() {
+            let p = at_new(old[oi], gap_shift);
+            if p >= w0 as isize {
+                break;
+            }
+            if p >= gap_start {
+                out.push((
+                    (old[oi].0 as isize + gap_shift) as usize,
+                    (old[oi].1 as isize + gap_shift) as usize,
+                ));
+            }
+            oi += 1;
+        }
+        let mut at = w0;
+        while let Some(p) = next_member(new, at.min(new.len())) {
+            if p >= w1 {
+                break;
+            }
+            at = p + 3;
+            if let Some(span) = allowed_member(new, p) {
+                out.push(span);
+            }
+        }
+        // Skip old members that fell inside this window.
+        while oi < old.len() && at_new(old[oi], shift_after) < w1 as isize {
+            oi += 1;
+        }
+        gap_start = w1 as isize;
+        gap_shift = shift_after;
     }
 }
 
@@ -1327,9 +1861,30 @@ fn is_alnum_branchless(b: u8) -> bool {
 /// checked without early exit so the compiler turns it into SIMD compares.
 const CLASS_BLOCK: usize = 32;
 
+/// Byte class tables for the all-bytes-in-class checks: one load per byte,
+/// no branch, where the compare chain cost seven instructions per byte on
+/// ids too short for SIMD blocks.
+const fn class_table(extra: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let mut i = 0;
+    while i < extra.len() {
+        t[extra[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+static B64_CLASS: [bool; 256] = class_table(b"+/=");
+static ID_CLASS: [bool; 256] = class_table(b"-_");
+
 /// Is every byte base64 (standard alphabet plus `=`)? The allowlist check
-/// runs over every byte of every signature and image, so it works in
-/// branch-free blocks.
+/// runs over every byte of every signature and image, so long values go in
+/// branch-free blocks the compiler turns into SIMD compares.
 fn all_b64(v: &[u8]) -> bool {
     let ok = |b: u8| is_alnum_branchless(b) | (b == b'+') | (b == b'/') | (b == b'=');
     let mut blocks = v.chunks_exact(CLASS_BLOCK);
@@ -1338,19 +1893,17 @@ fn all_b64(v: &[u8]) -> bool {
             return false;
         }
     }
-    blocks.remainder().iter().all(|&b| ok(b))
+    in_class(blocks.remainder(), &B64_CLASS)
 }
 
-/// Is every byte an id byte (`[A-Za-z0-9_-]`)? Blocked as [`all_b64`].
+/// Is every byte an id byte (`[A-Za-z0-9_-]`)? Ids are short (uuids,
+/// `toolu_…`), so a table walk without early exit.
 fn all_id_chars(v: &[u8]) -> bool {
-    let ok = |b: u8| is_alnum_branchless(b) | (b == b'-') | (b == b'_');
-    let mut blocks = v.chunks_exact(CLASS_BLOCK);
-    for c in &mut blocks {
-        if !c.iter().fold(true, |acc, &b| acc & ok(b)) {
-            return false;
-        }
-    }
-    blocks.remainder().iter().all(|&b| ok(b))
+    in_class(v, &ID_CLASS)
+}
+
+fn in_class(v: &[u8], table: &[bool; 256]) -> bool {
+    v.iter().fold(true, |acc, &b| acc & table[b as usize])
 }
 
 /// Could `v` hold a MAC address? Looks for `h h sep h h sep` around each
@@ -1405,49 +1958,76 @@ const GATE_BLOCK: usize = 64;
 /// per-position checks.
 fn shape_gates(v: &[u8]) -> (bool, bool) {
     let n = v.len();
-    let mut mac = false;
-    if n >= 13 {
-        // Candidate i in 0..n-12 (mac_at needs i >= 2 and v[i+12]).
-        let m = n - 12;
-        let mut at = 0;
-        while at < m && !mac {
-            let end = (at + GATE_BLOCK).min(m);
-            let len = end - at;
-            let c0 = &v[at..at + len];
-            let c3 = &v[at + 3..at + 3 + len];
-            let c6 = &v[at + 6..at + 6 + len];
-            let c9 = &v[at + 9..at + 9 + len];
-            let c12 = &v[at + 12..at + 12 + len];
-            let mut acc = 0u8;
-            for ((((&c, &d3), &d6), &d9), &d12) in c0.iter().zip(c3).zip(c6).zip(c9).zip(c12) {
-                let sep = (c == b':') as u8 | (c == b'-') as u8;
-                acc |= sep & (d3 == c) as u8 & (d6 == c) as u8 & (d9 == c) as u8 & (d12 == c) as u8;
-            }
-            if acc != 0 {
-                mac = (at..end).any(|i| mac_at(v, i));
-            }
-            at = end;
+    let (mut mac, mut ipv6) = (false, false);
+    // One fused pass over the positions that have all the bytes either
+    // test reads (`i + 12`); a block is tested with a necessary condition
+    // (MAC: separator repeated at `i + 3` and `i + 6`; IPv6: `f` four
+    // bytes before a `:`) and only a block that passes gets the exact
+    // per-position checks. ISO dates, clock times and uuids repeat their
+    // separators at most twice three bytes apart, so the condition is rare.
+    let m = n.saturating_sub(12);
+    let mut at = 0;
+    while at < m && !(mac && ipv6) {
+        let end = (at + GATE_BLOCK).min(m);
+        let len = end - at;
+        let c0 = &v[at..at + len];
+        let c3 = &v[at + 3..at + 3 + len];
+        let c4 = &v[at + 4..at + 4 + len];
+        let c6 = &v[at + 6..at + 6 + len];
+        let (mut am, mut av) = (0u8, 0u8);
+        for (((&c, &d3), &d4), &d6) in c0.iter().zip(c3).zip(c4).zip(c6) {
+            let sep = (c == b':') as u8 | (c == b'-') as u8;
+            am |= sep & (d3 == c) as u8 & (d6 == c) as u8;
+            av |= (d4 == b':') as u8 & ((c | 0x20) == b'f') as u8;
         }
+        if am != 0 && !mac {
+            // Candidate i needs v[i+12]: i < n - 12 = m, true for i < end.
+            mac = (at..end).any(|i| mac_at(v, i));
+        }
+        if av != 0 && !ipv6 {
+            ipv6 = (at + 4..end + 4).any(|i| v[i] == b':' && ipv6_at(v, i));
+        }
+        at = end;
     }
-    let mut ipv6 = false;
-    if n >= 5 {
-        // Candidate i in 4..n: v[i] == ':' and v[i-4] is f/F.
-        let m = n - 4;
-        let mut at = 0;
-        while at < m && !ipv6 {
-            let end = (at + GATE_BLOCK).min(m);
-            let len = end - at;
-            let mut acc = 0u8;
-            for (&f, &c) in v[at..at + len].iter().zip(&v[at + 4..at + 4 + len]) {
-                acc |= (c == b':') as u8 & ((f | 0x20) == b'f') as u8;
-            }
-            if acc != 0 {
-                ipv6 = (at + 4..end + 4).any(|i| v[i] == b':' && ipv6_at(v, i));
-            }
-            at = end;
-        }
+    // The last positions, too near the end for the MAC test, for IPv6:
+    // colons at `m + 4 ..` (all of `4..n` when the text is short).
+    if !ipv6 {
+        ipv6 = (m + 4..n).any(|i| v[i] == b':' && ipv6_at(v, i));
     }
     (mac, ipv6)
+}
+
+/// `(pre, end)` with `v[..pre]` a prefix and `v[end..]` a suffix of
+/// `prev`, not overlapping in either text: `v[pre..end]` holds every byte
+/// where the two differ.
+fn shared_ends(prev: &[u8], v: &[u8]) -> (usize, usize) {
+    let l = crate::keywords::common_suffix(prev, v);
+    let end = v.len() - l;
+    let pre = crate::keywords::common_prefix(prev, v)
+        .min(end)
+        .min(prev.len() - l);
+    (pre, end)
+}
+
+/// How far a shape-gate candidate reads from the byte that decides it: a
+/// MAC candidate at `i` reads `v[i - 2 ..= i + 12]`, an IPv6 one
+/// `v[i - 4 ..= i]`.
+const SHAPE_REACH: usize = 14;
+
+/// [`shape_gates`] of `v`, given that both gates are false for `prev`, a
+/// text sharing a prefix and a suffix with `v`. A candidate whose bytes all
+/// lie in the shared prefix or suffix reads what the same candidate read in
+/// `prev`, and failed there. The rest read some byte of the differing
+/// middle, so lie within [`SHAPE_REACH`] bytes of it, and the gates of that
+/// stretch are the gates of `v`.
+fn shape_gates_around(v: &[u8], pre: usize, end: usize) -> (bool, bool) {
+    shape_gates(&v[pre.saturating_sub(SHAPE_REACH)..(end + SHAPE_REACH + 1).min(v.len())])
+}
+
+#[cfg(test)]
+fn shape_gates_after_edit(prev: &[u8], v: &[u8]) -> (bool, bool) {
+    let (pre, end) = shared_ends(prev, v);
+    shape_gates_around(v, pre, end)
 }
 
 #[cfg(test)]
@@ -1542,6 +2122,144 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
 mod tests {
     use super::*;
 
+    /// Whether `AssignGate` lets rule `id` run on `v`, as `scan_view`
+    /// decides it.
+    fn gate_passes(id: &str, v: &[u8]) -> bool {
+        let def = crate::rules::builtin()
+            .into_iter()
+            .find(|d| d.id == id)
+            .unwrap();
+        let pats: Vec<String> = def.keywords.iter().map(|k| k.to_string()).collect();
+        let kw = Keywords::new(&pats).unwrap();
+        let mut found = Vec::new();
+        kw.find_all(v, &mut LaneBufs::default(), &mut found);
+        let min = if id == "generic-secret" {
+            crate::rules::GENERIC_MIN_VALUE
+        } else {
+            crate::rules::PASSWORD_MIN_VALUE
+        };
+        let mut gate = AssignGate::default();
+        found.iter().any(|m| {
+            crate::rules::ASSIGN_UNGATED_KEYWORDS.contains(&pats[m.pattern].as_str())
+                || gate.may_follow(v, m, min)
+        })
+    }
+
+    fn generic_regex(id: &str) -> Regex {
+        let def = crate::rules::builtin()
+            .into_iter()
+            .find(|d| d.id == id)
+            .unwrap();
+        Regex::new(def.pattern).unwrap()
+    }
+
+    /// The assignment gate may only skip segments where the rule's regex
+    /// cannot match: checked on hand-picked edges and on random texts built
+    /// from the fragments that decide it (names, quotes, operators,
+    /// non-ASCII spaces and case-fold letters, short and long values).
+    #[test]
+    fn assignment_gate_never_hides_a_match() {
+        let cases: &[&[u8]] = &[
+            b"\"input_tokens\":1811,\"output_tokens\":803",
+            b"token = abcdefgh1",
+            b"TOKEN := 'abc'",
+            b"my_secret_key\t\"  =>  \"x\"",
+            b"--client-secret hunter2hunter2",
+            b"--token abcdefgh12",
+            b"api-key:\xC2\xA0abcdefgh12",
+            b"api-key=\xC2\xA0\xC2\xA0x",
+            b"\xC5\xBFecret=abcdefgh12 token",
+            b"se\xE2\x84\xAAret token: 1",
+            b"pwd: abcd",
+            b"mysql -u root -pabcdefg",
+            b"sshpass -p hunter22 ssh",
+            b"--pass hunter22",
+            b"password\":\"hunter2\"",
+            b"tokentokentoken: 12345678",
+        ];
+        for id in ["generic-secret", "generic-password"] {
+            let re = generic_regex(id);
+            for c in cases {
+                if re.is_match(c) {
+                    assert!(gate_passes(id, c), "{id} {:?}", String::from_utf8_lossy(c));
+                }
+            }
+            // The gate must also skip the plumbing it exists for.
+            assert!(!gate_passes(
+                id,
+                b"{\"usage\":{\"input_tokens\":1811,\"output_tokens\":80}}"
+            ));
+        }
+        let parts: &[&[u8]] = &[
+            b"token",
+            b"secret",
+            b"api_key",
+            b"password",
+            b"pwd",
+            b"_pass",
+            b"--",
+            b"-",
+            b"_",
+            b".",
+            b"\"",
+            b"'",
+            b" ",
+            b"\t",
+            b":",
+            b"=",
+            b">",
+            b"abcd",
+            b"1234",
+            b",",
+            b"\\",
+            b"\xC2\xA0",
+            b"\xC5\xBF",
+            b"\xE2\x84\xAA",
+            b"\xE2\x80\x83",
+            b"\xC3\xA9",
+            b"x",
+            b"mysql",
+            b"-p",
+            b"\n",
+            b"client-",
+            b"key",
+        ];
+        let res = [
+            generic_regex("generic-secret"),
+            generic_regex("generic-password"),
+        ];
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut matched = 0;
+        for _ in 0..20_000 {
+            let n = 2 + (next() % 10) as usize;
+            let v: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            for (id, re) in ["generic-secret", "generic-password"].iter().zip(&res) {
+                if re.is_match(&v) {
+                    matched += 1;
+                    assert!(
+                        gate_passes(id, &v),
+                        "{id} {:?}",
+                        String::from_utf8_lossy(&v)
+                    );
+                }
+            }
+        }
+        // The random texts must exercise the matching side too.
+        assert!(matched > 500, "only {matched} random matches");
+    }
+
     /// The fused gate must agree with the two separate shape checks it
     /// replaced, including when only one of them fires.
     #[test]
@@ -1589,6 +2307,88 @@ mod tests {
             shape_gates(b"fd12:3456::1 and 0a:1b:2c:3d:4e:5f"),
             (true, true)
         );
+        // Random texts over the bytes the gates read, every length around
+        // the block and tail boundaries.
+        let parts: &[&[u8]] = &[
+            b"0a:1b:2c:",
+            b"3d:4e:5f",
+            b"0a-1b-",
+            b"2c-3d-4e-5f",
+            b"fe80:",
+            b"Fd12:",
+            b":",
+            b"-",
+            b"a",
+            b"0",
+            b"f",
+            b" ",
+            b"12:34",
+            b"2026-01-05T10:08:23",
+            b"ab",
+            b"::1",
+        ];
+        let mut seed = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut macs, mut v6s) = (0, 0);
+        for _ in 0..20_000 {
+            let n = (next() % 30) as usize;
+            let c: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            let want = (maybe_mac(&c), maybe_ipv6(&c));
+            macs += usize::from(want.0);
+            v6s += usize::from(want.1);
+            assert_eq!(shape_gates(&c), want, "{:?}", String::from_utf8_lossy(&c));
+        }
+        assert!(macs > 100 && v6s > 100, "{macs} {v6s}");
+        // Given a text whose gates are both false, the gates of an edited
+        // copy follow from the stretch around the edit: an edit that
+        // completes a MAC at its first byte or at its last, an IPv6 likewise.
+        for (prev, v) in [
+            (&b"0a-1b:2c:3d:4e:5f"[..], &b"0a:1b:2c:3d:4e:5f"[..]),
+            (b"0a:1b:2c:3d:4e-5f", b"0a:1b:2c:3d:4e:5f"),
+            (b"fe8z::1", b"fe80::1"),
+        ] {
+            assert_eq!(shape_gates(prev), (false, false), "{prev:?}");
+            assert_eq!(shape_gates_after_edit(prev, v), shape_gates(v));
+        }
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            let n = (next() % 30) as usize;
+            let prev: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            if shape_gates(&prev) != (false, false) {
+                continue;
+            }
+            let mut v = prev.clone();
+            let at = (next() as usize) % (v.len() + 1);
+            let cut = ((next() % 20) as usize).min(v.len() - at);
+            let put = parts[(next() % parts.len() as u64) as usize];
+            v.splice(at..at + cut, put.iter().copied());
+            checked += 1;
+            assert_eq!(
+                shape_gates_after_edit(&prev, &v),
+                shape_gates(&v),
+                "{:?} -> {:?}",
+                String::from_utf8_lossy(&prev),
+                String::from_utf8_lossy(&v)
+            );
+        }
+        assert!(checked > 2000, "{checked}");
     }
 
     /// The strided gram sweep reports every occurrence of every value
@@ -1626,6 +2426,103 @@ mod tests {
             want.sort();
             got.sort();
             assert_eq!(got, want, "pad {pad}");
+        }
+    }
+
+    /// Allowlisted spans derived from the old text's equal a fresh walk of
+    /// the edited text, for edits anywhere: inside values, keys, look-backs
+    /// and between members, one or several, shorter and longer than what
+    /// they replace.
+    #[test]
+    fn derived_allowed_spans_equal_fresh_walk() {
+        let parts: &[&str] = &[
+            r#"{"id":"toolu_01ab","#,
+            r#""uuid":"6f1c-aa","#,
+            r#""type":"base64","#,
+            r#""data":"iVBORw0KGgo=","#,
+            r#""signature":"EqQBCkYIARgC+/=","#,
+            r#""cwd":"/home/zed/src","#,
+            r#""t":"token=abc","#,
+            r#""sessionId":"x"}"#,
+            "\"",
+            ":",
+            "a",
+            " ",
+            &"q".repeat(90),
+            r#""parentUuid":"#,
+        ];
+        let puts = [1usize, 12, 25];
+        let mut seed = 0xBF58_476D_1CE4_E5B9u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut old_spans, mut want, mut got) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut checked, mut nonempty) = (0, 0);
+        for _ in 0..20_000 {
+            let n = 1 + (next() % 12) as usize;
+            let old: Vec<u8> = (0..n)
+                .flat_map(|_| parts[(next() % parts.len() as u64) as usize].bytes())
+                .collect();
+            let mut edits = Vec::new();
+            let mut at = 0;
+            for _ in 0..(next() % 4) {
+                let s = at + (next() % 40) as usize;
+                let e = s + 1 + (next() % 20) as usize;
+                if e > old.len() {
+                    break;
+                }
+                edits.push((s, e, puts[(next() % 3) as usize]));
+                at = e;
+            }
+            let mut new = Vec::new();
+            let mut at = 0;
+            for &(s, e, put) in &edits {
+                new.extend_from_slice(&old[at..s]);
+                // Placeholder-like: no quote, no backslash.
+                new.extend(std::iter::repeat_n(b'~', put));
+                at = e;
+            }
+            new.extend_from_slice(&old[at..]);
+            if mark_allowed(&old, &mut old_spans) {
+                continue;
+            }
+            mark_allowed(&new, &mut want);
+            derive_allowed(&new, &old_spans, &edits, &mut got);
+            checked += 1;
+            nonempty += usize::from(!want.is_empty());
+            assert_eq!(got, want, "{:?} {edits:?}", String::from_utf8_lossy(&old));
+        }
+        assert!(checked > 15_000 && nonempty > 5_000, "{checked} {nonempty}");
+    }
+
+    /// The pair-keyed member search finds what the generic substring
+    /// search finds, from every start, on texts short and long.
+    #[test]
+    fn member_search_equals_substring_search() {
+        let parts: &[&[u8]] = &[b"\"", b":", b"\":\"", b"a", b"\":1", b" ", b":\"", b"\"\""];
+        let mut seed = 0x5851_F42D_4C95_7F2Du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..3000 {
+            let n = (next() % 60) as usize;
+            let v: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            for at in 0..=v.len() {
+                let want = memchr::memmem::find(&v[at..], b"\":\"").map(|i| at + i);
+                assert_eq!(next_member(&v, at), want, "{v:?} at {at}");
+            }
         }
     }
 

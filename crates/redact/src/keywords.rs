@@ -164,7 +164,9 @@ impl Keywords {
     /// those matches, in order, are `prev`'s matches ending after
     /// `prev_bytes.len() - l + max_len`, shifted. The rest are found by
     /// walking `v[..e + max_len]`, and every one of them ends before every
-    /// shifted match, so the concatenation keeps the iterator's order.
+    /// shifted match, so the concatenation keeps the iterator's order. The
+    /// shared prefix is reused the same way from the other end (see below),
+    /// so only the stretch around the edits is walked.
     pub fn find_all_reusing(
         &self,
         prev_bytes: &[u8],
@@ -175,18 +177,38 @@ impl Keywords {
     ) {
         let l = common_suffix(prev_bytes, v);
         let (e_new, e_old) = (v.len() - l, prev_bytes.len() - l);
-        let cut = e_new + self.max_len;
-        if cut >= v.len() {
-            self.find_all(v, bufs, out);
-            return;
+        let cut = (e_new + self.max_len).min(v.len());
+        // The shared prefix too: a match ending within it lies in it, so
+        // it is one of `prev`'s, in the same order. Matches ending after it
+        // start at most `max_len` bytes before its end, so the walk starts
+        // there (the state at each end it reports is decided by the last
+        // `max_len` bytes, as above) and keeps only those.
+        let p = common_prefix(prev_bytes, v).min(e_new).min(e_old);
+        let w = (p + 1).saturating_sub(self.max_len);
+        out.extend(prev.iter().take_while(|m| m.end <= p).copied());
+        let from = out.len();
+        self.find_all(&v[w..cut], bufs, out);
+        let mut keep = from;
+        for i in from..out.len() {
+            let m = out[i];
+            if m.end + w > p {
+                out[keep] = KwMatch {
+                    start: m.start + w,
+                    end: m.end + w,
+                    pattern: m.pattern,
+                };
+                keep += 1;
+            }
         }
-        self.find_all(&v[..cut], bufs, out);
-        let old_cut = e_old + self.max_len;
-        out.extend(prev.iter().filter(|m| m.end > old_cut).map(|m| KwMatch {
-            start: m.start - e_old + e_new,
-            end: m.end - e_old + e_new,
-            pattern: m.pattern,
-        }));
+        out.truncate(keep);
+        if cut < v.len() {
+            let old_cut = e_old + self.max_len;
+            out.extend(prev.iter().filter(|m| m.end > old_cut).map(|m| KwMatch {
+                start: m.start - e_old + e_new,
+                end: m.end - e_old + e_new,
+                pattern: m.pattern,
+            }));
+        }
     }
 
     /// Records every keyword that ends at byte `p` in match state `sid`.
@@ -207,6 +229,23 @@ impl Keywords {
             });
         }
     }
+}
+
+/// Length of the longest common prefix of `a` and `b`, 16 bytes at a time.
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut l = 0;
+    for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        if x != y {
+            break;
+        }
+        l += 16;
+    }
+    while l < n && a[l] == b[l] {
+        l += 1;
+    }
+    l
 }
 
 /// Length of the longest common suffix of `a` and `b`, compared 16 bytes at
@@ -323,6 +362,45 @@ mod tests {
                     assert_eq!(got, want, "len {len} at {at} cut {cut} put {put:?}");
                 }
             }
+        }
+        // Random edits of random texts, including edits that complete or
+        // break the longest keyword at either end of the shared stretches.
+        let frags: &[&[u8]] = &[b"/home/ze", b"d", b"x", b"token", b"ab", b"c", b"~/", b" "];
+        let mut seed = 0x94D0_49BB_1331_11EBu64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..5000 {
+            let n = (next() % 80) as usize;
+            let base: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    frags[(next() % frags.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            let mut v = base.clone();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() as usize) % (v.len() + 1);
+                let cut = ((next() % 3) as usize).min(v.len() - at);
+                let put = frags[(next() % frags.len() as u64) as usize];
+                v.splice(at..at + cut, put.iter().copied());
+            }
+            let mut prev = Vec::new();
+            kw.find_all(&base, &mut bufs, &mut prev);
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            kw.find_all(&v, &mut bufs, &mut want);
+            kw.find_all_reusing(&base, &prev, &v, &mut bufs, &mut got);
+            assert_eq!(
+                got,
+                want,
+                "{:?} -> {:?}",
+                String::from_utf8_lossy(&base),
+                String::from_utf8_lossy(&v)
+            );
         }
         // Unrelated texts: still exact.
         let (a, b) = (b"token abc".repeat(40), b"zed /home/zed".repeat(30));

@@ -38,7 +38,7 @@ pub use cli::{run_redact_command, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USA
 pub use identity::Identity;
 pub use rules::Severity;
 
-use engine::{Engine, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
+use engine::{Engine, Gate, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
 use keywords::Keywords;
 use rules::{Check, Class};
 
@@ -348,6 +348,23 @@ impl Scanner {
             .iter()
             .position(|r| b.metas[r.meta].id == "private-ipv6")
             .unwrap_or(usize::MAX);
+        // Built-in rules whose keyword occurrences are checked before they
+        // run (config rules never are: their ids start with `config:`).
+        let gates = b
+            .rules
+            .iter()
+            .map(|r| match b.metas[r.meta].id.as_str() {
+                "generic-secret" => Gate::Assign(rules::GENERIC_MIN_VALUE),
+                "generic-password" => Gate::Assign(rules::PASSWORD_MIN_VALUE),
+                "credential-url" => Gate::UserinfoAt,
+                "other-home" => Gate::NotOwnHome,
+                _ => Gate::None,
+            })
+            .collect();
+        let kw_ungated =
+            b.kw.iter()
+                .map(|k| rules::ASSIGN_UNGATED_KEYWORDS.contains(&k.as_str()))
+                .collect();
         let (allow_values, allow_paths) = match &cfg {
             Some(c) => (
                 c.allow_values
@@ -387,6 +404,8 @@ impl Scanner {
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
                 mac_rule,
                 ipv6_rule,
+                gates,
+                kw_ungated,
             },
             degraded,
         }
@@ -512,6 +531,7 @@ impl Scanner {
                     &changed,
                     li + 1,
                     &mut scratch,
+                    None,
                     &known,
                     &mut residual,
                 )?;
@@ -592,10 +612,21 @@ impl Scanner {
                 &mut found,
                 &mut hits,
             );
+            // A value found on this line may also stand elsewhere on it
+            // without the context its rule needs (`password=X … X`), where
+            // this line's sweep could not yet look for it; sweep the line
+            // for the new values as `redact` sweeps every line after
+            // detection (otherwise verify finds that occurrence and refuses
+            // the whole text). One pass, whatever the number of values.
+            let first_new = known.len();
             for (v, m) in found.drain(..) {
                 known.add(&v, m);
             }
             known.refresh();
+            if known.len() > first_new {
+                self.engine
+                    .sweep_line(body, &scratch, &known, first_new, &mut hits);
+            }
             if hits.is_empty() {
                 w.write_all(&line)
                     .map_err(|e| io_err("writing redacted output", e))?;
@@ -615,6 +646,7 @@ impl Scanner {
                 &changed,
                 report.lines,
                 &mut verify_scratch,
+                Some(&scratch),
                 &known,
                 &mut residual,
             );
@@ -731,6 +763,7 @@ impl Scanner {
         changed: &[(usize, usize)],
         line: usize,
         scratch: &mut Scratch,
+        prior: Option<&Scratch>,
         known: &Known,
         residual: &mut Vec<String>,
     ) -> Result<(), RedactError> {
@@ -747,7 +780,18 @@ impl Scanner {
         let mut pem_open = 0;
         if matches!(first, Some(b'{')) && after.len() > 4 * VERIFY_CONTEXT {
             let mut allowed = Vec::new();
-            self.engine.allowed_spans(after, &mut allowed);
+            // Stage one walked `before` for allowlisted members; the
+            // output's follow from those and the placeholders.
+            match prior.and_then(|p| p.raw_allowed()) {
+                Some(old) => {
+                    let edits: Vec<(usize, usize, usize)> = merged
+                        .iter()
+                        .map(|h| (h.start, h.end, self.engine.metas[h.meta].placeholder.len()))
+                        .collect();
+                    engine::derive_allowed(after, old, &edits, &mut allowed);
+                }
+                None => self.engine.allowed_spans(after, &mut allowed),
+            }
             for (a, b) in verify_windows(after, changed, &allowed) {
                 self.engine.scan_line_as(
                     &after[a..b],
@@ -760,6 +804,15 @@ impl Scanner {
                 );
             }
         } else {
+            // Stage one decoded `before`; the output's views follow from
+            // those and the placeholders (see `Views::derive`).
+            if let Some(p) = prior {
+                let edits: Vec<(usize, usize, &[u8])> = merged
+                    .iter()
+                    .map(|h| (h.start, h.end, &self.engine.metas[h.meta].placeholder[..]))
+                    .collect();
+                scratch.derive_views(p, &edits);
+            }
             self.engine
                 .scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
         }
@@ -1263,12 +1316,46 @@ mod reuse_tests {
             let raw = line.as_bytes();
             let mut stage = engine::Scratch::default();
             let (mut pem, mut found, mut hits) = (0, Vec::new(), Vec::new());
-            let known = Known::default();
+            // Values to sweep for that the edits below create: whole, and
+            // across an edit's edge (`zed/src` + `QQ`).
+            let mut known = Known::default();
+            for (i, v) in ["KNOWN-VALUE-1", "zed/srcQQ", "QQ/app\",\"me"]
+                .iter()
+                .enumerate()
+            {
+                known.add(v.as_bytes(), i);
+            }
             e.scan_line(raw, &mut stage, &known, &mut pem, &mut found, &mut hits);
             let mut outputs: Vec<Vec<u8>> = Vec::new();
             let mut out = Vec::new();
-            engine::apply(&e.metas, raw, &mut hits.clone(), &mut out);
+            let merged = engine::apply(&e.metas, raw, &mut hits.clone(), &mut out);
+            // The output's views derived from stage one's give the same scan.
+            let placed: Vec<(usize, usize, &[u8])> = merged
+                .iter()
+                .map(|h| (h.start, h.end, &e.metas[h.meta].placeholder[..]))
+                .collect();
+            let mut derived = engine::Scratch::default();
+            derived.derive_views(&stage, &placed);
+            let (mut p0, mut f0, mut h0) = (0, Vec::new(), Vec::new());
+            e.scan_line(&out, &mut derived, &known, &mut p0, &mut f0, &mut h0);
+            let mut fresh = engine::Scratch::default();
+            let (mut p2, mut f2, mut h2) = (0, Vec::new(), Vec::new());
+            e.scan_line(&out, &mut fresh, &known, &mut p2, &mut f2, &mut h2);
+            assert_eq!(
+                (h0, f0, p0),
+                (h2, f2, p2),
+                "{}",
+                String::from_utf8_lossy(&out)
+            );
             outputs.push(out);
+            for at in memchr::memmem::find_iter(raw, b"src").map(|i| i + 3) {
+                for put in [&b"QQ"[..], b"KNOWN-VALUE-1"] {
+                    let mut o = raw[..at].to_vec();
+                    o.extend_from_slice(put);
+                    o.extend_from_slice(&raw[at..]);
+                    outputs.push(o);
+                }
+            }
             for &(a, b, put) in edits {
                 let a = a.min(raw.len());
                 let b = b.clamp(a, raw.len());
@@ -1291,5 +1378,110 @@ mod reuse_tests {
                 assert_eq!(p1, p2);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::*;
+
+    fn identity() -> Identity {
+        Identity {
+            home: Some("/home/zed".into()),
+            user: Some("zed".into()),
+            git_names: vec!["Zed Quimby".into()],
+            git_emails: vec!["zed.quimby@example.org".into()],
+            github_owner: Some("zquimby".into()),
+        }
+    }
+
+    /// Keyword gates only skip matcher runs that would find nothing: a
+    /// scanner with every gate open finds exactly the same spans, on texts
+    /// mixed from the fragments the gates look at (key names, operators,
+    /// quotes, URLs with and without userinfo, the caller's home and other
+    /// homes, non-ASCII spaces and case-fold letters), raw and JSON-escaped.
+    #[test]
+    fn gated_scan_equals_ungated_scan() {
+        let gated = Scanner::new(identity(), None);
+        let mut open = Scanner::new(identity(), None);
+        assert!(gated.engine.gates.iter().any(|g| *g != Gate::None));
+        open.engine.gates = vec![Gate::None; open.engine.gates.len()];
+        let parts: &[&str] = &[
+            "token",
+            "secret",
+            "api_key",
+            "Password",
+            "pwd",
+            "_pass",
+            "--",
+            "-",
+            "_",
+            ".",
+            "\"",
+            "'",
+            " ",
+            "\t",
+            ":",
+            "=",
+            ">",
+            ",",
+            "\\",
+            "\u{a0}",
+            "\u{17f}",
+            "\u{212a}",
+            "Zq8vR2mK",
+            "7pL4xN9w",
+            "hunter2",
+            "abcd",
+            "1234",
+            "x",
+            "mysql",
+            "-p",
+            "\n",
+            "https://",
+            "ftp://",
+            "u:",
+            "pw9x",
+            "@",
+            "db.example.com",
+            "/",
+            "%40",
+            "\\\"",
+            "/home/zed",
+            "/home/zedd",
+            "/Users/",
+            "/home/",
+            "alice",
+            "\\Users\\",
+            "bob",
+            "client-",
+            "key",
+            "{\"a\":\"",
+            "\"}",
+            "usage",
+            "input_tokens\":",
+            "12",
+        ];
+        let mut seed = 0xD1B5_4A32_D192_ED03u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut found = 0;
+        for _ in 0..6000 {
+            let n = 2 + (next() % 14) as usize;
+            let text: String = (0..n)
+                .map(|_| parts[(next() % parts.len() as u64) as usize])
+                .collect();
+            for t in [text.clone(), serde_json::json!({ "t": text }).to_string()] {
+                let a = gated.scan(&t);
+                found += a.len();
+                let b = open.scan(&t);
+                assert_eq!(a, b, "{t:?}");
+            }
+        }
+        assert!(found > 3000, "only {found} findings on random texts");
     }
 }

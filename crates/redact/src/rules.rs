@@ -131,6 +131,16 @@ macro_rules! assign_q {
 }
 
 pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|auth[_-]?token|credentials?|signing[_-]?key|encryption[_-]?key|master[_-]?key|session[_-]?key)";
+/// Keywords of the two generic rules that anchor an alternative other than
+/// `NAME … = value`, so the engine's assignment gate lets them through
+/// unconditionally (see `engine::AssignGate`).
+/// Shortest value the generic-secret pattern accepts (`{8,}` below).
+pub const GENERIC_MIN_VALUE: usize = 8;
+/// Shortest value the generic-password pattern accepts (`{4,}` below).
+pub const PASSWORD_MIN_VALUE: usize = 4;
+
+pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "sshpass", "--pass"];
+
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
 
 pub fn builtin() -> Vec<RuleDef> {
@@ -550,12 +560,19 @@ pub fn builtin() -> Vec<RuleDef> {
                     "privatekey",
                     "credential",
                     "auth_key",
+                    "auth-key",
                     "authkey",
                     "signing_key",
+                    "signing-key",
                     "signingkey",
                     "encryption_key",
+                    "encryption-key",
+                    "encryptionkey",
                     "master_key",
+                    "master-key",
+                    "masterkey",
                     "session_key",
+                    "session-key",
                     "sessionkey",
                 ],
                 "",
@@ -681,4 +698,78 @@ fn network() -> Vec<RuleDef> {
             )
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every ASCII spelling of a key name in `alternation` (`(?:a|b[_-]?c|ds?)`):
+    /// `[_-]?` becomes nothing, `_` or `-`, and `s?` nothing or `s`.
+    fn spellings(alternation: &str) -> Vec<String> {
+        let inner = alternation
+            .strip_prefix("(?:")
+            .and_then(|s| s.strip_suffix(')'))
+            .expect("a non-capturing alternation");
+        let mut out = Vec::new();
+        for alt in inner.split('|') {
+            let mut forms = vec![String::new()];
+            let mut rest = alt;
+            while !rest.is_empty() {
+                let (opts, used): (Vec<&str>, usize) = if rest.starts_with("[_-]?") {
+                    (vec!["", "_", "-"], 5)
+                } else if rest.starts_with("s?") {
+                    (vec!["", "s"], 2)
+                } else {
+                    (vec![&rest[..1]], 1)
+                };
+                forms = forms
+                    .iter()
+                    .flat_map(|f| opts.iter().map(move |o| format!("{f}{o}")))
+                    .collect();
+                rest = &rest[used..];
+            }
+            out.extend(forms);
+        }
+        out
+    }
+
+    /// The engine's assignment gate is exact only if every ASCII spelling
+    /// of every key name the generic regexes accept contains one of the
+    /// rule's keywords (see `engine::AssignGate`).
+    #[test]
+    fn assignment_keywords_cover_every_key_name() {
+        let defs = builtin();
+        for (id, names) in [
+            ("generic-secret", GENERIC_KEY_NAMES),
+            ("generic-password", PASSWORD_KEY_NAMES),
+        ] {
+            let def = defs.iter().find(|d| d.id == id).expect("rule exists");
+            let whole = regex::Regex::new(&format!("^(?i){names}$")).unwrap();
+            let forms = spellings(names);
+            let alternatives = names.matches('|').count() + 1;
+            assert!(
+                forms.len() >= alternatives,
+                "{id}: expander found {forms:?}"
+            );
+            for f in forms {
+                // The expander must agree with the regex it reads.
+                assert!(whole.is_match(&f), "{id}: {f} is not a key name");
+                assert!(
+                    def.keywords.iter().any(|k| f.contains(k)),
+                    "{id}: no keyword inside key name {f:?}"
+                );
+            }
+            // The `--NAME value` alternatives are keyed too.
+            for flag in ["token", "secret", "api-key", "access-key", "client-secret"] {
+                if id == "generic-secret" {
+                    assert!(def.keywords.iter().any(|k| flag.contains(k)), "{flag}");
+                }
+            }
+        }
+        let pw = defs.iter().find(|d| d.id == "generic-password").unwrap();
+        for k in ASSIGN_UNGATED_KEYWORDS {
+            assert!(pw.keywords.contains(k), "{k} is a generic-password keyword");
+        }
+    }
 }

@@ -20,7 +20,7 @@ pub const MAX_DECODE_LAYERS: usize = 4;
 
 /// One place where a layer changed the bytes: `view_len` decoded bytes at
 /// `view_start` came from `src_len` bytes at `src_start` of the layer below.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Unit {
     view_start: u32,
     view_len: u32,
@@ -214,6 +214,124 @@ impl Views {
         }
     }
 
+    /// Sets `self` to the views of `new`, the text whose views `prev` hold
+    /// with each `(start, end, put)` of `edits` (sorted, disjoint, in the
+    /// old text's offsets) replaced by `put`, without decoding `new` again.
+    /// Returns false, leaving `self` unusable, when that cannot be done
+    /// exactly; the caller then builds.
+    ///
+    /// Why it is exact: decoding is a left-to-right walk in which whether an
+    /// escape decodes depends only on its own bytes, read forward. When no
+    /// escape (unit) of a layer straddles an edge of an edit, the walk over
+    /// the unedited bytes meets the same escapes in `new` as in the old
+    /// text; a `put` without `\` or `%` holds none, and its first byte
+    /// (`[` or `~` for placeholders, checked here as "not a hex digit and
+    /// not an escape letter") cannot complete an escape begun just before
+    /// it. So each layer of `new` is the old layer with every edit's image
+    /// replaced by `put`, its units are the old ones outside the edits,
+    /// shifted, and the edits' images are the next layer's edits. A layer
+    /// whose units all fell inside edits does not exist for `new` (its
+    /// decoding changes nothing), which ends the views there; the old views
+    /// ending earlier means the same for `new` (nothing new to decode).
+    pub fn derive(&mut self, prev: &Views, edits: &[(usize, usize, &[u8])]) -> bool {
+        self.derive_recording(prev, edits, &mut Vec::new())
+    }
+
+    /// As [`Views::derive`], also leaving in `layer_edits[k]` the edits as
+    /// `(start, end, put_len)` in the old layer `k`'s offsets (0 = raw), for
+    /// every layer of the new views.
+    pub fn derive_recording(
+        &mut self,
+        prev: &Views,
+        edits: &[(usize, usize, &[u8])],
+        layer_edits: &mut Vec<Vec<(usize, usize, usize)>>,
+    ) -> bool {
+        self.used = 0;
+        let mut record = |k: usize, e: &[(usize, usize, &[u8])]| {
+            if layer_edits.len() <= k {
+                layer_edits.resize_with(k + 1, Vec::new);
+            }
+            layer_edits[k].clear();
+            layer_edits[k].extend(e.iter().map(|&(s, t, p)| (s, t, p.len())));
+        };
+        record(0, edits);
+        let safe_put = |p: &[u8]| {
+            !p.iter().any(|&b| b == b'\\' || b == b'%')
+                && p.first().is_none_or(|&b| {
+                    hex_val(b).is_none()
+                        && !matches!(b, b'"' | b'/' | b'n' | b't' | b'r' | b'b' | b'f' | b'u')
+                })
+        };
+        if !edits.iter().all(|&(s, e, p)| s < e && safe_put(p)) {
+            return false;
+        }
+        let mut cur: Vec<(usize, usize, &[u8])> = edits.to_vec();
+        let mut next: Vec<(usize, usize, &[u8])> = Vec::with_capacity(cur.len());
+        for k in 0..prev.used {
+            if self.layers.len() <= k {
+                self.layers.push(Layer::default());
+            }
+            let old = &prev.layers[k];
+            let new = &mut self.layers[k];
+            new.bytes.clear();
+            new.units.clear();
+            new.bytes.reserve(old.bytes.len());
+            next.clear();
+            // Shifts so far: old view offset minus old source offset, and
+            // new minus old for views and sources.
+            let (mut old_shift, mut dv, mut ds) = (0isize, 0isize, 0isize);
+            let (mut u, mut vo) = (0usize, 0usize);
+            let units = &old.units;
+            let shifted = |x: &Unit, dv: isize, ds: isize| Unit {
+                view_start: (x.view_start as isize + dv) as u32,
+                view_len: x.view_len,
+                src_start: (x.src_start as isize + ds) as u32,
+                src_len: x.src_len,
+            };
+            for &(s, e, put) in &cur {
+                while u < units.len() && (units[u].src_start + units[u].src_len) as usize <= s {
+                    let x = &units[u];
+                    new.units.push(shifted(x, dv, ds));
+                    old_shift += x.view_len as isize - x.src_len as isize;
+                    u += 1;
+                }
+                if u < units.len() && (units[u].src_start as usize) < s {
+                    return false; // an escape straddles the edit's start
+                }
+                let vs = (s as isize + old_shift) as usize;
+                while u < units.len() && (units[u].src_start as usize) < e {
+                    let x = &units[u];
+                    if (x.src_start + x.src_len) as usize > e {
+                        return false; // an escape straddles the edit's end
+                    }
+                    old_shift += x.view_len as isize - x.src_len as isize;
+                    u += 1;
+                }
+                let ve = (e as isize + old_shift) as usize;
+                if vs > ve || ve > old.bytes.len() || vo > vs {
+                    return false;
+                }
+                new.bytes.extend_from_slice(&old.bytes[vo..vs]);
+                new.bytes.extend_from_slice(put);
+                next.push((vs, ve, put));
+                vo = ve;
+                dv += put.len() as isize - (ve - vs) as isize;
+                ds += put.len() as isize - (e - s) as isize;
+            }
+            for x in &units[u..] {
+                new.units.push(shifted(x, dv, ds));
+            }
+            new.bytes.extend_from_slice(&old.bytes[vo..]);
+            if new.units.is_empty() {
+                return true;
+            }
+            self.used = k + 1;
+            record(k + 1, &next);
+            std::mem::swap(&mut cur, &mut next);
+        }
+        true
+    }
+
     /// Number of decoded layers (0 when the line had nothing to decode).
     pub fn count(&self) -> usize {
         self.used
@@ -268,6 +386,90 @@ mod tests {
         let s = l2.iter().position(|&b| b == b'x').unwrap();
         let (rs, re) = v.to_raw(2, s, s + 3);
         assert_eq!(&raw[rs..re], br#"x\\\"y"#);
+    }
+
+    /// Derived views equal freshly built ones whenever derivation accepts
+    /// the edits, and it accepts the common case (edits between escapes).
+    #[test]
+    fn derived_views_equal_built_views() {
+        let parts: &[&[u8]] = &[
+            b"\\",
+            b"\\\\",
+            b"\\n",
+            b"\\\"",
+            b"\\u0041",
+            b"\\uD83D\\uDE00",
+            b"\\uD83D",
+            b"%2F",
+            b"%4",
+            b"%",
+            b"ab",
+            b"/home/zed",
+            b"{\"a\":\"",
+            b"\"}",
+            b" ",
+            b"x",
+            b"\\\\\\\"",
+        ];
+        let puts: &[&[u8]] = &[b"~", b"[REDACTED:github-token]", b"[x]"];
+        let mut seed = 0xA076_1D64_78BD_642Fu64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut accepted, mut layered) = (0, 0);
+        let (mut old_v, mut built, mut derived) =
+            (Views::default(), Views::default(), Views::default());
+        for _ in 0..30_000 {
+            let n = 1 + (next() % 14) as usize;
+            let old: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            let mut edits: Vec<(usize, usize, &[u8])> = Vec::new();
+            let mut at = 0;
+            for _ in 0..(next() % 3) {
+                let s = at + (next() % 12) as usize;
+                let e = s + 1 + (next() % 10) as usize;
+                if e > old.len() {
+                    break;
+                }
+                edits.push((s, e, puts[(next() % puts.len() as u64) as usize]));
+                at = e;
+            }
+            let mut new = Vec::new();
+            let mut at = 0;
+            for &(s, e, p) in &edits {
+                new.extend_from_slice(&old[at..s]);
+                new.extend_from_slice(p);
+                at = e;
+            }
+            new.extend_from_slice(&old[at..]);
+            old_v.build(&old);
+            built.build(&new);
+            if !derived.derive(&old_v, &edits) {
+                continue;
+            }
+            accepted += 1;
+            layered += usize::from(built.count() > 0 && !edits.is_empty());
+            assert_eq!(derived.count(), built.count(), "{old:?} {edits:?}");
+            for k in 0..built.count() {
+                assert_eq!(
+                    derived.layers[k].bytes, built.layers[k].bytes,
+                    "{old:?} {edits:?}"
+                );
+                assert_eq!(
+                    derived.layers[k].units, built.layers[k].units,
+                    "{old:?} {edits:?}"
+                );
+            }
+        }
+        assert!(accepted > 15_000 && layered > 3_000, "{accepted} {layered}");
     }
 
     #[test]

@@ -197,6 +197,30 @@ fn stream_matches_whole_text_redaction_and_carries_values_forward() {
     assert_eq!(rep.finding_count, 2);
 }
 
+/// A value found on a line is redacted wherever else it stands on that same
+/// line, before or after the occurrence its rule matched, raw and escaped —
+/// streaming used to leave the other occurrence to verify, which refused
+/// the whole text.
+#[test]
+fn stream_redacts_a_value_repeated_on_its_own_line() {
+    let s = scanner();
+    let pw = rs(5, ALNUM, 14);
+    for text in [
+        format!("{{\"a\":\"password={pw} then later {pw} alone\"}}\n"),
+        format!("the value {pw} then password={pw}\n"),
+        format!("{{\"a\":\"x {pw} y\",\"b\":\"{{\\\"password\\\":\\\"{pw}\\\"}}\"}}\n"),
+    ] {
+        let mut out = Vec::new();
+        let rep = s
+            .redact_stream(text.as_bytes(), &mut out)
+            .unwrap_or_else(|e| panic!("{e} on {text:?}"));
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.contains(&pw), "{out}");
+        assert_eq!(rep.finding_count, 2, "{out}");
+        assert_eq!(out, s.redact(&text).unwrap().text);
+    }
+}
+
 #[test]
 fn a_newline_free_input_streams_in_bounded_time() {
     // 16 MiB under ABCD_REDACT_HEAVY=1 (release figures in tools/redact-bench);
