@@ -6,8 +6,10 @@
 //!
 //! Invariants:
 //! - Staging never redacts (that is the drain's job) and never captures.
-//! - A blob is written to a temporary file (its write-back started, not
-//!   awaited) *outside* the store lock; under the lock it is renamed into
+//! - A blob is written to a temporary file *outside* the store lock and
+//!   never synced (see "Durability" in ARCHITECTURE.md: until the kernel
+//!   writes it back, the harness's own transcript holds the same bytes and
+//!   the drain recovers them by digest); under the lock it is renamed into
 //!   place and journaled. A crash leaves a temporary file (removed once
 //!   stale: never acknowledged) or a blob that the next `Corpus::refresh`
 //!   adopts: never an untracked raw file.
@@ -436,6 +438,7 @@ fn copy_source(
     use sha2::{Digest, Sha256};
     use std::os::unix::fs::FileExt;
     use std::sync::mpsc::{sync_channel, TrySendError};
+    use std::sync::Arc;
     let mut hasher = Sha256::new();
     let mut total = 0u64;
     let mut take = |buf: &[u8]| -> Result<(), StageError> {
@@ -473,92 +476,123 @@ fn copy_source(
             None
         }
         Some(dir) => {
-            let (tmp_path, out) = create_tmp_blob(dir)?;
-            let tmp = TmpBlob(tmp_path);
+            let tmp = TmpBlob(tmp_blob_path(dir));
             let io = |source| StageError::Io {
                 path: tmp.0.clone(),
                 source,
             };
-            std::thread::scope(|scope| -> Result<(), StageError> {
-                let (to_writer, chunks) = sync_channel::<(Vec<u8>, usize, u64)>(COPY_BUFFERS);
-                let (give_back, spare) = sync_channel::<Vec<u8>>(COPY_BUFFERS);
-                let out: &fs::File = &out;
-                let helper = match writer {
-                    Writer::Inline => None,
-                    Writer::Shared => std::thread::Builder::new()
-                        .name("abcd-stage-writer".into())
-                        .spawn_scoped(scope, move || -> std::io::Result<()> {
+            let (to_writer, chunks) = sync_channel::<(Vec<u8>, usize, u64)>(COPY_BUFFERS);
+            let (give_back, spare) = sync_channel::<Vec<u8>>(COPY_BUFFERS);
+            let (file_tx, file_rx) = sync_channel::<std::io::Result<Arc<fs::File>>>(1);
+            let (done_tx, done_rx) = sync_channel::<std::io::Result<()>>(1);
+            // The writer creates the file (off this thread's path), takes
+            // chunks and reports; nothing waits for the thread to end.
+            let helper = match writer {
+                Writer::Inline => None,
+                Writer::Shared => {
+                    let path = tmp.0.clone();
+                    std::thread::Builder::new()
+                        .stack_size(WRITER_STACK)
+                        .spawn(move || {
+                            let file = match create_tmp_file(&path) {
+                                Ok(f) => Arc::new(f),
+                                Err(e) => {
+                                    let _ = file_tx.send(Err(e));
+                                    return;
+                                }
+                            };
+                            let _ = file_tx.send(Ok(Arc::clone(&file)));
                             let mut result = Ok(());
                             for (buf, n, at) in chunks {
                                 if result.is_ok() {
-                                    result = out.write_all_at(&buf[..n], at);
+                                    result = file.write_all_at(&buf[..n], at);
                                 }
                                 // Never blocks: at most COPY_BUFFERS exist.
                                 let _ = give_back.send(buf);
                             }
-                            result
+                            let _ = done_tx.send(result);
                         })
                         // No second thread to be had: everything is
                         // written here.
-                        .ok(),
+                        .ok()
+                }
+            };
+            // This thread's handle on the file: created here when there is
+            // no writer, else the writer's, fetched the first time this
+            // thread has to write a chunk itself.
+            let mut own: Option<Arc<fs::File>> = None;
+            if helper.is_none() {
+                own = Some(Arc::new(create_tmp_file(&tmp.0).map_err(io)?));
+            }
+            let mut made = 1;
+            let mut stash: Vec<Vec<u8>> = Vec::new();
+            let mut buf = vec![0u8; COPY_CHUNK];
+            let mut at = 0u64;
+            let copied = loop {
+                let n = match read(&mut buf) {
+                    Ok(0) => break Ok(()),
+                    Ok(n) => n,
+                    Err(e) => break Err(e),
                 };
-                let mut made = 1;
-                let mut stash: Vec<Vec<u8>> = Vec::new();
-                let mut buf = vec![0u8; COPY_CHUNK];
-                let mut at = 0u64;
-                let copied = loop {
-                    let n = match read(&mut buf) {
-                        Ok(0) => break Ok(()),
-                        Ok(n) => n,
-                        Err(e) => break Err(e),
-                    };
-                    if let Err(e) = take(&buf[..n]) {
-                        break Err(e);
-                    }
-                    // Hand the chunk over if the writer has room and a
-                    // fresh buffer is at hand; otherwise write it here.
-                    let fresh = helper.as_ref().and_then(|_| {
-                        stash.pop().or_else(|| spare.try_recv().ok()).or_else(|| {
-                            (made < COPY_BUFFERS).then(|| {
-                                made += 1;
-                                vec![0u8; COPY_CHUNK]
-                            })
+                if let Err(e) = take(&buf[..n]) {
+                    break Err(e);
+                }
+                // Hand the chunk over if the writer has room and a fresh
+                // buffer is at hand; otherwise write it here.
+                let fresh = helper.as_ref().and_then(|_| {
+                    stash.pop().or_else(|| spare.try_recv().ok()).or_else(|| {
+                        (made < COPY_BUFFERS).then(|| {
+                            made += 1;
+                            vec![0u8; COPY_CHUNK]
                         })
-                    });
-                    let mine = match fresh {
-                        Some(next) => {
-                            match to_writer.try_send((std::mem::replace(&mut buf, next), n, at)) {
-                                Ok(()) => false,
-                                Err(
-                                    TrySendError::Full((b, ..))
-                                    | TrySendError::Disconnected((b, ..)),
-                                ) => {
-                                    stash.push(std::mem::replace(&mut buf, b));
-                                    true
-                                }
+                    })
+                });
+                let mine = match fresh {
+                    Some(next) => {
+                        match to_writer.try_send((std::mem::replace(&mut buf, next), n, at)) {
+                            Ok(()) => false,
+                            Err(
+                                TrySendError::Full((b, ..)) | TrySendError::Disconnected((b, ..)),
+                            ) => {
+                                stash.push(std::mem::replace(&mut buf, b));
+                                true
                             }
                         }
-                        None => true,
-                    };
-                    if mine {
-                        if let Err(e) = out.write_all_at(&buf[..n], at) {
+                    }
+                    None => true,
+                };
+                if mine {
+                    if own.is_none() {
+                        match file_rx.recv() {
+                            Ok(Ok(f)) => own = Some(f),
+                            Ok(Err(e)) => break Err(io(e)),
+                            Err(_) => break Err(io(writer_gone())),
+                        }
+                    }
+                    if let Some(f) = &own {
+                        if let Err(e) = f.write_all_at(&buf[..n], at) {
                             break Err(io(e));
                         }
                     }
-                    at += n as u64;
-                };
-                drop(to_writer);
-                let written = match helper {
-                    Some(h) => h.join().unwrap_or_else(|_| {
-                        Err(std::io::Error::other("the blob writer thread panicked"))
-                    }),
-                    None => Ok(()),
-                };
-                copied?;
-                written.map_err(io)?;
-                start_writeback(out);
-                Ok(())
-            })?;
+                }
+                at += n as u64;
+            };
+            drop(to_writer);
+            copied?;
+            match helper {
+                Some(_) => match done_rx.recv() {
+                    Ok(r) => r.map_err(io)?,
+                    // The writer ended without a report: it could not
+                    // create the file (it said why) or it panicked.
+                    Err(_) => {
+                        return Err(io(match file_rx.try_recv() {
+                            Ok(Err(e)) => e,
+                            _ => writer_gone(),
+                        }))
+                    }
+                },
+                None => {}
+            }
             Some(tmp)
         }
     };
@@ -687,52 +721,51 @@ fn write_tmp_blob(dir: &Path, raw: &[u8]) -> Result<TmpBlob, StageError> {
         path: tmp.0.clone(),
         source,
     })?;
-    start_writeback(&f);
     Ok(tmp)
 }
 
 /// A new temporary blob file in `dir`, 0600 exactly whatever the umask.
 fn create_tmp_blob(dir: &Path) -> Result<(PathBuf, fs::File), StageError> {
+    let path = tmp_blob_path(dir);
+    match create_tmp_file(&path) {
+        Ok(f) => Ok((path, f)),
+        Err(source) => Err(StageError::Io { path, source }),
+    }
+}
+
+/// A fresh temporary blob name in `dir` (pid + random: never reused).
+fn tmp_blob_path(dir: &Path) -> PathBuf {
     let nonce = abcd_journal::EventId::random();
-    let name = format!(
+    dir.join(format!(
         ".stage-{}-{}.tmp",
         std::process::id(),
         hex::encode(&nonce.0[..8])
-    );
-    let path = dir.join(name);
+    ))
+}
+
+/// Creates `path` exclusively (never through a symlink) at mode exactly
+/// 0600 whatever the umask.
+fn create_tmp_file(path: &Path) -> std::io::Result<fs::File> {
     let f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path);
-    let io = |source| StageError::Io {
-        path: path.clone(),
-        source,
-    };
-    let f = f.map_err(io)?;
+        .open(path)?;
     use std::os::unix::fs::PermissionsExt;
     if let Err(e) = f.set_permissions(fs::Permissions::from_mode(0o600)) {
-        let _ = fs::remove_file(&path);
-        return Err(io(e));
+        let _ = fs::remove_file(path);
+        return Err(e);
     }
-    Ok((path, f))
+    Ok(f)
 }
 
-/// Starts writing the blob out now, but does not wait for it: the hook is
-/// acknowledged once its `Staged` event is durable in the journal, and
-/// until the kernel has written the blob back (milliseconds, at most the
-/// dirty writeback interval) the harness's own transcript — kept for 30
-/// days — holds the same bytes: after a power loss the drain recovers them
-/// from `source_path`, verified against the journaled digest. Waiting here
-/// would put a second 1 MiB-scale sync on every hook.
-fn start_writeback(f: &fs::File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a valid open descriptor; offset 0, length 0 = to end of file.
-    unsafe {
-        libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
-    }
+fn writer_gone() -> std::io::Error {
+    std::io::Error::other("the blob writer thread stopped without a report")
 }
+
+/// The writer thread's stack: it only loops over buffers it is handed.
+const WRITER_STACK: usize = 64 << 10;
 
 fn rename_into_place(tmp: &Path, dest: &Path) -> Result<(), StageError> {
     if fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink()) {

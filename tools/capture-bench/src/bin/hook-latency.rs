@@ -8,6 +8,9 @@
 //! sidecar read, store lock, rename, journal append + fdatasync, projection
 //! writes. Each run's `--json` line must name the outcome it is timed for.
 //!
+//! Each run's transcript is written and synced before its clock starts
+//! (the harness wrote it long before the hook fired).
+//!
 //! With several binaries, runs alternate between them (A, B, A, B, …) into
 //! the same store, so a noisy machine weighs on each build alike: the way to
 //! compare two builds on a VM whose speed drifts.
@@ -71,12 +74,20 @@ fn main() {
         std::fs::write(&warm, &body).unwrap();
         run(bin, &format!("warm{b}"), &warm, "staged");
     }
+    // The harness wrote its transcript long before the hook fires: the
+    // copy written here for each run is synced before the clock starts, so
+    // its write-back does not land inside the timed hook's fdatasync.
+    let write_transcript = |p: &Path| {
+        let mut f = std::fs::File::create(p).unwrap();
+        f.write_all(body.as_bytes()).unwrap();
+        f.sync_all().unwrap();
+    };
     let mut times = vec![Vec::new(); bins.len()];
     for i in 0..runs {
         for (b, bin) in bins.iter().enumerate() {
             let agent = format!("a{i:05}b{b}");
             let p = dir.join(format!("agent-{agent}.jsonl"));
-            std::fs::write(&p, &body).unwrap();
+            write_transcript(&p);
             times[b].push(run(bin, &agent, &p, "staged"));
         }
     }
