@@ -579,8 +579,8 @@ fn copy_source(
             };
             drop(to_writer);
             copied?;
-            match helper {
-                Some(_) => match done_rx.recv() {
+            if helper.is_some() {
+                match done_rx.recv() {
                     Ok(r) => r.map_err(io)?,
                     // The writer ended without a report: it could not
                     // create the file (it said why) or it panicked.
@@ -590,8 +590,7 @@ fn copy_source(
                             _ => writer_gone(),
                         }))
                     }
-                },
-                None => {}
+                }
             }
             Some(tmp)
         }
