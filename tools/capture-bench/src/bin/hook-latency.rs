@@ -1,6 +1,6 @@
 //! `abcd hook subagent-stop` on a 1 MB transcript, as a whole process.
 //!
-//! Usage: cargo build --release && target/release/hook-latency [RUNS] [ABCD_BIN...]
+//! Usage: cargo build --release && target/release/hook-latency [--burst] [RUNS] [ABCD_BIN...]
 //!
 //! Each run stages a new sub-agent (a distinct agent id), so every run does
 //! the full work: payload parse, repo resolution (cached), one read of the
@@ -8,8 +8,11 @@
 //! sidecar read, store lock, rename, journal append + fdatasync, projection
 //! writes. Each run's `--json` line must name the outcome it is timed for.
 //!
-//! Each run's transcript is written and synced before its clock starts
-//! (the harness wrote it long before the hook fired).
+//! Each run's transcript is written and the file system synced before its
+//! clock starts: the harness wrote the transcript long before the hook
+//! fired, and hooks fire seconds apart, after the kernel has written back
+//! what earlier hooks left. `--burst` skips the sync: 200 hooks back to
+//! back, each one's fdatasync queued behind the write-back of the others.
 //!
 //! With several binaries, runs alternate between them (A, B, A, B, …) into
 //! the same store, so a noisy machine weighs on each build alike: the way to
@@ -23,9 +26,18 @@ use std::time::Instant;
 use abcd_capture_bench::*;
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // --burst: no settling between runs (200 hooks back to back, each
+    // writing 1 MiB: the disk's write-back of the earlier ones is then
+    // part of every later one's fdatasync).
+    let burst = args.iter().any(|a| a == "--burst");
+    args.retain(|a| a != "--burst");
+    let mut args = args.into_iter();
     let runs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let mut bins: Vec<PathBuf> = args.map(PathBuf::from).collect();
+    // Absolute: each hook runs with the test repository as its cwd.
+    let mut bins: Vec<PathBuf> = args
+        .map(|a| std::fs::canonicalize(&a).unwrap_or_else(|e| panic!("binary {a}: {e}")))
+        .collect();
     if bins.is_empty() {
         bins.push(abcd_bin(None));
     }
@@ -74,13 +86,21 @@ fn main() {
         std::fs::write(&warm, &body).unwrap();
         run(bin, &format!("warm{b}"), &warm, "staged");
     }
-    // The harness wrote its transcript long before the hook fires: the
-    // copy written here for each run is synced before the clock starts, so
-    // its write-back does not land inside the timed hook's fdatasync.
+    // The harness wrote its transcript long before the hook fires, and
+    // hooks fire seconds apart, by which time the kernel has written back
+    // the blobs earlier hooks left dirty: before each run's clock starts,
+    // its transcript is written and the file system synced (untimed), so
+    // each run is one hook as it happens — not the tail of a 200 MB/s
+    // write burst (`--burst` measures that too).
     let write_transcript = |p: &Path| {
         let mut f = std::fs::File::create(p).unwrap();
         f.write_all(body.as_bytes()).unwrap();
         f.sync_all().unwrap();
+        if !burst {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid open descriptor.
+            unsafe { libc::syncfs(f.as_raw_fd()) };
+        }
     };
     let mut times = vec![Vec::new(); bins.len()];
     for i in 0..runs {
@@ -109,7 +129,8 @@ fn main() {
         let med = median(t);
         let p90 = percentile(t, 0.9);
         println!(
-            "{label}subagent-stop, 1 MiB transcript, {runs} runs: median {med:.2} ms, p90 {p90:.2} ms"
+            "{label}subagent-stop, 1 MiB transcript, {runs} runs{}: median {med:.2} ms, p90 {p90:.2} ms",
+            if burst { " back to back (--burst)" } else { "" }
         );
         // Restaging the same key with identical bytes (the no-op path).
         let mut noop = Vec::new();
