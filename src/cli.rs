@@ -278,11 +278,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                     "abcd hook {}: payload unreadable or over the {cap}-byte cap; it was discarded unparsed",
                     verb.name()
                 );
-                hook_run::HookResult {
-                    hook: verb.name().into(),
-                    outcome: "not-captured".into(),
-                    ..Default::default()
-                }
+                hook_run::HookResult::not_captured(verb)
             } else {
                 // A bug must not turn into a non-zero exit the harness acts
                 // on: the panic message is already on stderr; the hook still
@@ -294,11 +290,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                         "abcd hook {}: internal error (see the panic above); nothing was captured by this hook — please report it",
                         verb.name()
                     );
-                    hook_run::HookResult {
-                        hook: verb.name().into(),
-                        outcome: "not-captured".into(),
-                        ..Default::default()
-                    }
+                    hook_run::HookResult::not_captured(verb)
                 })
             };
             if json {

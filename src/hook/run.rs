@@ -75,6 +75,17 @@ pub struct HookResult {
     pub warnings: Vec<String>,
 }
 
+impl HookResult {
+    /// What a hook that captured nothing reports.
+    pub fn not_captured(verb: HookVerb) -> HookResult {
+        HookResult {
+            hook: verb.name().to_owned(),
+            outcome: "not-captured".into(),
+            ..HookResult::default()
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DrainSummary {
     pub captured: usize,
@@ -122,11 +133,7 @@ impl Ctx<'_> {
 pub fn run(verb: HookVerb, stdin: &[u8], err: &mut dyn Write) -> HookResult {
     let mut ctx = Ctx {
         err,
-        result: HookResult {
-            hook: verb.name().to_owned(),
-            outcome: "not-captured".into(),
-            ..HookResult::default()
-        },
+        result: HookResult::not_captured(verb),
     };
     let payload = match HookPayload::parse(stdin) {
         Ok(p) => p,

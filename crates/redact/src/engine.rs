@@ -2334,16 +2334,20 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let (mut macs, mut v6s) = (0, 0);
-        for _ in 0..20_000 {
+        // Up to 29 random parts, joined.
+        fn text(next: &mut impl FnMut() -> u64, parts: &[&[u8]]) -> Vec<u8> {
             let n = (next() % 30) as usize;
-            let c: Vec<u8> = (0..n)
+            (0..n)
                 .flat_map(|_| {
                     parts[(next() % parts.len() as u64) as usize]
                         .iter()
                         .copied()
                 })
-                .collect();
+                .collect()
+        }
+        let (mut macs, mut v6s) = (0, 0);
+        for _ in 0..20_000 {
+            let c = text(&mut next, parts);
             let want = (maybe_mac(&c), maybe_ipv6(&c));
             macs += usize::from(want.0);
             v6s += usize::from(want.1);
@@ -2363,14 +2367,7 @@ mod tests {
         }
         let mut checked = 0;
         for _ in 0..20_000 {
-            let n = (next() % 30) as usize;
-            let prev: Vec<u8> = (0..n)
-                .flat_map(|_| {
-                    parts[(next() % parts.len() as u64) as usize]
-                        .iter()
-                        .copied()
-                })
-                .collect();
+            let prev = text(&mut next, parts);
             if shape_gates(&prev) != (false, false) {
                 continue;
             }
