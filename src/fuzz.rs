@@ -27,7 +27,19 @@ pub fn record_parse(data: &[u8]) {
 pub fn hook_inputs(data: &[u8]) {
     let _ = crate::hook::payload::HookPayload::parse(data);
     let _ = crate::lineage::parse_harness_sidecar(data, Path::new("agent-x.meta.json"));
-    let _ = crate::hook::payload::transcript_settled(data);
+    // The streaming settle check answers as the whole-buffer one does,
+    // wherever the chunks are cut.
+    let settled = crate::hook::payload::transcript_settled(data);
+    let cut = data
+        .first()
+        .map_or(0, |&b| usize::from(b) % (data.len() + 1));
+    let mut tail = crate::hook::payload::LastLine::default();
+    tail.feed(&data[..cut]);
+    tail.feed(&data[cut..]);
+    assert_eq!(tail.settled(), settled, "cut at {cut}");
+    let mut tail = crate::hook::payload::LastLine::default();
+    data.chunks(7).for_each(|c| tail.feed(c));
+    assert_eq!(tail.settled(), settled, "chunks of 7");
     if let Ok(s) = std::str::from_utf8(data) {
         let _ = crate::lineage::parse_composite_session_id(s);
         let _ = crate::stage::parse_blob_stem(s);
