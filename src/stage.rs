@@ -578,20 +578,23 @@ fn copy_source(
                 at += n as u64;
             };
             drop(to_writer);
-            copied?;
-            if helper.is_some() {
-                match done_rx.recv() {
-                    Ok(r) => r.map_err(io)?,
+            // The writer's report is awaited even when this side failed:
+            // the temporary file is removed (on return) only once the
+            // writer can no longer create or write it.
+            let written = match helper {
+                None => Ok(()),
+                Some(_) => match done_rx.recv() {
+                    Ok(r) => r.map_err(io),
                     // The writer ended without a report: it could not
                     // create the file (it said why) or it panicked.
-                    Err(_) => {
-                        return Err(io(match file_rx.try_recv() {
-                            Ok(Err(e)) => e,
-                            _ => writer_gone(),
-                        }))
-                    }
-                }
-            }
+                    Err(_) => Err(io(match file_rx.try_recv() {
+                        Ok(Err(e)) => e,
+                        _ => writer_gone(),
+                    })),
+                },
+            };
+            copied?;
+            written?;
             Some(tmp)
         }
     };
