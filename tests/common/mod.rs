@@ -255,7 +255,13 @@ fn spawn_with_stdin(c: &mut Command, stdin: &[u8]) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn abcd");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    // A child may exit without reading its stdin (an unknown hook verb, a
+    // usage error): the closed pipe is its answer, which the caller checks.
+    match child.stdin.take().unwrap().write_all(stdin) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => panic!("writing stdin to abcd: {e}"),
+    }
     child
 }
 
