@@ -14,14 +14,13 @@
 //!   stale: never acknowledged) or a blob that the next `Corpus::refresh`
 //!   adopts: never an untracked raw file.
 //! - The digest journaled is the digest of exactly the bytes in the blob:
-//!   the hooks' path ([`snapshot_file`]) reads each byte once, hashes it and
-//!   writes that same buffer.
+//!   one copy loop (`copy_source`, behind [`snapshot_file`] and [`stage`])
+//!   reads each byte once, hashes it and writes that same buffer.
 //! - Key = (session_id, agent_id): identical bytes are a no-op, different
 //!   bytes replace the blob at the same stem (queue position kept).
 //! - A present but corrupt sidecar is never drained or replaced.
 
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -231,51 +230,29 @@ pub enum StageOutcome {
     },
 }
 
-/// Stages `raw` under (session, agent) with `lineage`.
+/// Stages bytes already in memory under (session, agent) with `lineage`:
+/// the same copy (hashed as written) and the same decisions under the lock
+/// as the hooks' [`snapshot_file`] + [`stage_snapshot`]. The blob is always
+/// written: with nothing to re-read, there is no digest-only shortcut.
 pub fn stage(
     corpus: &Corpus,
     lineage: &Lineage,
     raw: &[u8],
     source_path: Option<&str>,
 ) -> Result<StageOutcome, StageError> {
-    if raw.is_empty() {
-        return Err(StageError::Empty {
-            path: source_path.unwrap_or("-").to_owned(),
-        });
-    }
     check_input(lineage, source_path)?;
-    let staging = corpus.lane.staging_dir();
-    let agent = lineage.agent_id.as_deref();
-    let (sha, tmp) = if likely_unchanged(corpus, &lineage.session_id, agent, raw.len() as u64) {
-        // The common repeat (Stop fires every turn; SessionEnd after the
-        // last Stop) carries bytes that are already staged: answer it
-        // without writing and syncing a blob.
-        let sha = fsutil::sha256_hex(raw);
-        {
-            let locked = corpus.lock()?;
-            if let Some(done) = already(&locked, lineage, &sha, raw.len() as u64)? {
-                return Ok(done);
-            }
-        }
-        let tmp = write_tmp_blob(&staging, raw)?;
-        (sha, tmp)
-    } else {
-        // New bytes: write the blob (before the lock, so concurrent hooks
-        // only serialise on rename and append) while this thread computes
-        // its digest.
-        std::thread::scope(|scope| {
-            let writer = scope.spawn(|| write_tmp_blob(&staging, raw));
-            let sha = fsutil::sha256_hex(raw);
-            let tmp = writer.join().unwrap_or_else(|_| {
-                Err(StageError::Io {
-                    path: staging.clone(),
-                    source: std::io::Error::other("the blob writer thread panicked"),
-                })
-            })?;
-            Ok::<_, StageError>((sha, tmp))
-        })?
-    };
-    stage_locked(corpus, lineage, raw.len() as u64, &sha, source_path, &tmp.0)
+    let label = Path::new(source_path.unwrap_or("-"));
+    let (sha, bytes, tmp) = copy_to_blob(raw, label, &corpus.lane.staging_dir(), raw.len() as u64)?;
+    journal_snapshot(
+        corpus,
+        lineage,
+        Snapshot {
+            sha,
+            bytes,
+            copy: Copy::Written(tmp),
+            source: source_path.map(str::to_owned),
+        },
+    )
 }
 
 fn check_input(lineage: &Lineage, source_path: Option<&str>) -> Result<(), StageError> {
@@ -283,9 +260,14 @@ fn check_input(lineage: &Lineage, source_path: Option<&str>) -> Result<(), Stage
         session_id: lineage.session_id.clone(),
         why: e.to_string(),
     })?;
-    if source_path.is_some_and(|p| p.contains(['\n', '\r'])) {
+    source_path.map_or(Ok(()), |p| check_source(&lineage.session_id, p))
+}
+
+/// The source path is journaled and written into a sidecar line by line.
+fn check_source(session_id: &str, source: &str) -> Result<(), StageError> {
+    if source.contains(['\n', '\r']) {
         return Err(StageError::Invalid {
-            session_id: lineage.session_id.clone(),
+            session_id: session_id.to_owned(),
             why: "the source path contains a line break".into(),
         });
     }
@@ -303,16 +285,21 @@ const COPY_CHUNK: usize = 64 << 10;
 /// steady stream.
 const COPY_BUFFERS: usize = 4;
 
-/// A transcript read once from its file: the digest and size of exactly
-/// the bytes read and, unless only the digest was needed (the same size is
-/// already staged under this key), a temporary blob in `staging/` holding
-/// those bytes. Dropping it removes the temporary blob.
+/// A transcript read once: the digest and size of exactly the bytes read,
+/// and what became of them. Dropping it removes its temporary blob.
 pub struct Snapshot {
     pub sha: String,
     pub bytes: u64,
-    tmp: Option<TmpBlob>,
-    path: PathBuf,
-    source: String,
+    copy: Copy,
+    source: Option<String>,
+}
+
+enum Copy {
+    /// A temporary blob in `staging/` holding exactly those bytes.
+    Written(TmpBlob),
+    /// Only the digest was taken (the same size is already staged under
+    /// this key); the file is read again if the bytes turn out to differ.
+    DigestOnly(PathBuf),
 }
 
 /// A temporary blob, removed on drop unless renamed into place (the
@@ -338,12 +325,7 @@ pub fn snapshot_file(
     source: &str,
     observe: &mut dyn FnMut(&[u8]),
 ) -> Result<Snapshot, StageError> {
-    if source.contains(['\n', '\r']) {
-        return Err(StageError::Invalid {
-            session_id: session_id.to_owned(),
-            why: "the source path contains a line break".into(),
-        });
-    }
+    check_source(session_id, source)?;
     let path = PathBuf::from(source);
     let (file, len) = fsutil::guarded_open(&path)?;
     if len > RAW_CAP {
@@ -361,24 +343,35 @@ pub fn snapshot_file(
     Ok(Snapshot {
         sha,
         bytes,
-        tmp,
-        path,
-        source: source.to_owned(),
+        copy: tmp.map_or(Copy::DigestOnly(path), Copy::Written),
+        source: Some(source.to_owned()),
     })
 }
 
-/// Journals a snapshot under (session, agent) with `lineage`: the same
-/// decisions as [`stage`], made under the store lock.
+/// Journals a snapshot under (session, agent) with `lineage`: the stage
+/// decisions (no-op, already stored, stage, re-stage), made under the store
+/// lock.
 pub fn stage_snapshot(
     corpus: &Corpus,
     lineage: &Lineage,
     snap: Snapshot,
 ) -> Result<StageOutcome, StageError> {
-    let src = Some(snap.source.as_str());
-    check_input(lineage, src)?;
-    if let Some(tmp) = &snap.tmp {
-        return stage_locked(corpus, lineage, snap.bytes, &snap.sha, src, &tmp.0);
-    }
+    check_input(lineage, snap.source.as_deref())?;
+    journal_snapshot(corpus, lineage, snap)
+}
+
+fn journal_snapshot(
+    corpus: &Corpus,
+    lineage: &Lineage,
+    snap: Snapshot,
+) -> Result<StageOutcome, StageError> {
+    let src = snap.source.as_deref();
+    let path = match &snap.copy {
+        Copy::Written(tmp) => {
+            return stage_locked(corpus, lineage, snap.bytes, &snap.sha, src, &tmp.0)
+        }
+        Copy::DigestOnly(path) => path,
+    };
     {
         let locked = corpus.lock()?;
         if let Some(done) = already(&locked, lineage, &snap.sha, snap.bytes)? {
@@ -387,19 +380,8 @@ pub fn stage_snapshot(
     }
     // Same size, other bytes: copy again (the file may have moved on since;
     // the new copy is what gets staged, with its own digest).
-    let (file, _) = fsutil::guarded_open(&snap.path)?;
-    let staging = corpus.lane.staging_dir();
-    let (sha, bytes, tmp) = copy_source(
-        file,
-        &snap.path,
-        Some(&staging),
-        writer_for(snap.bytes),
-        &mut |_| {},
-    )?;
-    let tmp = tmp.ok_or_else(|| StageError::Io {
-        path: staging.clone(),
-        source: std::io::Error::other("no temporary blob was written"),
-    })?;
+    let (file, _) = fsutil::guarded_open(path)?;
+    let (sha, bytes, tmp) = copy_to_blob(file, path, &corpus.lane.staging_dir(), snap.bytes)?;
     stage_locked(corpus, lineage, bytes, &sha, src, &tmp.0)
 }
 
@@ -426,10 +408,26 @@ fn writer_for(len: u64) -> Writer {
     }
 }
 
-/// The copy loop behind [`snapshot_file`]: hashes every byte read and, with
-/// `dest`, writes the same buffers to a temporary blob there.
+/// [`copy_source`] into a temporary blob in `dir`, always written.
+fn copy_to_blob(
+    src: impl std::io::Read,
+    path: &Path,
+    dir: &Path,
+    len: u64,
+) -> Result<(String, u64, TmpBlob), StageError> {
+    let (sha, bytes, tmp) = copy_source(src, path, Some(dir), writer_for(len), &mut |_| {})?;
+    let tmp = tmp.ok_or_else(|| StageError::Io {
+        path: dir.to_path_buf(),
+        source: std::io::Error::other("no temporary blob was written"),
+    })?;
+    Ok((sha, bytes, tmp))
+}
+
+/// The copy loop behind [`snapshot_file`] and [`stage`]: hashes every byte
+/// read from `src` (named `path` in errors) and, with `dest`, writes the
+/// same buffers to a temporary blob there.
 fn copy_source(
-    mut file: fs::File,
+    mut src: impl std::io::Read,
     path: &Path,
     dest: Option<&Path>,
     writer: Writer,
@@ -455,7 +453,7 @@ fn copy_source(
         Ok(())
     };
     let mut read = |buf: &mut [u8]| {
-        fsutil::read_full(&mut file, buf).map_err(|source| {
+        fsutil::read_full(&mut src, buf).map_err(|source| {
             StageError::Source(fsutil::GuardedReadError::Io {
                 op: "read",
                 path: path.to_path_buf(),
@@ -714,25 +712,6 @@ fn stage_locked(
         adopted: false,
     }))?;
     Ok(StageOutcome::Staged { stem, bytes })
-}
-
-fn write_tmp_blob(dir: &Path, raw: &[u8]) -> Result<TmpBlob, StageError> {
-    let (path, mut f) = create_tmp_blob(dir)?;
-    let tmp = TmpBlob(path);
-    f.write_all(raw).map_err(|source| StageError::Io {
-        path: tmp.0.clone(),
-        source,
-    })?;
-    Ok(tmp)
-}
-
-/// A new temporary blob file in `dir`, 0600 exactly whatever the umask.
-fn create_tmp_blob(dir: &Path) -> Result<(PathBuf, fs::File), StageError> {
-    let path = tmp_blob_path(dir);
-    match create_tmp_file(&path) {
-        Ok(f) => Ok((path, f)),
-        Err(source) => Err(StageError::Io { path, source }),
-    }
 }
 
 /// A fresh temporary blob name in `dir` (pid + random: never reused).
@@ -1033,7 +1012,7 @@ mod tests {
         let v1 = body(1);
         fs::write(&src, &v1).unwrap();
         let snap = snapshot_file(&corpus, "s1", Some("a1"), src_s, &mut |_| {}).unwrap();
-        assert!(snap.tmp.is_some());
+        assert!(matches!(snap.copy, Copy::Written(_)));
         let StageOutcome::Staged { stem, bytes } =
             stage_snapshot(&corpus, &agent("a1"), snap).unwrap()
         else {
@@ -1044,7 +1023,10 @@ mod tests {
 
         // The same bytes again: answered from the digest, no blob written.
         let snap = snapshot_file(&corpus, "s1", Some("a1"), src_s, &mut |_| {}).unwrap();
-        assert!(snap.tmp.is_none(), "same size staged: digest only");
+        assert!(
+            matches!(snap.copy, Copy::DigestOnly(_)),
+            "same size staged: digest only"
+        );
         assert!(matches!(
             stage_snapshot(&corpus, &agent("a1"), snap).unwrap(),
             StageOutcome::Unchanged { .. }
@@ -1055,7 +1037,7 @@ mod tests {
         assert_eq!(v1.len(), v2.len());
         fs::write(&src, &v2).unwrap();
         let snap = snapshot_file(&corpus, "s1", Some("a1"), src_s, &mut |_| {}).unwrap();
-        assert!(snap.tmp.is_none());
+        assert!(matches!(snap.copy, Copy::DigestOnly(_)));
         let out = stage_snapshot(&corpus, &agent("a1"), snap).unwrap();
         assert_eq!(
             out,
