@@ -2228,13 +2228,8 @@ mod tests {
             generic_regex("generic-secret"),
             generic_regex("generic-password"),
         ];
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::testkit::XorShift(0x2545_F491_4F6C_DD1Du64);
+        let mut next = || rng.next();
         let mut matched = 0;
         for _ in 0..20_000 {
             let n = 2 + (next() % 10) as usize;
@@ -2327,13 +2322,8 @@ mod tests {
             b"ab",
             b"::1",
         ];
-        let mut seed = 0x1234_5678_9ABC_DEF1u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::testkit::XorShift(0x1234_5678_9ABC_DEF1u64);
+        let mut next = || rng.next();
         // Up to 29 random parts, joined.
         fn text(next: &mut impl FnMut() -> u64, parts: &[&[u8]]) -> Vec<u8> {
             let n = (next() % 30) as usize;
@@ -2449,13 +2439,8 @@ mod tests {
             r#""parentUuid":"#,
         ];
         let puts = [1usize, 12, 25];
-        let mut seed = 0xBF58_476D_1CE4_E5B9u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::testkit::XorShift(0xBF58_476D_1CE4_E5B9u64);
+        let mut next = || rng.next();
         let (mut old_spans, mut want, mut got) = (Vec::new(), Vec::new(), Vec::new());
         let (mut checked, mut nonempty) = (0, 0);
         for _ in 0..20_000 {
@@ -2500,13 +2485,8 @@ mod tests {
     #[test]
     fn member_search_equals_substring_search() {
         let parts: &[&[u8]] = &[b"\"", b":", b"\":\"", b"a", b"\":1", b" ", b":\"", b"\"\""];
-        let mut seed = 0x5851_F42D_4C95_7F2Du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::testkit::XorShift(0x5851_F42D_4C95_7F2Du64);
+        let mut next = || rng.next();
         for _ in 0..3000 {
             let n = (next() % 60) as usize;
             let v: Vec<u8> = (0..n)

@@ -366,13 +366,8 @@ mod tests {
         // Random edits of random texts, including edits that complete or
         // break the longest keyword at either end of the shared stretches.
         let frags: &[&[u8]] = &[b"/home/ze", b"d", b"x", b"token", b"ab", b"c", b"~/", b" "];
-        let mut seed = 0x94D0_49BB_1331_11EBu64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::testkit::XorShift(0x94D0_49BB_1331_11EBu64);
+        let mut next = || rng.next();
         for _ in 0..5000 {
             let n = (next() % 80) as usize;
             let base: Vec<u8> = (0..n)

@@ -27,6 +27,8 @@ mod engine;
 pub mod identity;
 mod keywords;
 pub mod rules;
+#[cfg(test)]
+mod testkit;
 pub mod view;
 
 use std::io::{BufRead, Write};
@@ -1462,13 +1464,8 @@ mod gate_tests {
             "input_tokens\":",
             "12",
         ];
-        let mut seed = 0xD1B5_4A32_D192_ED03u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::testkit::XorShift(0xD1B5_4A32_D192_ED03u64);
+        let mut next = || rng.next();
         let mut found = 0;
         for _ in 0..6000 {
             let n = 2 + (next() % 14) as usize;

@@ -412,13 +412,8 @@ mod tests {
             b"\\\\\\\"",
         ];
         let puts: &[&[u8]] = &[b"~", b"[REDACTED:github-token]", b"[x]"];
-        let mut seed = 0xA076_1D64_78BD_642Fu64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::testkit::XorShift(0xA076_1D64_78BD_642Fu64);
+        let mut next = || rng.next();
         let (mut accepted, mut layered) = (0, 0);
         let (mut old_v, mut built, mut derived) =
             (Views::default(), Views::default(), Views::default());
