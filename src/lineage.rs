@@ -65,13 +65,15 @@ impl SpawnAttribution {
         }
     }
 
+    const ALL: [Self; 3] = [
+        SpawnAttribution::Sidecar,
+        SpawnAttribution::Transcript,
+        SpawnAttribution::Unattributed,
+    ];
+
+    /// The inverse of [`Self::as_str`] (the names are written once, there).
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "sidecar" => Some(SpawnAttribution::Sidecar),
-            "transcript" => Some(SpawnAttribution::Transcript),
-            "unattributed" => Some(SpawnAttribution::Unattributed),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 }
 
@@ -102,13 +104,15 @@ impl LineageSource {
         }
     }
 
+    const ALL: [Self; 3] = [
+        LineageSource::Hook,
+        LineageSource::Ingest,
+        LineageSource::Migrated,
+    ];
+
+    /// The inverse of [`Self::as_str`] (the names are written once, there).
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "hook" => Some(LineageSource::Hook),
-            "ingest" => Some(LineageSource::Ingest),
-            "migrated" => Some(LineageSource::Migrated),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 }
 

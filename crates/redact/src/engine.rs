@@ -984,31 +984,14 @@ impl Engine {
                         }
                     })
                     .collect();
-                let mut i = layer_first;
-                while i < hits.len() {
-                    let h = hits[i];
-                    if within(&short, h) {
-                        hits.swap_remove(i);
-                    } else {
-                        i += 1;
-                    }
-                }
+                drop_within(hits, layer_first, &short);
             }
             scratch.allowed = allowed;
         }
         // Placeholders are never findings (idempotence): drop hits that lie
         // wholly inside one.
         if F_REDACTED.find(raw).is_some() {
-            let spans = placeholder_spans(raw);
-            let mut i = first;
-            while i < hits.len() {
-                let h = hits[i];
-                if within(&spans, h) {
-                    hits.swap_remove(i);
-                } else {
-                    i += 1;
-                }
-            }
+            drop_within(hits, first, &placeholder_spans(raw));
         }
         scratch.views = views;
         scratch.views_valid = true;
@@ -1942,6 +1925,19 @@ fn ipv6_at(v: &[u8], i: usize) -> bool {
 fn within(spans: &[(usize, usize)], h: Hit) -> bool {
     let i = spans.partition_point(|&(s, _)| s <= h.start);
     i > 0 && h.end <= spans[i - 1].1
+}
+
+/// Removes from `hits[from..]` every hit lying wholly inside one of the
+/// sorted `spans` (order after `from` is not kept).
+fn drop_within(hits: &mut Vec<Hit>, from: usize, spans: &[(usize, usize)]) {
+    let mut i = from;
+    while i < hits.len() {
+        if within(spans, hits[i]) {
+            hits.swap_remove(i);
+        } else {
+            i += 1;
+        }
+    }
 }
 
 /// Could `v` hold a link-local or unique-local IPv6 address? Looks for
