@@ -3,7 +3,8 @@
 //! 0 or 2) when no abcd binary resolves, and otherwise runs the binary with
 //! the verb and this hook's stdin.
 
-use std::io::Write;
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -124,14 +125,7 @@ fn run(verb: &str, env: &[(&str, &Path)], stdin: &[u8]) -> Output {
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
-    // A wrapper that finds no binary exits without reading its stdin, so
-    // the write may meet a closed pipe: that is the wrapper's right, not a
-    // failure of this test (what it checks is the exit status and stderr).
-    match child.stdin.take().unwrap().write_all(stdin) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => panic!("writing the payload to the wrapper: {e}"),
-    }
+    common::feed_stdin(&mut child, stdin);
     child.wait_with_output().unwrap()
 }
 

@@ -255,14 +255,21 @@ fn spawn_with_stdin(c: &mut Command, stdin: &[u8]) -> std::process::Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn abcd");
-    // A child may exit without reading its stdin (an unknown hook verb, a
-    // usage error): the closed pipe is its answer, which the caller checks.
-    match child.stdin.take().unwrap().write_all(stdin) {
+    feed_stdin(&mut child, stdin);
+    child
+}
+
+/// Writes `bytes` to the child's stdin and closes it. A child may exit
+/// without reading its stdin (an unknown hook verb, a usage error, a hook
+/// wrapper that finds no binary): the closed pipe is its answer, which the
+/// caller checks through the exit status and stderr, not a test failure.
+pub fn feed_stdin(child: &mut std::process::Child, bytes: &[u8]) {
+    let mut pipe = child.stdin.take().expect("stdin was piped");
+    match pipe.write_all(bytes) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => panic!("writing stdin to abcd: {e}"),
+        Err(e) => panic!("writing the child's stdin: {e}"),
     }
-    child
 }
 
 fn walk(dir: &Path, base: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
