@@ -163,32 +163,18 @@ pub fn hook_fast_path(args: &[std::ffi::OsString]) -> Option<Cli> {
         .iter()
         .map(|a| a.to_str())
         .collect::<Option<_>>()?;
-    let (json, rest) = match rest.as_slice() {
-        ["--json", tail @ ..] => (true, tail),
-        tail => (false, tail),
-    };
-    let verb = match rest {
-        ["hook", verb] => verb,
-        ["hook", verb, "--json"] if !json => {
-            return plain_verb(verb).then(|| hook_cli(verb, true));
-        }
+    let (verb, json) = match rest.as_slice() {
+        ["hook", verb] => (*verb, false),
+        ["hook", verb, "--json"] | ["--json", "hook", verb] => (*verb, true),
         _ => return None,
     };
-    plain_verb(verb).then(|| hook_cli(verb, json))
-}
-
-fn plain_verb(v: &str) -> bool {
-    !v.is_empty() && !v.starts_with('-')
-}
-
-fn hook_cli(verb: &str, json: bool) -> Cli {
-    Cli {
+    (!verb.is_empty() && !verb.starts_with('-')).then(|| Cli {
         json,
         repo: None,
         command: Command::Hook(HookArgs {
             verb: verb.to_owned(),
         }),
-    }
+    })
 }
 
 pub fn main_with(cli: Cli) -> i32 {

@@ -662,14 +662,18 @@ pub fn read_checkpoint(lane: &Lane) -> Option<Checkpoint> {
     read_cp(&checkpoint_path(lane))
 }
 
-/// The checkpoint file's size: its JSON (at most ~210 bytes) padded with
-/// spaces, so every update is one write of the same bytes' extent.
+/// The checkpoint file's size: its JSON (~200 bytes with a Linux boot id)
+/// padded with spaces, so every update is one write over the same bytes.
 pub const CHECKPOINT_BYTES: usize = 256;
 
 fn write_checkpoint(lane: &Lane, p: &Position) -> Result<(), ProjectionError> {
     let mut text =
         serde_json::to_vec(&Checkpoint::from_position(p)).expect("checkpoint serialises");
-    text.resize(CHECKPOINT_BYTES - 1, b' ');
+    // Never cut: a longer checkpoint (not one Linux writes) is written
+    // whole, through the fallback below.
+    if text.len() < CHECKPOINT_BYTES {
+        text.resize(CHECKPOINT_BYTES - 1, b' ');
+    }
     text.push(b'\n');
     // Not fsynced, like the projection files it covers: it is trusted only
     // within the boot that wrote it (see `Checkpoint::boot_id`), and a lost

@@ -485,8 +485,8 @@ fn copy_source(
             let (done_tx, done_rx) = sync_channel::<std::io::Result<()>>(1);
             // The writer creates the file (off this thread's path), takes
             // chunks and reports; nothing waits for the thread to end.
-            let helper = match writer {
-                Writer::Inline => None,
+            let shared = match writer {
+                Writer::Inline => false,
                 Writer::Shared => {
                     let path = tmp.0.clone();
                     std::thread::Builder::new()
@@ -511,15 +511,16 @@ fn copy_source(
                             let _ = done_tx.send(result);
                         })
                         // No second thread to be had: everything is
-                        // written here.
-                        .ok()
+                        // written here. Nothing joins it: its report
+                        // comes through `done_rx`.
+                        .is_ok()
                 }
             };
             // This thread's handle on the file: created here when there is
             // no writer, else the writer's, fetched the first time this
             // thread has to write a chunk itself.
             let mut own: Option<Arc<fs::File>> = None;
-            if helper.is_none() {
+            if !shared {
                 own = Some(Arc::new(create_tmp_file(&tmp.0).map_err(io)?));
             }
             let mut made = 1;
@@ -537,14 +538,16 @@ fn copy_source(
                 }
                 // Hand the chunk over if the writer has room and a fresh
                 // buffer is at hand; otherwise write it here.
-                let fresh = helper.as_ref().and_then(|_| {
+                let fresh = if shared {
                     stash.pop().or_else(|| spare.try_recv().ok()).or_else(|| {
                         (made < COPY_BUFFERS).then(|| {
                             made += 1;
                             vec![0u8; COPY_CHUNK]
                         })
                     })
-                });
+                } else {
+                    None
+                };
                 let mine = match fresh {
                     Some(next) => {
                         match to_writer.try_send((std::mem::replace(&mut buf, next), n, at)) {
@@ -579,9 +582,10 @@ fn copy_source(
             // The writer's report is awaited even when this side failed:
             // the temporary file is removed (on return) only once the
             // writer can no longer create or write it.
-            let written = match helper {
-                None => Ok(()),
-                Some(_) => match done_rx.recv() {
+            let written = if !shared {
+                Ok(())
+            } else {
+                match done_rx.recv() {
                     Ok(r) => r.map_err(io),
                     // The writer ended without a report: it could not
                     // create the file (it said why) or it panicked.
@@ -589,7 +593,7 @@ fn copy_source(
                         Ok(Err(e)) => e,
                         _ => writer_gone(),
                     })),
-                },
+                }
             };
             copied?;
             written?;

@@ -172,7 +172,7 @@ impl LastLine {
         } else {
             &self.open
         };
-        !is_blank(line) && transcript_settled(line)
+        transcript_settled(line)
     }
 }
 
