@@ -43,7 +43,11 @@ echo; echo "== drain: redact and store"
 echo; echo "== the corpus"
 "$ABCD" history list --session "$SID"
 echo; echo "== one sub-agent record (first lines)"
-"$ABCD" history show a490235204f1c154d | head -n 12 | cut -c1-160
+# Whole output first, then its head: `abcd | head` would let head close the
+# pipe early, and abcd (like any Unix tool) stops on SIGPIPE — which
+# pipefail would turn into a failed demo, depending on timing.
+"$ABCD" history show a490235204f1c154d > "$T/show.txt"
+head -n 12 "$T/show.txt" | cut -c1-160
 echo; echo "== the journal behind it"
 "$ABCD" journal verify
 "$ABCD" journal dump | cut -c1-150
