@@ -99,13 +99,12 @@ pub fn verify(dir: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyReport, Jour
 }
 
 fn open_scanner(p: &Paths) -> Result<(Scanner, format::FileHeader, [u8; 32]), JournalError> {
-    let file = std::fs::File::open(&p.journal).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            JournalError::NotFound(p.journal.clone())
-        } else {
-            JournalError::io("open", &p.journal, e)
+    let file = match sys::open(&p.journal, sys::Access::Read) {
+        Err(JournalError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(JournalError::NotFound(p.journal.clone()))
         }
-    })?;
+        other => other?,
+    };
     let (h, hh) = scan::read_header(&file, &p.journal)?;
     Ok((Scanner::from_file(file, &p.journal)?, h, hh))
 }
@@ -251,7 +250,7 @@ pub fn stats(dir: &Path) -> Result<Stats, JournalError> {
     let spool_paths = spool::list(&p.spool)?;
     let mut spool_events = 0;
     for sp in &spool_paths {
-        if let Ok(b) = std::fs::read(sp) {
+        if let Ok(Some(b)) = sys::read_small(sp, spool::SPOOL_FILE_CAP) {
             if let Ok(ev) = spool::decode(&b, sp) {
                 spool_events += ev.len();
             }
@@ -271,7 +270,10 @@ pub fn stats(dir: &Path) -> Result<Stats, JournalError> {
         spool_events,
         torn_files: count_files(&p.torn),
         quarantine_files: count_files(&p.quarantine),
-        corrupt_marker: std::fs::read_to_string(&p.corrupt).ok(),
+        corrupt_marker: sys::read_small(&p.corrupt, journal::MARKER_CAP)
+            .ok()
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned()),
         journal_id: hdr.journal_id,
     })
 }

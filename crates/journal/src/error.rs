@@ -16,6 +16,10 @@ pub enum JournalError {
         #[source]
         source: std::io::Error,
     },
+    /// A journal file is not what the store may use: a symlink, not a
+    /// regular file, owned by another account, over its size cap.
+    #[error(transparent)]
+    Fs(abcd_fsio::FsError),
     /// The journal (or its directory) does not exist.
     #[error("no journal at {0} (run the tool once in this repository to create it)")]
     NotFound(PathBuf),
@@ -67,6 +71,19 @@ pub enum JournalError {
     /// example, damage found by a writer during a locked scan).
     #[error("journal damaged at offset {offset}: {reason}")]
     Damaged { offset: u64, reason: Reason },
+}
+
+impl From<abcd_fsio::FsError> for JournalError {
+    fn from(e: abcd_fsio::FsError) -> Self {
+        match e {
+            abcd_fsio::FsError::Io { op, path, source } => JournalError::Io { op, path, source },
+            abcd_fsio::FsError::LockTimeout { path, waited } => JournalError::LockTimeout {
+                path,
+                waited_ms: waited.as_millis() as u64,
+            },
+            other => JournalError::Fs(other),
+        }
+    }
 }
 
 impl JournalError {

@@ -104,14 +104,10 @@ fn slot_of(id: &[u8; 16], capacity: u64) -> u64 {
 impl IdIndex {
     /// Open the index if it is usable for this journal in this boot.
     pub fn open(path: &Path, journal_id: &[u8; 16]) -> Result<Option<IdIndex>, JournalError> {
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-        {
+        let file = match abcd_fsio::open(path, sys::Access::ReadWrite) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(JournalError::io("open", path, e)),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         let mut b = [0u8; INDEX_HEADER_LEN as usize];
         let ok =
@@ -177,11 +173,25 @@ impl IdIndex {
         bytes.extend_from_slice(slots);
         // Replaced by rename so a reader holding the old file sees a
         // consistent snapshot. No fsync: see the module doc.
-        let tmp = path.with_file_name(format!(".journal.ids.tmp-{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let f = sys::open_rw_create(&tmp, false)?;
-        sys::pwrite_all(&f, &bytes, 0).map_err(|e| JournalError::io("write", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| JournalError::io("rename", path, e))?;
+        // A failed write removes its temporary (a full disk must not leave
+        // one per hook); a killed writer's is swept by the next drain,
+        // repair or rebuild (`abcd_fsio::sweep_stale_temps`).
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let tmp = abcd_fsio::temp_path(dir, std::ffi::OsStr::new("journal.ids"));
+        let written = (|| {
+            let f = sys::open(&tmp, sys::Access::CreateNew)?;
+            sys::pwrite_all(&f, &tmp, &bytes, 0)?;
+            abcd_fsio::rename(&tmp, path)?;
+            // Reopened read-write: CreateNew opened it write-only.
+            sys::open(path, sys::Access::ReadWrite)
+        })();
+        let f = match written {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
         Ok(IdIndex {
             file: f,
             path: path.to_path_buf(),
@@ -239,8 +249,7 @@ impl IdIndex {
                 b[0..16].copy_from_slice(id);
                 b[16..24].copy_from_slice(&seq.to_le_bytes());
                 b[24..32].copy_from_slice(&offset.to_le_bytes());
-                sys::pwrite_all(&self.file, &b, INDEX_HEADER_LEN + i * SLOT_LEN)
-                    .map_err(|e| JournalError::io("write", &self.path, e))?;
+                sys::pwrite_all(&self.file, &self.path, &b, INDEX_HEADER_LEN + i * SLOT_LEN)?;
                 self.count += 1;
                 return Ok(());
             }
@@ -287,8 +296,7 @@ impl IdIndex {
             count: self.count,
             hwm: self.hwm.clone(),
         };
-        sys::pwrite_all(&self.file, &encode_header(&hdr), 0)
-            .map_err(|e| JournalError::io("write", &self.path, e))
+        sys::pwrite_all(&self.file, &self.path, &encode_header(&hdr), 0)
     }
 }
 

@@ -9,9 +9,8 @@
 //! fdatasync returned.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -215,7 +214,7 @@ impl Journal {
     /// Open an existing journal; `NotFound` if there is none.
     pub fn open_existing(dir: &Path) -> Result<Journal, JournalError> {
         let p = Paths::new(dir);
-        if !p.journal.exists() {
+        if std::fs::symlink_metadata(&p.journal).is_err() {
             return Err(JournalError::NotFound(p.journal));
         }
         Self::open_with(dir, Options::default())
@@ -225,23 +224,16 @@ impl Journal {
     pub fn open_with(dir: &Path, opts: Options) -> Result<Journal, JournalError> {
         let p = Paths::new(dir);
         sys::ensure_dir(dir)?;
-        let lock_file = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&p.lock)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                sys::open_rw_create(&p.lock, false)?
-            }
-            Err(e) => return Err(JournalError::io("open", &p.lock, e)),
-        };
-        if !p.journal.exists() {
+        // Every journal file is opened without following a symlink and
+        // proven on its descriptor (regular, ours, 0600): a `journal` or
+        // `journal.lock` replaced by a link to a file outside the store, or
+        // another account's file, is refused with its path named.
+        let lock_file = sys::open(&p.lock, sys::Access::ReadWriteCreate)?;
+        if std::fs::symlink_metadata(&p.journal).is_err() {
             // Create under the lock so two first writers cannot both rename
             // a fresh header over each other (the second would erase frames).
             sys::lock_exclusive(&lock_file, &p.lock, opts.lock_timeout)?;
-            let res = if p.journal.exists() {
+            let res = if std::fs::symlink_metadata(&p.journal).is_ok() {
                 Ok(())
             } else {
                 let id = opts
@@ -253,12 +245,7 @@ impl Journal {
             sys::unlock(&lock_file);
             res?;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&p.journal)
-            .map_err(|e| JournalError::io("open", &p.journal, e))?;
+        let file = sys::open(&p.journal, sys::Access::Append)?;
         let (header, header_hash) = scan::read_header(&file, &p.journal)?;
         Ok(Journal {
             p,
@@ -533,10 +520,8 @@ impl Journal {
         let mut drained = Vec::new();
         let mut n = 0;
         for path in files {
-            let bytes = match std::fs::read(&path) {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(JournalError::io("read", &path, e)),
+            let Some(bytes) = sys::read_small(&path, spool::SPOOL_FILE_CAP)? else {
+                continue;
             };
             // An undecodable spool file is left in place for an operator.
             let Ok(events) = spool::decode(&bytes, &path) else {
@@ -553,11 +538,7 @@ impl Journal {
         }
         sys::fdatasync(&self.file, &self.p.journal)?;
         for path in &drained {
-            match std::fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(JournalError::io("remove", path, e)),
-            }
+            sys::remove_file_if_exists(path)?;
         }
         sys::fsync_dir(&self.p.spool)?;
         Ok(n)
@@ -622,7 +603,9 @@ impl Journal {
         }
         // One write() for the whole frame or batch (write_all only loops on
         // a short write, which on a regular file means ENOSPC or a signal).
-        if let Err(e) = (&self.file).write_all(&buf) {
+        let written = abcd_fsio::fault::check(abcd_fsio::fault::Op::Write, &self.p.journal)
+            .and_then(|()| (&self.file).write_all(&buf));
+        if let Err(e) = written {
             // Leave no partial frame behind while we still hold the lock.
             let _ = self.file.set_len(start);
             return Err(JournalError::io("append", &self.p.journal, e));
@@ -755,15 +738,14 @@ impl Journal {
             std::process::id()
         );
         sys::atomic_write(&self.p.torn.join(name), &bytes)?;
-        self.file
-            .set_len(valid.offset)
-            .map_err(|e| JournalError::io("truncate", &self.p.journal, e))?;
+        sys::truncate(&self.file, &self.p.journal, valid.offset)?;
         sys::fdatasync(&self.file, &self.p.journal)?;
         Ok(valid)
     }
 
     fn read_marker(&self) -> Option<Refusal> {
-        let s = std::fs::read_to_string(&self.p.corrupt).ok()?;
+        let b = sys::read_small(&self.p.corrupt, MARKER_CAP).ok()??;
+        let s = String::from_utf8_lossy(&b);
         let mut offset = 0;
         let mut reason = String::from("journal marked corrupt");
         for line in s.lines() {
@@ -781,19 +763,21 @@ impl Journal {
     }
 
     pub(crate) fn remove_marker(&self) -> Result<(), JournalError> {
-        match std::fs::remove_file(&self.p.corrupt) {
-            Ok(()) => sys::fsync_dir(&self.p.dir),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(JournalError::io("remove", &self.p.corrupt, e)),
+        if sys::remove_file_if_exists(&self.p.corrupt)? {
+            sys::fsync_dir(&self.p.dir)?;
         }
+        Ok(())
     }
 }
+
+/// Cap on reading the `journal.corrupt` marker (two short lines).
+pub(crate) const MARKER_CAP: u64 = 64 * 1024;
 
 /// Record mid-file damage so that writers refuse (they cannot afford a full
 /// scan on every append).
 pub(crate) fn write_marker(p: &Paths, offset: u64, reason: &Reason) -> Result<(), JournalError> {
     let text = format!("offset {offset}\nreason {reason}\n");
-    if std::fs::read_to_string(&p.corrupt).ok().as_deref() == Some(text.as_str()) {
+    if sys::read_small(&p.corrupt, MARKER_CAP).ok().flatten().as_deref() == Some(text.as_bytes()) {
         return Ok(());
     }
     sys::atomic_write(&p.corrupt, text.as_bytes())

@@ -53,13 +53,14 @@ pub(crate) struct Expect<'a> {
 
 impl Scanner {
     pub fn open(path: &Path) -> Result<Scanner, JournalError> {
-        let file = File::open(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                JournalError::NotFound(path.to_path_buf())
-            } else {
-                JournalError::io("open", path, e)
+        let file = match sys::open(path, sys::Access::Read) {
+            Err(JournalError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Err(JournalError::NotFound(path.to_path_buf()))
             }
-        })?;
+            other => other?,
+        };
         Scanner::from_file(file, path)
     }
 

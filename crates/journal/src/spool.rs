@@ -16,6 +16,9 @@ use crate::EventId;
 const SPOOL_MAGIC: [u8; 8] = *b"ABCDSPL1";
 /// File suffix of complete spool files; temp files start with '.'.
 pub const SPOOL_SUFFIX: &str = ".spool";
+/// Cap on reading one spool file back: one atomic group of at most
+/// `MAX_BATCH_BYTES` of payload plus its per-event framing.
+pub(crate) const SPOOL_FILE_CAP: u64 = MAX_BATCH_BYTES as u64 + MAX_BATCH_EVENTS as u64 * 64 + 64;
 
 /// One spool file holds one atomic group (a single event or a batch).
 pub(crate) fn encode(events: &[(EventId, &[u8])]) -> Vec<u8> {

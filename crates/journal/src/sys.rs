@@ -1,23 +1,18 @@
-//! The single place that knows file modes, durability calls and locking.
-//!
-//! Owns: creating files 0600 and directories 0700 exactly (fchmod/chmod after
-//! create, whatever the umask), fsync of files and directories, atomic
-//! temp+fsync+rename+fsync-dir writes, flock with a timeout, random bytes and
-//! the clock. Must never decide anything about journal contents.
+//! The journal's file operations, all delegated to `abcd-fsio` (one
+//! definition of the modes, of a descriptor-checked open that never follows a
+//! symlink, of flock and of an atomic write — and its fault-injection shim in
+//! front of every operation), plus random bytes and the clock. Must never
+//! decide anything about journal contents.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
+use std::fs::File;
+use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+pub use abcd_fsio::{Access, DIR_MODE, FILE_MODE};
+
 use crate::error::JournalError;
 
-/// Mode of every file the engine creates: transcripts are private.
-pub const FILE_MODE: u32 = 0o600;
-/// Mode of every directory the engine creates.
-pub const DIR_MODE: u32 = 0o700;
 /// How long a writer waits for the journal lock before giving up. Hooks have
 /// a budget of about 1.5 s and a healthy holder keeps the lock for well under
 /// a millisecond, but slow-fsync windows of 0.1–0.4 s were measured on this
@@ -26,131 +21,62 @@ pub const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
 type R<T> = Result<T, JournalError>;
 
-/// Create `dir` (and parents) if missing; directories created here get 0700
-/// exactly.
+/// Create `dir` (and missing parents) as private directories; an existing
+/// `dir` is proven a real directory owned by this account (mode narrowed to
+/// 0700). Existing parents are left as they are.
 pub fn ensure_dir(dir: &Path) -> R<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
     if let Some(parent) = dir.parent() {
-        if !parent.as_os_str().is_empty() && !parent.exists() {
+        if !parent.as_os_str().is_empty() && std::fs::symlink_metadata(parent).is_err() {
             ensure_dir(parent)?;
         }
     }
-    match std::fs::create_dir(dir) {
-        Ok(()) => {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
-                .map_err(|e| JournalError::io("chmod", dir, e))?;
-            if let Some(parent) = dir.parent() {
-                let _ = fsync_dir(parent);
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(JournalError::io("mkdir", dir, e)),
-    }
+    Ok(abcd_fsio::ensure_private_dir(dir)?)
 }
 
-/// Open (creating if missing) a file read-write with mode 0600 set exactly.
-pub fn open_rw_create(path: &Path, append: bool) -> R<File> {
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .append(append)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| JournalError::io("open", path, e))?;
-    set_mode(&f, path)?;
-    Ok(f)
-}
-
-/// fchmod to 0600 (the umask may have removed bits or the file may predate us).
-pub fn set_mode(f: &File, path: &Path) -> R<()> {
-    f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))
-        .map_err(|e| JournalError::io("fchmod", path, e))
+/// Open a journal file through the checked open (no symlink, regular, ours,
+/// 0600).
+pub fn open(path: &Path, access: Access) -> R<File> {
+    Ok(abcd_fsio::open(path, access)?)
 }
 
 pub fn fsync_dir(dir: &Path) -> R<()> {
-    let d = File::open(dir).map_err(|e| JournalError::io("open dir", dir, e))?;
-    d.sync_all()
-        .map_err(|e| JournalError::io("fsync dir", dir, e))
+    Ok(abcd_fsio::sync_dir(dir)?)
 }
 
 pub fn fdatasync(f: &File, path: &Path) -> R<()> {
-    f.sync_data()
-        .map_err(|e| JournalError::io("fdatasync", path, e))
+    Ok(abcd_fsio::fdatasync(f, path)?)
 }
 
-/// Write `bytes` to `path` atomically: temp file in the same directory,
-/// fsync, rename over `path`, fsync the directory.
+pub fn truncate(f: &File, path: &Path, len: u64) -> R<()> {
+    Ok(abcd_fsio::truncate(f, path, len)?)
+}
+
+pub fn remove_file_if_exists(path: &Path) -> R<bool> {
+    Ok(abcd_fsio::remove_file_if_exists(path)?)
+}
+
+/// Write `bytes` to `path` atomically and durably: temporary file in the
+/// same directory, fsync, rename over `path`, fsync the directory.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> R<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        hex::encode(random_bytes::<4>())
-    ));
-    let res = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&tmp)
-            .map_err(|e| JournalError::io("create", &tmp, e))?;
-        set_mode(&f, &tmp)?;
-        f.write_all(bytes)
-            .map_err(|e| JournalError::io("write", &tmp, e))?;
-        f.sync_all()
-            .map_err(|e| JournalError::io("fsync", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| JournalError::io("rename", path, e))?;
-        fsync_dir(dir)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    Ok(abcd_fsio::write_atomic(path, bytes, true)?)
 }
 
-/// Exclusive flock on `f`, polling with LOCK_NB until `timeout`. flock locks
-/// belong to the open file description and vanish when the holder dies, so a
-/// killed writer never leaves a stale lock.
+/// Exclusive flock on `f`, polling until `timeout`.
 pub fn lock_exclusive(f: &File, path: &Path, timeout: Duration) -> R<()> {
-    let start = Instant::now();
-    let mut backoff = Duration::from_micros(20);
-    loop {
-        // SAFETY: flock on a valid, open file descriptor.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => {}
-            _ => return Err(JournalError::io("flock", path, err)),
-        }
-        if start.elapsed() >= timeout {
-            return Err(JournalError::LockTimeout {
-                path: path.to_path_buf(),
-                waited_ms: start.elapsed().as_millis() as u64,
-            });
-        }
-        std::thread::sleep(backoff);
-        backoff = (backoff * 2).min(Duration::from_millis(2));
-    }
+    Ok(abcd_fsio::lock_exclusive(f, path, timeout)?)
 }
 
 pub fn unlock(f: &File) {
-    // SAFETY: flock on a valid, open file descriptor; failure to unlock is
-    // harmless because closing the descriptor releases the lock anyway.
-    unsafe {
-        libc::flock(f.as_raw_fd(), libc::LOCK_UN);
+    abcd_fsio::unlock(f)
+}
+
+/// Reads a small journal side file (marker, spool file) through the checked
+/// open; `Ok(None)` when it is absent.
+pub fn read_small(path: &Path, cap: u64) -> R<Option<Vec<u8>>> {
+    match abcd_fsio::read_private(path, cap) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -224,7 +150,6 @@ pub fn pread_exact(f: &File, buf: &mut [u8], off: u64) -> std::io::Result<bool> 
     Ok(true)
 }
 
-pub fn pwrite_all(f: &File, buf: &[u8], off: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    f.write_all_at(buf, off)
+pub fn pwrite_all(f: &File, path: &Path, buf: &[u8], off: u64) -> R<()> {
+    Ok(abcd_fsio::write_all_at(f, path, buf, off)?)
 }
