@@ -205,7 +205,7 @@ pub fn commit(
         let stream = stream_key(&meta.session_id, agent, &meta.source_kind);
         for name in index.stream_records(&stream)? {
             let path = locked.lane().records_dir().join(&name);
-            let Ok(bytes) = fsutil::guarded_read(&path, RECORD_READ_CAP) else {
+            let Ok(bytes) = fsutil::read_private(&path, RECORD_READ_CAP) else {
                 continue; // unreadable priors are skipped
             };
             let Ok((_, prior)) = record::parse(&bytes) else {

@@ -33,10 +33,6 @@ use crate::store::{Lane, StoreError};
 /// here) and a drain applying a 64 MiB record.
 pub const STORE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A temporary blob whose writer is gone is removed after this long: it was
-/// never renamed into place, so it was never staged or acknowledged, and the
-/// harness still holds the source transcript.
-pub const STALE_TMP_AGE: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Error)]
 pub enum CorpusError {
@@ -143,7 +139,7 @@ impl Corpus {
             .unwrap_or_default();
         names.sort();
         for name in names {
-            let Ok(bytes) = fsutil::guarded_read(&records.join(&name), projection::RECORD_READ_CAP)
+            let Ok(bytes) = fsutil::read_private(&records.join(&name), projection::RECORD_READ_CAP)
             else {
                 continue;
             };
@@ -179,7 +175,7 @@ impl Corpus {
                 continue; // no sidecar: adopted as an orphan after catch-up
             };
             let Ok(bytes) =
-                fsutil::guarded_read(&staging.join(format!("{stem}.raw")), crate::stage::RAW_CAP)
+                fsutil::read_private(&staging.join(format!("{stem}.raw")), crate::stage::RAW_CAP)
             else {
                 continue;
             };
@@ -208,7 +204,45 @@ impl Corpus {
     /// the lock. Every drain and every user verb starts here.
     pub fn refresh(&self) -> Result<(CatchUp, Vec<String>), CorpusError> {
         let l = self.lock()?.adopt_orphans()?;
+        self.sweep_temps()?;
         Ok((l.caught_up.clone(), l.adopted.clone()))
+    }
+
+    /// Removes the temporary files of dead writers everywhere in the lane
+    /// (`abcd_fsio::sweep_stale_temps`: a writer killed between creating a
+    /// temporary and renaming it into place, or a failed write on a full
+    /// disk). Such a file was never renamed into place, so nothing in it was
+    /// acknowledged; a live writer's temporary is left alone. Every drain,
+    /// user verb, repair and rebuild calls this. Returns what it removed.
+    pub fn sweep_temps(&self) -> Result<Vec<PathBuf>, CorpusError> {
+        let lane = &self.lane;
+        let journal = lane.journal_dir();
+        let mut dirs = vec![
+            lane.dir.clone(),
+            lane.records_dir(),
+            lane.staging_dir(),
+            lane.quarantine_dir(),
+            lane.sessions_dir(),
+            lane.index_dir(),
+            journal.join("journal.torn"),
+            journal.join("journal.quarantine"),
+            journal.join("journal.spool"),
+            lane.dir.join("records.unjournaled"),
+            journal,
+        ];
+        // The index's tables are one level below `index/`.
+        if let Ok(rd) = fs::read_dir(lane.index_dir()) {
+            for entry in rd.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for dir in dirs {
+            removed.extend(abcd_fsio::sweep_stale_temps(&dir)?);
+        }
+        Ok(removed)
     }
 }
 
@@ -267,10 +301,6 @@ impl Locked<'_> {
         let mut orphans = Vec::new();
         for entry in rd.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.ends_with(".tmp") {
-                remove_if_stale(&entry.path());
-                continue;
-            }
             let Some(stem) = name.strip_suffix(".raw") else {
                 continue;
             };
@@ -291,7 +321,7 @@ impl Locked<'_> {
                 Ok(m) if m.file_type().is_file() => m,
                 _ => continue,
             };
-            let bytes = match fsutil::guarded_read(&path, crate::stage::RAW_CAP) {
+            let bytes = match fsutil::read_private(&path, crate::stage::RAW_CAP) {
                 Ok(b) => b,
                 Err(_) => continue,
             };
@@ -325,40 +355,6 @@ impl Locked<'_> {
             self.adopted.push(format!("{stem}.raw"));
         }
         Ok(self)
-    }
-}
-
-/// Removes a temporary blob whose writer is gone: its pid (in the name
-/// `.stage-<pid>-<nonce>.tmp`) no longer runs, or it is older than
-/// `STALE_TMP_AGE` (covers pid reuse).
-fn remove_if_stale(path: &Path) {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // Blob temporaries are `.stage-<pid>-<nonce>.tmp`; projection
-    // temporaries (fsutil::write_atomic) are `.<name>.<pid>.<nonce>.tmp`.
-    let pid = match name.strip_prefix(".stage-") {
-        Some(r) => r.split('-').next(),
-        None => name.strip_suffix(".tmp").and_then(|r| r.rsplit('.').nth(1)),
-    }
-    .and_then(|p| p.parse::<i32>().ok());
-    if let Some(pid) = pid {
-        // SAFETY: kill with signal 0 only checks for existence.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-        if gone {
-            let _ = fs::remove_file(path);
-            return;
-        }
-    }
-    let old = fs::symlink_metadata(path)
-        .ok()
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age > STALE_TMP_AGE);
-    if old {
-        let _ = fs::remove_file(path);
     }
 }
 

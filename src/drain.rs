@@ -171,7 +171,7 @@ fn load(
         .lane
         .staging_dir()
         .join(format!("{}.raw", entry.stem));
-    let from_blob = fsutil::guarded_read(&blob, RAW_CAP);
+    let from_blob = fsutil::read_private(&blob, RAW_CAP);
     let blob_sha = from_blob.as_ref().ok().map(|b| fsutil::sha256_hex(b));
     if blob_sha.as_deref() == Some(sidecar.raw_sha256.as_str()) {
         return from_blob.ok().zip(blob_sha);

@@ -107,7 +107,7 @@ impl From<&RecordMeta> for RecordView {
 
 fn read_record(dir: &Path, name: &str) -> Option<(Listed, Vec<u8>)> {
     let path = dir.join(name);
-    let bytes = fsutil::guarded_read(&path, RECORD_READ_CAP).ok()?;
+    let bytes = fsutil::read_private(&path, RECORD_READ_CAP).ok()?;
     let (meta, body) = record::parse(&bytes).ok()?;
     let body = body.to_vec();
     Some((
@@ -126,7 +126,7 @@ const HEAD_READ: u64 = 64 << 10;
 
 fn read_meta(dir: &Path, name: &str) -> Option<Listed> {
     let path = dir.join(name);
-    let head = fsutil::guarded_read_head(&path, HEAD_READ).ok()?;
+    let head = fsutil::read_private_head(&path, HEAD_READ).ok()?;
     let meta = match record::parse(&head) {
         Ok((meta, _)) => meta,
         // A header longer than the head read: read the whole record.
@@ -245,7 +245,7 @@ pub struct StagedReport {
 }
 
 pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError> {
-    let gap = fsutil::guarded_read(
+    let gap = fsutil::read_private(
         &corpus.lane.gap_marker_path(),
         crate::projection::SMALL_FILE_CAP,
     )

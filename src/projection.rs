@@ -133,7 +133,7 @@ pub const SESSION_NOTE_TTL_NS: u64 = 30 * 24 * 3600 * 1_000_000_000;
 /// When a session note was written (its content); `None` for a zero-byte
 /// note of an older abcd, which is kept.
 pub fn note_time(path: &Path) -> Option<u64> {
-    let b = fsutil::guarded_read(path, 256).ok()?;
+    let b = fsutil::read_private(path, 256).ok()?;
     clock::parse_rfc3339(String::from_utf8_lossy(&b).trim())
 }
 
@@ -161,14 +161,14 @@ impl<'a> Index<'a> {
     }
     fn read_list(&self, table: &str, key: &str) -> Result<Vec<String>, ProjectionError> {
         let p = self.path(table, key);
-        match fsutil::guarded_read(&p, SMALL_FILE_CAP) {
+        match fsutil::read_private(&p, SMALL_FILE_CAP) {
             Ok(b) => Ok(String::from_utf8_lossy(&b)
                 .lines()
                 .filter(|l| !l.is_empty())
                 .map(str::to_owned)
                 .collect()),
             Err(e) if e.is_not_found() => Ok(Vec::new()),
-            Err(e) => Err(FsError::from(e).into()),
+            Err(e) => Err(e.into()),
         }
     }
     fn write_list(&self, table: &str, key: &str, items: &[String]) -> Result<(), ProjectionError> {
@@ -278,11 +278,10 @@ pub fn stream_key(session_id: &str, agent_id: Option<&str>, kind: &str) -> Strin
 }
 
 fn ensure_dir(path: &Path) -> Result<(), ProjectionError> {
-    if path.is_dir() {
-        return Ok(());
-    }
     // Index sub-tables are created lazily, one level below the lane's
-    // `index/` leaf, which `Lane::open` already made private.
+    // `index/` leaf, which `Lane::open` already made private. Proven on
+    // every use (one open without following a symlink and one fstat): a
+    // table replaced by a symlink to a directory elsewhere is refused.
     fsutil::ensure_private_dir(path)?;
     Ok(())
 }
@@ -410,7 +409,7 @@ impl<'a> Projector<'a> {
             }
             Event::LineageMigrated(m) => {
                 let path = self.lane.records_dir().join(&m.record_name);
-                let bytes = fsutil::guarded_read(&path, RECORD_READ_CAP).map_err(|e| {
+                let bytes = fsutil::read_private(&path, RECORD_READ_CAP).map_err(|e| {
                     ProjectionError::Record {
                         path: path.clone(),
                         why: e.to_string(),
@@ -444,7 +443,7 @@ impl<'a> Projector<'a> {
             }
             Event::SubagentGapSighted(g) => {
                 let state_path = self.lane.index_dir().join("gap.json");
-                let mut state = match fsutil::guarded_read(&state_path, SMALL_FILE_CAP) {
+                let mut state = match fsutil::read_private(&state_path, SMALL_FILE_CAP) {
                     Ok(b) => serde_json::from_slice::<GapState>(&b).ok(),
                     Err(_) => None,
                 };
@@ -523,7 +522,7 @@ impl<'a> Projector<'a> {
 
     fn drop_record(&self, index: &Index<'_>, name: &str) -> Result<(), ProjectionError> {
         let path = self.lane.records_dir().join(name);
-        let bytes = match fsutil::guarded_read(&path, RECORD_READ_CAP) {
+        let bytes = match fsutil::read_private(&path, RECORD_READ_CAP) {
             Ok(b) => b,
             // Already gone: this is a re-application after a crash.
             Err(e) if e.is_not_found() => return Ok(()),
@@ -587,8 +586,7 @@ impl<'a> Projector<'a> {
         let blob_from = staging.join(format!("{}.raw", q.stem));
         let blob_to = quarantine.join(format!("{}.raw", q.stem));
         if blob_from.exists() {
-            fs::rename(&blob_from, &blob_to)
-                .map_err(io_err("move blob to quarantine", &blob_from))?;
+            fsutil::rename(&blob_from, &blob_to)?;
         }
         if let Ok(sc) = &sidecar {
             self.write(&sidecar_to, &sc.to_bytes())?;
@@ -630,7 +628,7 @@ pub fn boot_id() -> &'static str {
 }
 
 fn read_cp(path: &Path) -> Option<Checkpoint> {
-    let b = fsutil::guarded_read(path, SMALL_FILE_CAP).ok()?;
+    let b = fsutil::read_private(path, SMALL_FILE_CAP).ok()?;
     let c: Checkpoint = serde_json::from_slice(&b).ok()?;
     (c.format == PROJECTION_FORMAT).then_some(c)
 }
@@ -779,12 +777,12 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
     // kept (in `records.unjournaled/`), never deleted.
     let before = lane.dir.join("records.before-rebuild");
     if !before.exists() {
-        fs::rename(lane.records_dir(), &before).map_err(io_err("set aside", &before))?;
+        fsutil::rename(&lane.records_dir(), &before)?;
     } else {
         // An interrupted rebuild: what is in records/ now is its partial
         // output, and the set-aside copy still holds the originals.
         let records = lane.records_dir();
-        fs::remove_dir_all(&records).map_err(io_err("remove partial rebuild", &records))?;
+        abcd_fsio::remove_tree(&records)?;
     }
     fsutil::ensure_private_dir(&lane.records_dir())?;
     clear_projections(lane)?;
@@ -820,12 +818,15 @@ fn reconcile_set_aside(lane: &Lane, before: &Path) -> Result<Vec<String>, Projec
         let old = entry.path();
         let is_file = entry.file_type().is_ok_and(|t| t.is_file());
         let reproduced = is_file
-            && match (fs::read(&old), fs::read(lane.records_dir().join(&name))) {
+            && match (
+                fsutil::read_private(&old, RECORD_READ_CAP),
+                fsutil::read_private(&lane.records_dir().join(&name), RECORD_READ_CAP),
+            ) {
                 (Ok(a), Ok(b)) => same(&a, &b),
                 _ => false,
             };
-        if reproduced || name.starts_with('.') && name.ends_with(".tmp") {
-            fs::remove_file(&old).map_err(io_err("remove", &old))?;
+        if reproduced || abcd_fsio::temp_writer_pid(&name).is_some() {
+            fsutil::remove_file_if_exists(&old)?;
             continue;
         }
         let dir = lane.dir.join("records.unjournaled");
@@ -836,10 +837,10 @@ fn reconcile_set_aside(lane: &Lane, before: &Path) -> Result<Vec<String>, Projec
             dest = dir.join(format!("{name}.{n}"));
             n += 1;
         }
-        fs::rename(&old, &dest).map_err(io_err("keep unjournaled record", &old))?;
+        fsutil::rename(&old, &dest)?;
         kept.push(name);
     }
-    fs::remove_dir(before).map_err(io_err("remove", before))?;
+    abcd_fsio::remove_dir_if_exists(before)?;
     Ok(kept)
 }
 
@@ -860,9 +861,9 @@ fn clear_projections(lane: &Lane) -> Result<(), ProjectionError> {
                 let path = entry.path();
                 let ft = entry.file_type().map_err(io_err("stat", &path))?;
                 if ft.is_dir() {
-                    fs::remove_dir_all(&path).map_err(io_err("remove", &path))?;
+                    abcd_fsio::remove_tree(&path)?;
                 } else {
-                    fs::remove_file(&path).map_err(io_err("remove", &path))?;
+                    fsutil::remove_file_if_exists(&path)?;
                 }
             }
             Ok(())
@@ -881,13 +882,6 @@ fn clear_projections(lane: &Lane) -> Result<(), ProjectionError> {
 fn sync_tree(lane: &Lane) -> Result<(), ProjectionError> {
     // One syncfs flushes every projection file written without a per-file
     // sync (thousands of them after a big rebuild) in a single call.
-    let dir = lane.dir.clone();
-    let f = fs::File::open(&dir).map_err(io_err("open", &dir))?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: syncfs takes a valid open descriptor and no pointers.
-    let rc = unsafe { libc::syncfs(f.as_raw_fd()) };
-    if rc != 0 {
-        return Err(io_err("syncfs", &dir)(io::Error::last_os_error()));
-    }
+    abcd_fsio::sync_fs(&lane.dir)?;
     Ok(())
 }

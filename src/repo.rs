@@ -214,7 +214,7 @@ fn render_cache(common_dir: &Path, ident: (u64, u64), sha: &str) -> Vec<u8> {
 }
 
 fn read_cache(file: &Path, common_dir: &Path, ident: (u64, u64)) -> Option<String> {
-    let bytes = guarded_read(file, SMALL_FILE_CAP).ok()?;
+    let bytes = crate::fsutil::read_private(file, SMALL_FILE_CAP).ok()?;
     let mut parts = bytes.splitn(4, |&b| b == b'\n');
     let magic = parts.next()?;
     let id = parts.next()?;

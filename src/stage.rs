@@ -21,7 +21,7 @@
 //! - A present but corrupt sidecar is never drained or replaced.
 
 use std::fs;
-use std::os::unix::fs::OpenOptionsExt;
+use abcd_fsio::fault::Op;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -139,7 +139,7 @@ impl StageSidecar {
 
     /// Reads a sidecar of this or the predecessor's format.
     pub fn read_any(path: &Path) -> Result<StageSidecar, String> {
-        let bytes = fsutil::guarded_read(path, SMALL_FILE_CAP).map_err(|e| e.to_string())?;
+        let bytes = fsutil::read_private(path, SMALL_FILE_CAP).map_err(|e| e.to_string())?;
         let sc: StageSidecar =
             serde_json::from_slice(&bytes).map_err(|e| format!("not a stage sidecar: {e}"))?;
         if sc.schema != 1 {
@@ -503,7 +503,8 @@ fn copy_source(
                             let mut result = Ok(());
                             for (buf, n, at) in chunks {
                                 if result.is_ok() {
-                                    result = file.write_all_at(&buf[..n], at);
+                                    result = abcd_fsio::fault::check(Op::Write, &path)
+                                        .and_then(|()| file.write_all_at(&buf[..n], at));
                                 }
                                 // Never blocks: at most COPY_BUFFERS exist.
                                 let _ = give_back.send(buf);
@@ -571,7 +572,9 @@ fn copy_source(
                         }
                     }
                     if let Some(f) = &own {
-                        if let Err(e) = f.write_all_at(&buf[..n], at) {
+                        let w = abcd_fsio::fault::check(Op::Write, &tmp.0)
+                            .and_then(|()| f.write_all_at(&buf[..n], at));
+                        if let Err(e) = w {
                             break Err(io(e));
                         }
                     }
@@ -718,31 +721,19 @@ fn stage_locked(
     Ok(StageOutcome::Staged { stem, bytes })
 }
 
-/// A fresh temporary blob name in `dir` (pid + random: never reused).
+/// A fresh temporary blob name in `dir` (`abcd_fsio::temp_path`: pid +
+/// nonce, never reused; swept by the next drain once its writer is gone).
 fn tmp_blob_path(dir: &Path) -> PathBuf {
-    let nonce = abcd_journal::EventId::random();
-    dir.join(format!(
-        ".stage-{}-{}.tmp",
-        std::process::id(),
-        hex::encode(&nonce.0[..8])
-    ))
+    abcd_fsio::temp_path(dir, std::ffi::OsStr::new("stage"))
 }
 
-/// Creates `path` exclusively (never through a symlink) at mode exactly
-/// 0600 whatever the umask.
+/// Creates `path` exclusively through the store's checked open (never
+/// through a symlink, mode exactly 0600 whatever the umask).
 fn create_tmp_file(path: &Path) -> std::io::Result<fs::File> {
-    let f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    use std::os::unix::fs::PermissionsExt;
-    if let Err(e) = f.set_permissions(fs::Permissions::from_mode(0o600)) {
-        let _ = fs::remove_file(path);
-        return Err(e);
-    }
-    Ok(f)
+    abcd_fsio::open(path, abcd_fsio::Access::CreateNew).map_err(|e| match e {
+        fsutil::FsError::Io { source, .. } => source,
+        other => std::io::Error::other(other.to_string()),
+    })
 }
 
 fn writer_gone() -> std::io::Error {
@@ -759,15 +750,12 @@ fn rename_into_place(tmp: &Path, dest: &Path) -> Result<(), StageError> {
             source: std::io::Error::other("refusing to replace a symlink in staging"),
         });
     }
-    // No directory fsync here: the blob's data is already synced, and the
-    // journal append that follows commits the file system's log (ext4, xfs
-    // and btrfs order metadata), which carries this rename with it. If a
-    // file system did lose the rename, the drain recovers the bytes from the
-    // source path when they still hash to the journaled digest.
-    fs::rename(tmp, dest).map_err(|source| StageError::Io {
-        path: dest.to_path_buf(),
-        source,
-    })?;
+    // Neither the blob nor this rename is synced: the journal append that
+    // follows is the one durability point (fdatasync before the ack). If a
+    // power loss drops the blob's data or the rename, the drain recovers the
+    // bytes from the source path when they still hash to the journaled
+    // digest (`drain::source_prefix`); see ARCHITECTURE.md, "Durability".
+    fsutil::rename(tmp, dest)?;
     Ok(())
 }
 
@@ -811,7 +799,7 @@ pub fn list_quarantined(corpus: &Corpus) -> Result<Vec<QuarantinedEntry>, StageE
     for stem in raw_stems(&dir)? {
         let sidecar = StageSidecar::read(&dir.join(format!("{stem}.stage.json"))).ok();
         let note =
-            fsutil::guarded_read(&dir.join(format!("{stem}.quarantine.json")), SMALL_FILE_CAP)
+            fsutil::read_private(&dir.join(format!("{stem}.quarantine.json")), SMALL_FILE_CAP)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<crate::projection::QuarantineNote>(&b).ok());
         let bytes = fs::symlink_metadata(dir.join(format!("{stem}.raw")))

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::fsutil::{ensure_private_dir, guarded_read, FsError};
+use crate::fsutil::{ensure_private_dir, prove_existing_dir, FsError};
 use crate::lineage::is_valid_id;
 
 /// Environment variable that moves the abcd home (tests always set it).
@@ -139,7 +139,7 @@ impl Lane {
                         source: e,
                     }))
                 }
-                Ok(_) => prove_existing_dir(&level)?,
+                Ok(_) => prove_existing_dir(&level).map_err(StoreError::Fs)?,
             }
         }
         // Leaves are proven too (a foreign-owned records leaf refuses reads
@@ -147,7 +147,7 @@ impl Lane {
         for leaf in LANE_LEAVES {
             let path = dir.join(leaf);
             if std::fs::symlink_metadata(&path).is_ok() {
-                prove_existing_dir(&path)?;
+                prove_existing_dir(&path).map_err(StoreError::Fs)?;
             }
         }
         Ok(Some(Lane {
@@ -183,40 +183,6 @@ impl Lane {
     pub fn lock_path(&self) -> PathBuf {
         self.dir.join("store.lock")
     }
-}
-
-/// Proves an existing level without creating or changing it: a real
-/// directory, owned by this account. (Mode narrowing is left to `open`.)
-fn prove_existing_dir(path: &Path) -> Result<(), StoreError> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(path).map_err(|e| FsError::Io {
-        op: "inspect",
-        path: path.to_path_buf(),
-        source: e,
-    })?;
-    if m.file_type().is_symlink() {
-        return Err(FsError::Symlink {
-            path: path.to_path_buf(),
-        }
-        .into());
-    }
-    if !m.is_dir() {
-        return Err(FsError::NotADirectory {
-            path: path.to_path_buf(),
-        }
-        .into());
-    }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if m.uid() != me {
-        return Err(FsError::ForeignOwner {
-            path: path.to_path_buf(),
-            uid: m.uid(),
-            account: crate::fsutil::account_name(m.uid()),
-        }
-        .into());
-    }
-    Ok(())
 }
 
 /// Root SHAs of every lane under `<home>/transcripts` (real directories with
@@ -284,7 +250,7 @@ pub fn repo_name(home: &Path, sha: &str) -> Option<String> {
         return None;
     }
     let path = home.join("history").join(sha).join("meta.json");
-    let bytes = guarded_read(&path, META_JSON_CAP).ok()?;
+    let bytes = crate::fsutil::read_private(&path, META_JSON_CAP).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let name = v.get("name")?.as_str()?.trim();
     if name.is_empty() || name.chars().any(char::is_control) {

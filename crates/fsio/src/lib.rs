@@ -307,6 +307,17 @@ pub fn read_private(path: &Path, cap: u64) -> R<Vec<u8>> {
     read_whole(f, path, cap)
 }
 
+/// The first `max` bytes of a store file, through [`open`] (a record's
+/// frontmatter without its body).
+pub fn read_private_head(path: &Path, max: u64) -> R<Vec<u8>> {
+    let f = open(path, Access::Read)?;
+    let mut buf = Vec::new();
+    f.take(max)
+        .read_to_end(&mut buf)
+        .map_err(|e| FsError::io("read", path, e))?;
+    Ok(buf)
+}
+
 fn read_whole(f: File, path: &Path, cap: u64) -> R<Vec<u8>> {
     let len = f.metadata().map_err(|e| FsError::io("inspect", path, e))?.len();
     if len > cap {
