@@ -33,7 +33,6 @@ use crate::store::{Lane, StoreError};
 /// here) and a drain applying a 64 MiB record.
 pub const STORE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
-
 #[derive(Debug, Error)]
 pub enum CorpusError {
     #[error(transparent)]

@@ -692,6 +692,12 @@ fn write_checkpoint(lane: &Lane, p: &Position) -> Result<(), ProjectionError> {
 /// lock. Falls back to a full rebuild when the checkpoint does not match the
 /// journal (a repair rewrote it) or is missing while projections exist.
 pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionError> {
+    // A rebuild that stopped midway (a crash, a full disk) left the old
+    // record directory set aside: the projections are partial whatever the
+    // checkpoint says, so the rebuild is finished before anything else.
+    if fs::symlink_metadata(set_aside_dir(lane)).is_ok() {
+        return rebuild(lane, journal);
+    }
     // A checkpoint written in another boot may cover projection writes that
     // a power loss dropped: resume from the last synced one instead.
     let (trusted, from_latest) = match read_checkpoint(lane) {
@@ -775,7 +781,7 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
     // Record files are what users read: the old directory is set aside and
     // compared after the replay, so a file the journal does not reproduce is
     // kept (in `records.unjournaled/`), never deleted.
-    let before = lane.dir.join("records.before-rebuild");
+    let before = set_aside_dir(lane);
     if !before.exists() {
         fsutil::rename(&lane.records_dir(), &before)?;
     } else {
@@ -796,6 +802,12 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
     write_checkpoint(lane, &last.unwrap_or(start))?;
     sync(lane)?;
     Ok(out)
+}
+
+/// Where a rebuild keeps the old record directory while it runs; its
+/// presence means a rebuild is in progress or was interrupted.
+fn set_aside_dir(lane: &Lane) -> PathBuf {
+    lane.dir.join("records.before-rebuild")
 }
 
 /// Compares the set-aside record directory with the rebuilt one: files the

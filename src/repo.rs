@@ -241,6 +241,9 @@ fn write_cache(
     ] {
         ensure_private_dir(&level)?;
     }
+    // Only on a miss: a writer killed between creating its temporary and
+    // renaming it left one here; the next miss removes it.
+    abcd_fsio::sweep_stale_temps(&home.join("cache").join("roots"))?;
     write_atomic(file, &render_cache(common_dir, ident, sha), false)
 }
 

@@ -20,8 +20,8 @@
 //!   bytes replace the blob at the same stem (queue position kept).
 //! - A present but corrupt sidecar is never drained or replaced.
 
-use std::fs;
 use abcd_fsio::fault::Op;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};

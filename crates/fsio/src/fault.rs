@@ -8,8 +8,10 @@
 //!   the `n`-th operation (1-based; of kind `<op>` when given, else of any
 //!   kind) fails with `<errno>` (`ENOSPC`, `EIO`, `EACCES`, `EROFS`,
 //!   `EDQUOT`, `EPERM` or a number); with `+`, that one and every later one
-//!   of the same kind fail too (a full disk stays full). Examples: `#7:EIO`,
-//!   `write#2+:ENOSPC`, `rename#1:EACCES`.
+//!   of the same kind fail too (a full disk stays full). `KILL` instead of
+//!   an errno sends the process SIGKILL just before that operation: a crash
+//!   at an exact write site, deterministic. Examples: `#7:EIO`,
+//!   `write#2+:ENOSPC`, `rename#1:EACCES`, `sync#1:KILL`.
 //! - `ABCD_FAULT_TRACE=<file>`: every operation appends one line
 //!   `<n> <op> <path>` to `<file>` (n counts operations of any kind), so a
 //!   test first learns how many operations a path performs, then fails each
@@ -95,13 +97,19 @@ pub struct Plan {
     pub nth: u64,
     /// The `nth` and every later counted operation fail.
     pub sticky: bool,
+    /// The errno to fail with, or [`KILL`].
     pub errno: i32,
 }
+
+/// `Plan::errno` value meaning "SIGKILL this process instead of failing".
+pub const KILL: i32 = -9;
 
 impl Plan {
     /// Parses `[<op>]#<n>[+]:<errno>`.
     pub fn parse(spec: &str) -> Result<Plan, String> {
-        let bad = || format!("{INJECT_ENV}={spec:?}: expected [<op>]#<n>[+]:<errno>, e.g. write#2+:ENOSPC");
+        let bad = || {
+            format!("{INJECT_ENV}={spec:?}: expected [<op>]#<n>[+]:<errno>, e.g. write#2+:ENOSPC")
+        };
         let (target, errno) = spec.trim().split_once(':').ok_or_else(bad)?;
         let (op, n) = target.split_once('#').ok_or_else(bad)?;
         let op = if op.is_empty() {
@@ -124,6 +132,7 @@ impl Plan {
             "EROFS" => libc::EROFS,
             "EDQUOT" => libc::EDQUOT,
             "EPERM" => libc::EPERM,
+            "KILL" => KILL,
             other => other.parse().map_err(|_| bad())?,
         };
         Ok(Plan {
@@ -211,6 +220,12 @@ fn check_slow(s: &State, op: Op, path: &Path) -> io::Result<()> {
         None => n_any,
     };
     if n == p.nth || (p.sticky && n > p.nth) {
+        if p.errno == KILL {
+            // SAFETY: raising a signal at ourselves has no preconditions.
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+        }
         return Err(io::Error::from_raw_os_error(p.errno));
     }
     Ok(())
@@ -241,7 +256,16 @@ mod tests {
             }
         );
         assert_eq!(Plan::parse("rename#1:13").unwrap().errno, 13);
-        for bad in ["", "#0:EIO", "write#x:EIO", "nope#1:EIO", "#1", "#1:EWHAT", "write:EIO"] {
+        assert_eq!(Plan::parse("sync#1:KILL").unwrap().errno, KILL);
+        for bad in [
+            "",
+            "#0:EIO",
+            "write#x:EIO",
+            "nope#1:EIO",
+            "#1",
+            "#1:EWHAT",
+            "write:EIO",
+        ] {
             assert!(Plan::parse(bad).is_err(), "{bad}");
         }
         for op in OPS {

@@ -319,7 +319,10 @@ pub fn read_private_head(path: &Path, max: u64) -> R<Vec<u8>> {
 }
 
 fn read_whole(f: File, path: &Path, cap: u64) -> R<Vec<u8>> {
-    let len = f.metadata().map_err(|e| FsError::io("inspect", path, e))?.len();
+    let len = f
+        .metadata()
+        .map_err(|e| FsError::io("inspect", path, e))?
+        .len();
     if len > cap {
         return Err(FsError::OverCap {
             path: path.to_path_buf(),
@@ -411,7 +414,10 @@ fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8], durable: bool) -> R<
 /// file or of another size; the caller then falls back to [`write_atomic`].
 pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> R<()> {
     let f = open(path, Access::ReadWrite)?;
-    let len = f.metadata().map_err(|e| FsError::io("inspect", path, e))?.len();
+    let len = f
+        .metadata()
+        .map_err(|e| FsError::io("inspect", path, e))?
+        .len();
     if len != bytes.len() as u64 {
         return Err(FsError::io(
             "overwrite",
@@ -469,11 +475,10 @@ pub fn sync_fs(path: &Path) -> R<()> {
 
 /// rename(2) through the fault shim.
 pub fn rename(from: &Path, to: &Path) -> R<()> {
-    guarded(Op::Rename, "rename", from, || std::fs::rename(from, to))
-        .map_err(|e| match e {
-            FsError::Io { source, .. } => FsError::io("rename into place", to, source),
-            other => other,
-        })
+    guarded(Op::Rename, "rename", from, || std::fs::rename(from, to)).map_err(|e| match e {
+        FsError::Io { source, .. } => FsError::io("rename into place", to, source),
+        other => other,
+    })
 }
 
 /// Removes a file; `Ok(false)` when it was already gone.
@@ -794,7 +799,8 @@ mod tests {
         ] {
             let e = open(&link, access).unwrap_err();
             assert!(
-                matches!(e, FsError::Symlink { .. }) || matches!(&e, FsError::Io { source, .. } if source.kind() == io::ErrorKind::AlreadyExists),
+                matches!(e, FsError::Symlink { .. })
+                    || matches!(&e, FsError::Io { source, .. } if source.kind() == io::ErrorKind::AlreadyExists),
                 "{access:?}: {e}"
             );
         }
@@ -823,7 +829,11 @@ mod tests {
         assert_eq!(read_private(&f, 5).unwrap(), b"12345");
         assert!(matches!(
             read_private(&f, 4),
-            Err(FsError::OverCap { size: 5, cap: 4, .. })
+            Err(FsError::OverCap {
+                size: 5,
+                cap: 4,
+                ..
+            })
         ));
     }
 
@@ -920,6 +930,8 @@ mod tests {
         let removed = sweep_stale_temps(t.path()).unwrap();
         assert_eq!(removed, vec![dead.clone()]);
         assert!(!dead.exists() && mine.exists() && real.exists());
-        assert!(sweep_stale_temps(&t.path().join("missing")).unwrap().is_empty());
+        assert!(sweep_stale_temps(&t.path().join("missing"))
+            .unwrap()
+            .is_empty());
     }
 }

@@ -777,7 +777,12 @@ pub(crate) const MARKER_CAP: u64 = 64 * 1024;
 /// scan on every append).
 pub(crate) fn write_marker(p: &Paths, offset: u64, reason: &Reason) -> Result<(), JournalError> {
     let text = format!("offset {offset}\nreason {reason}\n");
-    if sys::read_small(&p.corrupt, MARKER_CAP).ok().flatten().as_deref() == Some(text.as_bytes()) {
+    if sys::read_small(&p.corrupt, MARKER_CAP)
+        .ok()
+        .flatten()
+        .as_deref()
+        == Some(text.as_bytes())
+    {
         return Ok(());
     }
     sys::atomic_write(&p.corrupt, text.as_bytes())
