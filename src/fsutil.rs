@@ -3,9 +3,8 @@
 //! Owns: the private directory and file modes (0700 / 0600, set exactly on
 //! an open descriptor so umask never matters), proving a store directory is
 //! a real directory owned by this account, atomic replace-by-rename, the
-//! guarded read every file from outside the process goes through, the capped
-//! stdin read for hook payloads, advisory file locks with a deadline, and
-//! SHA-256 hex digests.
+//! guarded read every file from outside the process goes through, advisory
+//! file locks with a deadline, and SHA-256 hex digests.
 //!
 //! Must never: follow a symlink at the leaf it reads, writes or locks;
 //! truncate an over-cap file into a short read; leave a temporary file behind
@@ -69,8 +68,6 @@ pub enum FsError {
     BadTarget { path: PathBuf },
     #[error("timed out after {waited:?} waiting for the lock {}; another abcd process holds it — retry, or find the process holding it", path.display())]
     LockTimeout { path: PathBuf, waited: Duration },
-    #[error("payload is over the {cap}-byte cap; it was discarded unparsed")]
-    PayloadOverCap { cap: usize },
     #[error(transparent)]
     Read(#[from] GuardedReadError),
 }
@@ -420,25 +417,6 @@ pub fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// Reads at most `cap` bytes from `reader`; more than that is refused whole
-/// (reads `cap + 1` to tell "exactly at the cap" from "over").
-pub fn read_capped<R: Read>(reader: R, cap: usize) -> Result<Vec<u8>, FsError> {
-    let mut buf = Vec::new();
-    reader
-        .take(cap as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| FsError::io("read", Path::new("<stdin>"), e))?;
-    if buf.len() > cap {
-        return Err(FsError::PayloadOverCap { cap });
-    }
-    Ok(buf)
-}
-
-/// Reads a hook payload from stdin with [`read_capped`].
-pub fn read_stdin_capped(cap: usize) -> Result<Vec<u8>, FsError> {
-    read_capped(io::stdin().lock(), cap)
-}
-
 /// An exclusive advisory lock (flock) on a 0600 lock file; released when
 /// dropped (closing the descriptor releases it, even on a crash).
 #[derive(Debug)]
@@ -734,16 +712,6 @@ mod tests {
             guarded_read(&sock, 10),
             Err(GuardedReadError::Socket { .. })
         ));
-    }
-
-    #[test]
-    fn read_capped_refuses_over_cap_whole() {
-        assert_eq!(read_capped(&b"abc"[..], 3).unwrap(), b"abc");
-        let err = read_capped(&b"abcd"[..], 3).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "payload is over the 3-byte cap; it was discarded unparsed"
-        );
     }
 
     #[test]
