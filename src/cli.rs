@@ -252,32 +252,36 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                     return Ok(0);
                 }
             };
-            let mut stdin = Vec::new();
-            let cap = crate::hook::payload::PAYLOAD_CAP;
-            let r = io::stdin()
-                .lock()
-                .take(cap as u64 + 1)
-                .read_to_end(&mut stdin);
-            let result = if r.is_err() || stdin.len() > cap {
-                let _ = writeln!(
-                    err,
-                    "abcd hook {}: payload unreadable or over the {cap}-byte cap; it was discarded unparsed",
-                    verb.name()
-                );
-                hook_run::HookResult::not_captured(verb)
-            } else {
-                // A bug must not turn into a non-zero exit the harness acts
-                // on: the panic message is already on stderr; the hook still
-                // exits 0 (nothing was acknowledged, so nothing is lost).
-                let run = std::panic::AssertUnwindSafe(|| hook_run::run(verb, &stdin, &mut *err));
-                std::panic::catch_unwind(run).unwrap_or_else(|_| {
-                    let _ = writeln!(
-                        err,
-                        "abcd hook {}: internal error (see the panic above); nothing was captured by this hook — please report it",
-                        verb.name()
-                    );
-                    hook_run::HookResult::not_captured(verb)
-                })
+            // Up to the first complete JSON object, within the deadline;
+            // never waits for EOF (the harness may hold the pipe open).
+            let read = crate::hook::stdin::read_payload(
+                crate::hook::payload::PAYLOAD_CAP,
+                crate::hook::stdin::STDIN_DEADLINE,
+            );
+            let result = match read {
+                Err(e) => {
+                    let msg = sanitize(&e.to_string());
+                    let _ = writeln!(err, "abcd hook {}: {msg}", verb.name());
+                    let mut r = hook_run::HookResult::not_captured(verb);
+                    r.warnings.push(msg);
+                    r
+                }
+                Ok(stdin) => {
+                    // A bug must not turn into a non-zero exit the harness
+                    // acts on: the panic message is already on stderr; the
+                    // hook still exits 0 (nothing was acknowledged, so
+                    // nothing is lost).
+                    let run =
+                        std::panic::AssertUnwindSafe(|| hook_run::run(verb, &stdin, &mut *err));
+                    std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                        let _ = writeln!(
+                            err,
+                            "abcd hook {}: internal error (see the panic above); nothing was captured by this hook — please report it",
+                            verb.name()
+                        );
+                        hook_run::HookResult::not_captured(verb)
+                    })
+                }
             };
             if json {
                 let _ = print_json(out, &result);

@@ -23,9 +23,11 @@ pub fn record_parse(data: &[u8]) {
     }
 }
 
-/// Hook payloads, harness sidecars and the settle predicate.
+/// Hook payloads (and the stdin scanner that finds their end), harness
+/// sidecars and the settle predicate.
 pub fn hook_inputs(data: &[u8]) {
     let _ = crate::hook::payload::HookPayload::parse(data);
+    payload_scanner(data);
     let _ = crate::lineage::parse_harness_sidecar(data, Path::new("agent-x.meta.json"));
     // The streaming settle check answers as the whole-buffer one does,
     // wherever the chunks are cut.
@@ -44,5 +46,51 @@ pub fn hook_inputs(data: &[u8]) {
         let _ = crate::lineage::parse_composite_session_id(s);
         let _ = crate::stage::parse_blob_stem(s);
         let _ = crate::clock::parse_rfc3339(s);
+    }
+}
+
+/// The stdin scanner ([`crate::hook::stdin::ObjectScanner`]) against
+/// serde_json, the parser the hook hands its answer to:
+/// - it answers the same wherever the input is cut;
+/// - where serde_json reads a valid object first, the scanner ends exactly
+///   where it does (so "incomplete" means no prefix is a complete object);
+/// - where the scanner says complete at `n`, `input[..n]` parses as an
+///   object, or serde_json refuses it for something other than running out
+///   of input: the scanner does not validate, but never cuts an object
+///   short;
+/// - "not an object" points at the first non-whitespace byte, not `{`.
+fn payload_scanner(data: &[u8]) {
+    use crate::hook::stdin::{ObjectScanner, Scan};
+    let scan = ObjectScanner::default().feed(data);
+    let cut = data
+        .last()
+        .map_or(0, |&b| usize::from(b) % (data.len() + 1));
+    let mut s = ObjectScanner::default();
+    s.feed(&data[..cut]);
+    assert_eq!(s.feed(&data[cut..]), scan, "cut at {cut}");
+    let mut s = ObjectScanner::default();
+    data.chunks(5).for_each(|c| {
+        s.feed(c);
+    });
+    assert_eq!(s.answer(), scan, "chunks of 5");
+
+    let mut stream = serde_json::Deserializer::from_slice(data).into_iter::<serde_json::Value>();
+    if let Some(Ok(serde_json::Value::Object(_))) = stream.next() {
+        assert_eq!(
+            scan,
+            Scan::Complete(stream.byte_offset()),
+            "serde_json's object end"
+        );
+    }
+    match scan {
+        Scan::Complete(n) => match serde_json::from_slice::<serde_json::Value>(&data[..n]) {
+            Ok(v) => assert!(v.is_object(), "complete at {n} but not an object"),
+            Err(e) => assert!(!e.is_eof(), "complete at {n} cuts an object short: {e}"),
+        },
+        Scan::NotAnObject(at) => {
+            assert!(data[..at].iter().all(|b| b" \t\r\n".contains(b)));
+            assert_ne!(data[at], b'{');
+        }
+        Scan::Pending => {}
     }
 }

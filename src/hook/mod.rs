@@ -2,3 +2,4 @@
 
 pub mod payload;
 pub mod run;
+pub mod stdin;

@@ -5,9 +5,10 @@
 //! whether a transcript read looks complete (`transcript_settled`) with the
 //! bounded re-read loop around it.
 //!
-//! Must never: read stdin itself without a cap (see
-//! [`crate::fsutil::read_stdin_capped`]), print anything, or wait unboundedly
-//! — a hook shares a 1.5 s budget with every other SessionEnd hook.
+//! Must never: read stdin itself (that is [`crate::hook::stdin`]: capped,
+//! with a deadline, up to the first complete object), print anything, or
+//! wait unboundedly — a hook shares a 1.5 s budget with every other
+//! SessionEnd hook.
 
 use std::path::PathBuf;
 use std::time::Duration;
