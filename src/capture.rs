@@ -91,10 +91,15 @@ pub fn prepare(
         ),
         deterministic: true,
     })?;
-    lineage.validate().map_err(|e| CaptureError::Refused {
-        reason: format!("malformed lineage: {e}"),
-        deterministic: true,
-    })?;
+    // The stored-id rule: a staged entry an older abcd journaled may carry
+    // a longer id than new input may (`history capture` and the hooks check
+    // the strict rule before anything is journaled).
+    lineage
+        .validate_stored()
+        .map_err(|e| CaptureError::Refused {
+            reason: format!("malformed lineage: {e}"),
+            deterministic: true,
+        })?;
     // Scalars go through the same two-stage pass as the body, in one unit, so
     // a value found in either is redacted in both.
     let scalars: [&str; 5] = [

@@ -98,7 +98,8 @@ pub enum HistoryCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum JournalCmd {
-    /// Check every frame: clean (0), torn tail (3) or corrupt (4).
+    /// Check every frame: clean (0), torn tail (3) or corrupt (4); a clean
+    /// journal with events the projections could not apply exits 5.
     Verify {
         /// Check CRCs only, not the SHA-256 chain.
         #[arg(long)]
@@ -112,7 +113,8 @@ pub enum JournalCmd {
     },
     /// One line per event.
     Dump,
-    /// Move a damaged range aside and re-append every intact event.
+    /// Move a damaged range aside and re-append every intact event; with
+    /// projection faults recorded, rebuild the projections to retry them.
     Repair {
         /// Do it (without it, only say what would be done).
         #[arg(long)]
@@ -222,11 +224,20 @@ fn open_corpus(
         Corpus::open_existing(&home, &info.root_sha).map_err(|e| e.to_string())?
     };
     if let Some(c) = &corpus {
-        let (_, adopted) = c.refresh().map_err(|e| e.to_string())?;
+        let (caught_up, adopted) = c.refresh().map_err(|e| e.to_string())?;
         // Blobs a crashed writer left without a journal entry were just
         // adopted as staged: say so once, whatever the verb.
         for a in adopted {
             eprintln!("abcd: adopted the staged file {a}, left by a crashed writer (or an older abcd) without a journal entry");
+        }
+        // Events the projections just had to skip: said once, when met
+        // (`journal verify` and `history staged` keep reporting them).
+        for f in &caught_up.faults {
+            eprintln!(
+                "abcd: journal event seq {} could not be applied to the projections ({}); it was skipped — run `abcd journal verify`",
+                f.seq,
+                sanitize(&f.reason)
+            );
         }
     }
     Ok((corpus, info, home))
@@ -539,6 +550,21 @@ fn history_cmd(
                 }
                 w(out, format!("\n{} quarantined transcript(s) hold {total} bytes of UNREDACTED text indefinitely. Read one, then remove it deliberately with `abcd history discard <file> --yes`.", rep.quarantined.len()))?;
             }
+            if !rep.projection_faults.is_empty() {
+                w(out, format!("\nPROJECTION FAULTS — {} journal event(s) could not be applied to the projections and were skipped (the journal holds them; nothing is lost):", rep.projection_faults.len()))?;
+                for f in &rep.projection_faults {
+                    w(
+                        out,
+                        format!(
+                            "  seq {} {}: {}",
+                            f.seq,
+                            f.event.as_deref().unwrap_or("(undecodable)"),
+                            f.reason
+                        ),
+                    )?;
+                }
+                w(out, "Run `abcd journal replay --rebuild` to retry them (after upgrading abcd if the reason names a newer format).".into())?;
+            }
             if let Some(g) = &rep.subagent_gap {
                 w(out, format!("\nNOTE: this harness fired {} {} time(s) without an agent_transcript_path (first {}, last {}); sub-agent transcripts are not being captured for those.", g.event, g.count, g.first_seen, g.last_seen))?;
             }
@@ -669,8 +695,6 @@ fn history_cmd(
             agent,
             agent_type,
         } => {
-            let (corpus, info, _) = open_corpus(repo_arg, true)?;
-            let corpus = corpus.expect("created");
             let (raw, default_session) = if file == "-" {
                 let mut v = Vec::new();
                 io::stdin()
@@ -703,6 +727,13 @@ fn history_cmd(
                 agent_type,
                 ..Default::default()
             };
+            // The new-input rule, before the store is even opened: an id
+            // that breaks it writes nothing.
+            lineage
+                .validate()
+                .map_err(|e| format!("history capture: {e}; nothing was written"))?;
+            let (corpus, info, _) = open_corpus(repo_arg, true)?;
+            let corpus = corpus.expect("created");
             let scanner = crate::capture::scanner_for(&info.root);
             let prepared = crate::capture::prepare(
                 &scanner,

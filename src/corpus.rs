@@ -47,6 +47,11 @@ pub enum CorpusError {
     Event(#[from] EventError),
     #[error("{why}; the event was spooled to {} and will be appended by the next writer", spool_path.display())]
     Spooled { why: String, spool_path: PathBuf },
+    /// The append succeeded (the event is durable in the journal) but the
+    /// projections could not take it in: the caller reports success with a
+    /// warning, never "failed".
+    #[error("the event is journaled (seq {seq}) but the projections could not apply it ({why}); nothing is lost — `abcd journal verify` reports it and `abcd journal replay --rebuild` retries it")]
+    Unprojected { seq: u64, why: String },
 }
 
 pub struct Corpus {
@@ -264,7 +269,9 @@ impl Locked<'_> {
     }
 
     /// Appends one event durably and applies it to the projections.
-    /// Returns the journal sequence number.
+    /// Returns the journal sequence number. When the append succeeded but
+    /// the projections could not take the event in (a transient error, or
+    /// a fault recorded for it), returns [`CorpusError::Unprojected`].
     pub fn append(&self, event: &Event) -> Result<u64, CorpusError> {
         let at = clock::now_unix_ns();
         let payload = event::encode(at, event)?;
@@ -283,8 +290,19 @@ impl Locked<'_> {
             }
             Err(e) => return Err(e.into()),
         };
-        projection::catch_up(&self.corpus.lane, &self.corpus.journal)?;
-        Ok(seq)
+        match projection::catch_up(&self.corpus.lane, &self.corpus.journal) {
+            Ok(c) => match c.faults.iter().find(|f| f.seq == seq) {
+                None => Ok(seq),
+                Some(f) => Err(CorpusError::Unprojected {
+                    seq,
+                    why: f.reason.clone(),
+                }),
+            },
+            Err(e) => Err(CorpusError::Unprojected {
+                seq,
+                why: e.to_string(),
+            }),
+        }
     }
 
     /// A blob in `staging/` with no sidecar was written by a writer that
@@ -347,9 +365,15 @@ impl Locked<'_> {
             });
             // Best effort: a journal that refuses appends (damage found by
             // verify) must not make the store unreadable; the blob stays and
-            // is adopted by a later lock holder.
-            if self.append(&ev).is_err() {
-                break;
+            // is adopted by a later lock holder. An event journaled but not
+            // applied stops adoption too (the next one would fail alike).
+            match self.append(&ev) {
+                Ok(_) => {}
+                Err(CorpusError::Unprojected { .. }) => {
+                    self.adopted.push(format!("{stem}.raw"));
+                    break;
+                }
+                Err(_) => break,
             }
             self.adopted.push(format!("{stem}.raw"));
         }

@@ -242,6 +242,9 @@ pub struct StagedReport {
     pub quarantined: Vec<stage::QuarantinedEntry>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subagent_gap: Option<crate::projection::GapMarker>,
+    /// Journal events the projections could not apply (`index/faults.json`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub projection_faults: Vec<crate::projection::Fault>,
 }
 
 pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError> {
@@ -255,6 +258,7 @@ pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError
         staged: stage::list_staged(corpus, now_ns)?,
         quarantined: stage::list_quarantined(corpus)?,
         subagent_gap: gap,
+        projection_faults: crate::projection::read_faults(&corpus.lane),
     })
 }
 

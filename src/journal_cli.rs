@@ -119,6 +119,28 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
     }
 }
 
+/// Exit code of `journal verify` when the journal is clean but some of its
+/// events could not be applied to the projections (`index/faults.json`).
+pub const EXIT_PROJECTION_FAULTS: i32 = 5;
+
+/// The projection faults as text lines, each with what to do.
+fn fault_lines(faults: &[projection::Fault]) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{} journal event(s) could not be applied to the projections and were skipped (the journal still holds them):",
+        faults.len()
+    )];
+    for f in faults {
+        lines.push(format!(
+            "  seq {} {}: {}",
+            f.seq,
+            f.event.as_deref().unwrap_or("(undecodable)"),
+            f.reason
+        ));
+    }
+    lines.push("Run `abcd journal replay --rebuild` to retry them; one that fails again is recorded again (an undecodable event needs the abcd that wrote it, or `abcd journal dump` to inspect it).".into());
+    lines
+}
+
 fn status_name(s: VerifyStatus) -> &'static str {
     match s {
         VerifyStatus::Clean => "clean",
@@ -139,7 +161,8 @@ pub fn run(
     };
     match cmd {
         JournalCmd::Verify { crc_only } => {
-            let (_, dir) = lane_journal(repo_arg)?;
+            let (lane, dir) = lane_journal(repo_arg)?;
+            let faults = projection::read_faults(&lane);
             let progress = progress_printer("verify");
             let opts = VerifyOptions {
                 chain: !crc_only,
@@ -158,7 +181,10 @@ pub fn run(
                 }
                 Err(e) => return Err(e.to_string()),
             };
-            let code = r.exit_code();
+            let mut code = r.exit_code();
+            if code == 0 && !faults.is_empty() {
+                code = EXIT_PROJECTION_FAULTS;
+            }
             let damage = r.damage.as_ref().map(|d| {
                 json!({
                     "offset": d.offset,
@@ -181,6 +207,7 @@ pub fn run(
                     "repairs": r.repairs,
                     "head": {"seq": r.head.seq, "offset": r.head.offset, "hash": hex::encode(r.head.hash)},
                     "damage": damage,
+                    "projection_faults": faults,
                 });
                 w(out, v.to_string())?;
                 return Ok(code);
@@ -217,6 +244,11 @@ pub fn run(
                 )?,
                 (_, None) => w(out, format!("journal status: {}", status_name(r.status)))?,
             }
+            if !faults.is_empty() {
+                for line in fault_lines(&faults) {
+                    w(out, line)?;
+                }
+            }
             Ok(code)
         }
         JournalCmd::Replay { rebuild } => {
@@ -239,7 +271,7 @@ pub fn run(
             };
             let secs = started.elapsed().as_secs_f64();
             if json_out {
-                w(out, json!({"rebuilt": r.rebuilt, "applied": r.applied, "head_seq": r.head_seq, "seconds": secs}).to_string())?;
+                w(out, json!({"rebuilt": r.rebuilt, "applied": r.applied, "head_seq": r.head_seq, "seconds": secs, "projection_faults": projection::read_faults(&corpus.lane)}).to_string())?;
             } else if r.rebuilt {
                 w(
                     out,
@@ -256,6 +288,12 @@ pub fn run(
                         r.applied, r.head_seq
                     ),
                 )?;
+            }
+            let faults = projection::read_faults(&corpus.lane);
+            if !json_out && !faults.is_empty() {
+                for line in fault_lines(&faults) {
+                    w(out, line)?;
+                }
             }
             Ok(0)
         }
@@ -321,8 +359,18 @@ pub fn run(
         }
         JournalCmd::Repair { yes } => {
             let (lane, dir) = lane_journal(repo_arg)?;
-            let r = abcd_journal::repair(&dir, yes).map_err(|e| e.to_string())?;
-            if r.applied {
+            let mut r = abcd_journal::repair(&dir, yes).map_err(|e| e.to_string())?;
+            // Projection faults are the projections' to retry, not the
+            // journal's: a rebuild applies every event again.
+            let faults = projection::read_faults(&lane);
+            if !faults.is_empty() && !r.applied {
+                r.plan.push(format!(
+                    "retry {} journal event(s) the projections could not apply, by rebuilding every projection",
+                    faults.len()
+                ));
+            }
+            let mut retried = false;
+            if r.applied || (yes && !faults.is_empty()) {
                 // The journal changed under the projections: rebuild them.
                 let lock = crate::fsutil::FileLock::acquire(
                     &lane.lock_path(),
@@ -332,7 +380,9 @@ pub fn run(
                 let journal = Journal::open_existing(&dir).map_err(|e| e.to_string())?;
                 projection::rebuild(&lane, &journal).map_err(|e| e.to_string())?;
                 drop(lock);
+                retried = !faults.is_empty();
             }
+            let faults_left = projection::read_faults(&lane);
             if json_out {
                 w(
                     out,
@@ -348,6 +398,8 @@ pub fn run(
                         "moved_to": r.moved_to.as_ref().map(|p| p.display().to_string()),
                         "recovered_appended": r.recovered_appended,
                         "spool_drained": r.spool_drained,
+                        "projection_faults_retried": retried,
+                        "projection_faults": faults_left,
                     })
                     .to_string(),
                 )?;
@@ -355,11 +407,33 @@ pub fn run(
                 for line in &r.plan {
                     w(
                         out,
-                        format!("{}{line}", if r.applied { "done: " } else { "would: " }),
+                        format!(
+                            "{}{line}",
+                            if r.applied || retried {
+                                "done: "
+                            } else {
+                                "would: "
+                            }
+                        ),
                     )?;
+                }
+                if retried {
+                    w(
+                        out,
+                        format!(
+                            "projections rebuilt: {} of {} fault(s) remain",
+                            faults_left.len(),
+                            faults.len()
+                        ),
+                    )?;
+                    for line in fault_lines(&faults_left).into_iter().skip(1) {
+                        w(out, line)?;
+                    }
                 }
                 if r.applied {
                     w(out, format!("repaired: {} event(s) re-appended, {} spooled event(s) appended; projections rebuilt", r.recovered_appended, r.spool_drained))?;
+                } else if retried {
+                    // The rebuild said what it did, above.
                 } else if r.plan.is_empty() {
                     w(
                         out,
@@ -375,6 +449,7 @@ pub fn run(
             let (lane, dir) = lane_journal(repo_arg)?;
             let s = abcd_journal::stats(&dir).map_err(|e| e.to_string())?;
             let cp = projection::read_checkpoint(&lane);
+            let faults = projection::read_faults(&lane);
             if json_out {
                 w(
                     out,
@@ -393,6 +468,7 @@ pub fn run(
                         "quarantine_files": s.quarantine_files,
                         "journal_id": hex::encode(s.journal_id),
                         "projection_seq": cp.as_ref().map(|c| c.seq),
+                        "projection_faults": faults,
                     })
                     .to_string(),
                 )?;
@@ -426,6 +502,18 @@ pub fn run(
                         cp.map(|c| c.seq).unwrap_or(0)
                     ),
                 )?;
+                if !faults.is_empty() {
+                    w(
+                        out,
+                        format!(
+                            "faults:      {} event(s) not applied to the projections",
+                            faults.len()
+                        ),
+                    )?;
+                    for line in fault_lines(&faults).into_iter().skip(1) {
+                        w(out, line)?;
+                    }
+                }
                 if s.trailing_bytes > 0 {
                     w(out, format!("trailing:    {} byte(s) after the last good frame (run `abcd journal verify`)", s.trailing_bytes))?;
                 }

@@ -14,6 +14,7 @@ pub mod history;
 pub mod hook;
 pub mod journal_cli;
 pub mod lineage;
+pub mod naming;
 pub mod projection;
 pub mod record;
 pub mod repo;

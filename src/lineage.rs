@@ -18,10 +18,21 @@ use thiserror::Error;
 
 use crate::fsutil::{guarded_read, GuardedReadError};
 
-/// Longest identifier accepted (session, agent, parent agent). Real ids are
-/// UUIDs or 17-character agent ids; the bound keeps a hostile payload from
-/// producing a file name over common 255-byte name limits once stamped.
-pub const MAX_ID_BYTES: usize = 256;
+/// Longest identifier accepted from outside (a hook payload, `history
+/// capture`, a harness sidecar): session, agent and parent agent ids. Real
+/// ids are 36-byte UUIDs and 17-byte agent ids; 128 leaves room for any id
+/// format a harness may adopt while keeping every file name derived from an
+/// id short: a record or blob name holds a 26-byte stamp and up to two ids,
+/// and any name over [`crate::naming::MAX_NAME_BYTES`] is shortened to a
+/// readable prefix plus a digest (see `naming`), so none comes near the
+/// 255-byte file-name limit of ext4, xfs, btrfs or tmpfs.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// Longest identifier read back from the store (journaled events, stage
+/// sidecars, records): what an older abcd accepted before [`MAX_ID_BYTES`]
+/// was lowered. Such ids stay readable and drainable; their file names are
+/// bounded by `naming`, so they never wedge a store.
+pub const STORED_MAX_ID_BYTES: usize = 256;
 
 /// Longest free-text lineage scalar (agent type, spawn tool-use id, adopted
 /// project). Each becomes one frontmatter line; real values are under 100
@@ -32,16 +43,39 @@ pub const MAX_SCALAR_BYTES: usize = 1024;
 /// 64 KiB is the cap every small JSON file in the store is read under.
 pub const SIDECAR_CAP: u64 = 64 * 1024;
 
-/// True when `s` is a usable identifier: `[A-Za-z0-9._-]+`, not `.` or
-/// `..`, at most [`MAX_ID_BYTES`]. Ids become file names, so this is what
-/// keeps a payload from naming a path.
+/// The identifier rule for new input: `[A-Za-z0-9._-]+`, not `.` or
+/// `..`, at most [`MAX_ID_BYTES`] bytes. Ids become parts of file names, so
+/// the charset is what keeps a payload from naming a path, and the length
+/// keeps names short.
 pub fn is_valid_id(s: &str) -> bool {
+    id_shape(s, MAX_ID_BYTES)
+}
+
+/// The identifier rule for ids already in the store: the same charset, up
+/// to [`STORED_MAX_ID_BYTES`] (what an older abcd journaled).
+pub fn is_stored_id(s: &str) -> bool {
+    id_shape(s, STORED_MAX_ID_BYTES)
+}
+
+fn id_shape(s: &str, max: usize) -> bool {
     !s.is_empty()
-        && s.len() <= MAX_ID_BYTES
+        && s.len() <= max
         && s != "."
         && s != ".."
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A value as an error message shows it: at most 48 characters, escaped,
+/// with its full length when cut (a 300-byte id must not flood a hook's
+/// one line of stderr).
+fn shown(value: &str) -> String {
+    let cut: String = value.chars().take(48).collect();
+    if cut.len() == value.len() {
+        format!("{value:?}")
+    } else {
+        format!("{cut:?}… ({} bytes)", value.len())
+    }
 }
 
 /// Which rung of the attribution ladder placed a sub-agent's spawn point.
@@ -125,8 +159,12 @@ impl std::fmt::Display for LineageSource {
 /// Why a lineage was refused. Messages name the field and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum LineageError {
-    #[error("{field} {value:?} is not a valid identifier (letters, digits, '.', '_', '-'; not '.' or '..'; at most {MAX_ID_BYTES} bytes)")]
-    BadId { field: &'static str, value: String },
+    #[error("{field} {} is not a valid identifier (only letters, digits, '.', '_' and '-'; not '.' or '..'; at most {max} bytes)", shown(value))]
+    BadId {
+        field: &'static str,
+        value: String,
+        max: usize,
+    },
     #[error("{field} is present but empty; omit it instead")]
     Empty { field: &'static str },
     #[error("{field} contains a line break, which would forge a frontmatter field; refused")]
@@ -178,15 +216,27 @@ impl Lineage {
         self.agent_id.is_none()
     }
 
-    /// Checks the record rules: id charset on every id; no line break and a
-    /// length bound on free-text scalars; no empty `Some("")` (the record
-    /// cannot tell it from absent); attribution empty on the main thread and
+    /// Checks the record rules: the new-input id rule ([`is_valid_id`]) on
+    /// every id; no line break and a length bound on free-text scalars; no
+    /// empty `Some("")` (the record cannot tell it from absent); attribution empty on the main thread and
     /// required on a sub-agent; `unattributed` forbids parent, depth and
     /// tool-use id; the main thread has no spawn point at all.
     pub fn validate(&self) -> Result<(), LineageError> {
-        check_id("session_id", Some(&self.session_id))?;
-        check_id("agent_id", self.agent_id.as_deref())?;
-        check_id("parent_agent_id", self.parent_agent_id.as_deref())?;
+        self.validate_with(MAX_ID_BYTES)
+    }
+
+    /// [`Self::validate`] for a lineage read back from the store (a stage
+    /// sidecar, a staged entry being drained): ids may be as long as an
+    /// older abcd accepted ([`STORED_MAX_ID_BYTES`]). New input is checked
+    /// with [`Self::validate`] before anything is journaled.
+    pub fn validate_stored(&self) -> Result<(), LineageError> {
+        self.validate_with(STORED_MAX_ID_BYTES)
+    }
+
+    fn validate_with(&self, max: usize) -> Result<(), LineageError> {
+        check_id_within("session_id", Some(&self.session_id), max)?;
+        check_id_within("agent_id", self.agent_id.as_deref(), max)?;
+        check_id_within("parent_agent_id", self.parent_agent_id.as_deref(), max)?;
         check_scalar("agent_type", self.agent_type.as_deref())?;
         check_scalar("spawn_tool_use_id", self.spawn_tool_use_id.as_deref())?;
         let Some(agent_id) = &self.agent_id else {
@@ -228,14 +278,21 @@ impl Lineage {
     }
 }
 
-fn check_id(field: &'static str, v: Option<&str>) -> Result<(), LineageError> {
+/// The new-input identifier rule for one field, as an error that names the
+/// field and the rule (hooks print it as their one line of stderr).
+pub fn check_id(field: &'static str, v: Option<&str>) -> Result<(), LineageError> {
+    check_id_within(field, v, MAX_ID_BYTES)
+}
+
+fn check_id_within(field: &'static str, v: Option<&str>, max: usize) -> Result<(), LineageError> {
     match v {
         None => Ok(()),
         Some("") => Err(LineageError::Empty { field }),
-        Some(s) if is_valid_id(s) => Ok(()),
+        Some(s) if id_shape(s, max) => Ok(()),
         Some(s) => Err(LineageError::BadId {
             field,
             value: s.to_string(),
+            max,
         }),
     }
 }
@@ -507,6 +564,29 @@ mod tests {
             assert!(!is_valid_id(bad), "{bad:?}");
         }
         assert!(is_valid_id(&"x".repeat(MAX_ID_BYTES)));
+        // Ids an older abcd journaled stay readable up to its old limit.
+        let old = "x".repeat(STORED_MAX_ID_BYTES);
+        assert!(!is_valid_id(&old) && is_stored_id(&old));
+        assert!(!is_stored_id(&"x".repeat(STORED_MAX_ID_BYTES + 1)));
+        assert!(!is_stored_id("a/b") && !is_stored_id(".."));
+        let l = Lineage::main_thread(&old, LineageSource::Hook);
+        assert!(matches!(
+            l.validate(),
+            Err(LineageError::BadId {
+                field: "session_id",
+                max: MAX_ID_BYTES,
+                ..
+            })
+        ));
+        l.validate_stored().unwrap();
+        // The message names the field and the rule, on one short line.
+        let msg = l.validate().unwrap_err().to_string();
+        assert!(msg.starts_with("session_id \"xxx"), "{msg}");
+        assert!(
+            msg.contains("(256 bytes)") && msg.contains("at most 128 bytes"),
+            "{msg}"
+        );
+        assert!(msg.len() < 200 && !msg.contains('\n'), "{msg}");
     }
 
     #[test]

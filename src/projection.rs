@@ -15,6 +15,11 @@
 //!   under the store lock.
 //! - Raw blobs are not projections: applying moves or removes them as the
 //!   event says, never creates them.
+//! - No single event can stop the projections: one that cannot be applied
+//!   for a reason of its own (see `ProjectionError::is_per_event`) is
+//!   recorded in `index/faults.json` and skipped; any other failure stops
+//!   the pass before the checkpoint moves, so the next run retries it.
+//! - File names derived from ids go through `naming`, whatever the id.
 //!
 //! The index makes every lookup O(1) in store size: it is a directory of
 //! small files named by a digest of their key (idempotency key → record,
@@ -34,13 +39,22 @@ use thiserror::Error;
 use crate::clock;
 use crate::event::{self, BlobPlace, CaptureOutcome, Envelope, Event, EventError};
 use crate::fsutil::{self, FsError};
+use crate::naming;
 use crate::record::{self, RecordMeta};
 use crate::stage::StageSidecar;
 use crate::store::Lane;
 
 /// Version of the projection layout. A checkpoint written by another layout
-/// version forces a rebuild instead of a catch-up.
-pub const PROJECTION_FORMAT: u32 = 1;
+/// version forces a rebuild instead of a catch-up. 2: every file name
+/// derived from an id is bounded by `naming` (see [`UNBOUNDED_NAMES_FORMAT`]).
+pub const PROJECTION_FORMAT: u32 = 2;
+
+/// The layout before names were bounded. Its checkpoints are still read:
+/// projections of ordinary ids are identical in both layouts, so the first
+/// catch-up only looks for names over the bound (one listing of four
+/// directories) and rebuilds when it finds one, else carries on and
+/// rewrites the checkpoint in the current format.
+pub const UNBOUNDED_NAMES_FORMAT: u32 = 1;
 
 /// Cap on reading one record back (bodies are at most 64 MiB of transcript).
 pub const RECORD_READ_CAP: u64 = 96 << 20;
@@ -70,6 +84,90 @@ pub enum ProjectionError {
     Record { path: PathBuf, why: String },
     #[error("projection checkpoint {path} is unreadable ({why}); it will be rebuilt")]
     Checkpoint { path: PathBuf, why: String },
+}
+
+impl ProjectionError {
+    /// True when applying this one event fails the same way on every try:
+    /// a name the file system refuses (`ENAMETOOLONG`, `EILSEQ`), or a
+    /// payload that is not an abcd event. Such an event is recorded as a
+    /// fault and skipped, so it cannot stop every later verb. Anything else
+    /// (no space, I/O error, permission, a journal read error, an event of
+    /// a newer schema) is not: the caller fails and the next run retries.
+    fn is_per_event(&self) -> bool {
+        let deterministic_io =
+            |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENAMETOOLONG | libc::EILSEQ));
+        match self {
+            ProjectionError::Event {
+                source: EventError::Decode(_),
+                ..
+            } => true,
+            ProjectionError::Io { source, .. } => deterministic_io(source),
+            ProjectionError::Fs(FsError::Io { source, .. }) => deterministic_io(source),
+            _ => false,
+        }
+    }
+}
+
+/// One journal event the projections could not apply
+/// (`index/faults.json`). Recorded by the catch-up that met it, reported
+/// by `journal verify`, `journal stats` and `history staged`, retried by
+/// `journal replay --rebuild` (and `journal repair --yes`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    pub seq: u64,
+    /// The event's name, when its payload decoded.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub event: Option<String>,
+    /// Why it could not be applied (paths relative to the lane).
+    pub reason: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct FaultFile {
+    schema: u32,
+    faults: Vec<Fault>,
+}
+
+fn faults_path(lane: &Lane) -> PathBuf {
+    lane.index_dir().join("faults.json")
+}
+
+/// The projection faults recorded so far, by sequence. An unreadable file
+/// reads as one fault saying so (a rebuild rewrites it).
+pub fn read_faults(lane: &Lane) -> Vec<Fault> {
+    let path = faults_path(lane);
+    match fsutil::read_private(&path, SMALL_FILE_CAP) {
+        Ok(b) => match serde_json::from_slice::<FaultFile>(&b) {
+            Ok(f) => f.faults,
+            Err(e) => vec![Fault {
+                seq: 0,
+                event: None,
+                reason: format!("index/faults.json is unreadable ({e})"),
+            }],
+        },
+        Err(e) if e.is_not_found() => Vec::new(),
+        Err(e) => vec![Fault {
+            seq: 0,
+            event: None,
+            reason: format!("index/faults.json cannot be read ({e})"),
+        }],
+    }
+}
+
+/// Adds a fault (once per sequence number: re-applying after a crash
+/// records nothing new).
+fn record_fault(lane: &Lane, fault: &Fault) -> Result<bool, ProjectionError> {
+    let mut faults = read_faults(lane);
+    if faults.iter().any(|f| f.seq == fault.seq) {
+        return Ok(false);
+    }
+    faults.push(fault.clone());
+    faults.sort_by_key(|f| f.seq);
+    let mut text =
+        serde_json::to_vec_pretty(&FaultFile { schema: 1, faults }).expect("faults serialise");
+    text.push(b'\n');
+    fsutil::write_atomic(&faults_path(lane), &text, false)?;
+    Ok(true)
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> ProjectionError + 'a {
@@ -124,6 +222,9 @@ pub struct CatchUp {
     pub head_seq: u64,
     /// Record files a rebuild did not reproduce, kept in `records.unjournaled/`.
     pub set_aside: Vec<String>,
+    /// Events this pass could not apply and skipped (see [`Fault`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
 }
 
 /// Session notes older than this are pruned (the session is long over;
@@ -340,27 +441,41 @@ impl<'a> Projector<'a> {
         Ok(fsutil::remove_file_if_exists(path)?)
     }
 
+    /// The on-disk stem of a journaled blob stem ([`naming::stem`]). An
+    /// older abcd journaled stems over the bound and renamed the blob into
+    /// place under the long name when the file system allowed it: that
+    /// blob is moved to the bounded name (an event says where the blob is,
+    /// so moving it is applying the event, as a quarantine is).
+    fn disk_stem(&self, journaled: &str) -> Result<String, ProjectionError> {
+        let stem = naming::stem(journaled);
+        if stem != journaled {
+            let dir = self.lane.staging_dir();
+            let long = dir.join(format!("{journaled}.raw"));
+            if fs::symlink_metadata(&long).is_ok_and(|m| m.file_type().is_file()) {
+                let short = dir.join(format!("{stem}.raw"));
+                fsutil::rename(&long, &short)?;
+            }
+        }
+        Ok(stem.into_owned())
+    }
+
     /// Applies one decoded event at journal sequence `seq`.
     pub fn apply(&self, seq: u64, env: &Envelope) -> Result<(), ProjectionError> {
         let index = Index::new(self.lane);
         match &env.event {
             Event::Staged(s) => {
+                let stem = self.disk_stem(&s.stem)?;
                 let sidecar = StageSidecar::from_staged(s);
                 self.write(
-                    &self
-                        .lane
-                        .staging_dir()
-                        .join(format!("{}.stage.json", s.stem)),
+                    &self.lane.staging_dir().join(format!("{stem}.stage.json")),
                     &sidecar.to_bytes(),
                 )?;
                 let key = staged_key(&s.lineage.session_id, s.lineage.agent_id.as_deref());
-                index.write_list("staged", &key, std::slice::from_ref(&s.stem))?;
+                index.write_list("staged", &key, &[stem])?;
             }
             Event::Restaged(r) => {
-                let path = self
-                    .lane
-                    .staging_dir()
-                    .join(format!("{}.stage.json", r.stem));
+                let stem = self.disk_stem(&r.stem)?;
+                let path = self.lane.staging_dir().join(format!("{stem}.stage.json"));
                 // The sidecar written by the Staged event carries the lineage;
                 // a restage changes only the bytes, digest, source and time.
                 let mut sidecar =
@@ -384,13 +499,13 @@ impl<'a> Projector<'a> {
                     supersedes,
                 } = &c.outcome
                 {
-                    self.store_record(&index, record_name, meta, body)?;
+                    self.store_record(&index, &naming::record_name(record_name), meta, body)?;
                     for old in supersedes {
-                        self.drop_record(&index, old)?;
+                        self.drop_record(&index, &naming::record_name(old))?;
                     }
                 }
                 if let Some(r) = &c.retires {
-                    self.retire_staged(&index, &r.stem)?;
+                    self.retire_staged(&index, &naming::stem(&r.stem))?;
                 }
             }
             Event::Quarantined(q) => self.quarantine(&index, q)?,
@@ -399,16 +514,18 @@ impl<'a> Projector<'a> {
                     BlobPlace::Staging => self.lane.staging_dir(),
                     BlobPlace::Quarantine => self.lane.quarantine_dir(),
                 };
+                let stem = naming::stem(&d.stem);
                 if d.place == BlobPlace::Staging {
-                    self.retire_staged(&index, &d.stem)?;
+                    self.retire_staged(&index, &stem)?;
                 } else {
                     for ext in ["raw", "stage.json", "quarantine.json"] {
-                        self.remove(&dir.join(format!("{}.{ext}", d.stem)))?;
+                        self.remove(&dir.join(format!("{stem}.{ext}")))?;
                     }
                 }
             }
             Event::LineageMigrated(m) => {
-                let path = self.lane.records_dir().join(&m.record_name);
+                let name = naming::record_name(&m.record_name);
+                let path = self.lane.records_dir().join(&*name);
                 let bytes = fsutil::read_private(&path, RECORD_READ_CAP).map_err(|e| {
                     ProjectionError::Record {
                         path: path.clone(),
@@ -420,15 +537,18 @@ impl<'a> Projector<'a> {
                     why: e.to_string(),
                 })?;
                 let body = body.to_vec();
-                self.unindex_record(&index, &m.record_name, &old)?;
+                self.unindex_record(&index, &name, &old)?;
                 let rendered = record::render(&m.meta, &body);
                 self.write(&path, &rendered)?;
-                self.index_record(&index, &m.record_name, &m.meta)?;
+                self.index_record(&index, &name, &m.meta)?;
             }
             Event::SessionNoted(n) => {
                 let dir = self.lane.sessions_dir();
                 let text = format!("{}\n", clock::rfc3339_nanos(n.noted_at_ns));
-                self.write(&dir.join(&n.session_id), text.as_bytes())?;
+                self.write(
+                    &dir.join(&*naming::session_note(&n.session_id)),
+                    text.as_bytes(),
+                )?;
                 // Prune by the event's own time, so a replay prunes the same
                 // notes: a session unseen for 30 days no longer claims a store.
                 let cutoff = n.noted_at_ns.saturating_sub(SESSION_NOTE_TTL_NS);
@@ -556,8 +676,9 @@ impl<'a> Projector<'a> {
     fn quarantine(&self, index: &Index<'_>, q: &event::Quarantined) -> Result<(), ProjectionError> {
         let staging = self.lane.staging_dir();
         let quarantine = self.lane.quarantine_dir();
-        let sidecar_from = staging.join(format!("{}.stage.json", q.stem));
-        let sidecar_to = quarantine.join(format!("{}.stage.json", q.stem));
+        let stem = self.disk_stem(&q.stem)?;
+        let sidecar_from = staging.join(format!("{stem}.stage.json"));
+        let sidecar_to = quarantine.join(format!("{stem}.stage.json"));
         let sidecar =
             StageSidecar::read(&sidecar_from).or_else(|_| StageSidecar::read(&sidecar_to));
         let (session_id, agent_id, staged_at) = match &sidecar {
@@ -579,12 +700,14 @@ impl<'a> Projector<'a> {
         let mut text = serde_json::to_vec(&note).expect("note serialises");
         text.push(b'\n');
         // Note first, so a blob in quarantine always has its reason.
-        self.write(
-            &quarantine.join(format!("{}.quarantine.json", q.stem)),
-            &text,
-        )?;
-        let blob_from = staging.join(format!("{}.raw", q.stem));
-        let blob_to = quarantine.join(format!("{}.raw", q.stem));
+        self.write(&quarantine.join(format!("{stem}.quarantine.json")), &text)?;
+        let blob_from = staging.join(format!("{stem}.raw"));
+        let blob_to = quarantine.join(format!("{stem}.raw"));
+        // A blob an older abcd quarantined under an over-long stem.
+        let long = quarantine.join(format!("{}.raw", q.stem));
+        if stem != q.stem && fs::symlink_metadata(&long).is_ok_and(|m| m.file_type().is_file()) {
+            fsutil::rename(&long, &blob_to)?;
+        }
         if blob_from.exists() {
             fsutil::rename(&blob_from, &blob_to)?;
         }
@@ -596,7 +719,7 @@ impl<'a> Projector<'a> {
             index.list_remove(
                 "staged",
                 &staged_key(&session_id, agent_id.as_deref()),
-                &q.stem,
+                &stem,
             )?;
         }
         Ok(())
@@ -630,7 +753,43 @@ pub fn boot_id() -> &'static str {
 fn read_cp(path: &Path) -> Option<Checkpoint> {
     let b = fsutil::read_private(path, SMALL_FILE_CAP).ok()?;
     let c: Checkpoint = serde_json::from_slice(&b).ok()?;
-    (c.format == PROJECTION_FORMAT).then_some(c)
+    (c.format == PROJECTION_FORMAT || c.format == UNBOUNDED_NAMES_FORMAT).then_some(c)
+}
+
+/// True when a projection directory holds a name an older abcd derived
+/// from an over-long id: a record or session note over
+/// [`naming::MAX_NAME_BYTES`], or a staging or quarantine file whose stem is
+/// over [`naming::MAX_STEM_BYTES`]. The current layout would name it
+/// differently, so the projections are rebuilt (the rebuild keeps nothing
+/// it does not reproduce, and moves such blobs to their bounded names).
+fn names_over_the_bound(lane: &Lane) -> Result<bool, ProjectionError> {
+    let over = |dir: PathBuf, stem_of: &dyn Fn(&str) -> Option<usize>, max: usize| {
+        let rd = match fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_err("list", &dir)(e)),
+        };
+        for entry in rd {
+            let entry = entry.map_err(io_err("list", &dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !name.starts_with('.') && stem_of(&name).is_some_and(|n| n > max) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    let whole = |n: &str| Some(n.len());
+    let stem = |n: &str| {
+        [".raw", ".stage.json", ".quarantine.json"]
+            .iter()
+            .find_map(|x| n.strip_suffix(x))
+            .map(str::len)
+    };
+    Ok(over(lane.records_dir(), &whole, naming::MAX_NAME_BYTES)?
+        || over(lane.sessions_dir(), &whole, naming::MAX_NAME_BYTES)?
+        || over(lane.staging_dir(), &stem, naming::MAX_STEM_BYTES)?
+        || over(lane.quarantine_dir(), &stem, naming::MAX_STEM_BYTES)?)
 }
 
 /// The last synced checkpoint: every projection file it covers was on disk
@@ -704,6 +863,18 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         Some(c) if c.boot_id == boot_id() => (Some(c), true),
         _ => (read_synced_checkpoint(lane), false),
     };
+    // A checkpoint of the layout before names were bounded: rebuild only
+    // if an over-long name is actually there, else carry on in this layout.
+    let mut upgraded = false;
+    if trusted
+        .as_ref()
+        .is_some_and(|c| c.format == UNBOUNDED_NAMES_FORMAT)
+    {
+        if names_over_the_bound(lane)? {
+            return rebuild(lane, journal);
+        }
+        upgraded = true;
+    }
     let start = match trusted.and_then(|c| c.position()) {
         Some(p) => p,
         None => {
@@ -722,14 +893,14 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         head_seq: start.seq,
         ..CatchUp::default()
     };
-    let mut last = match apply_frames(lane, iter, &mut out) {
+    let mut last = match apply_frames(lane, iter, &mut out, Pass::CatchUp) {
         Ok(last) => last,
         // A projection file an event builds on is damaged or was removed by
         // hand: the journal still knows the truth.
         Err(ProjectionError::Record { .. }) => return rebuild(lane, journal),
         Err(e) => return Err(e),
     };
-    if last.is_none() && !from_latest {
+    if last.is_none() && (!from_latest || upgraded) {
         last = Some(start);
     }
     if let Some(p) = last {
@@ -742,24 +913,65 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
     Ok(out)
 }
 
+/// Which pass applies frames: it decides what a missing or damaged
+/// projection file an event builds on means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Incremental: the file was damaged or removed by hand, so the caller
+    /// rebuilds everything from the journal.
+    CatchUp,
+    /// From the start into empty directories: the journal itself does not
+    /// produce that file (an earlier event was a fault), so it is a fault
+    /// of this event too.
+    Rebuild,
+}
+
 /// Applies every event frame of `frames` in order (repair frames carry no
-/// event); returns the position after the last frame read.
+/// event); returns the position after the last frame read. An event that
+/// cannot be applied for a reason of its own (see
+/// `ProjectionError::is_per_event`) is recorded in `index/faults.json` and
+/// skipped; any other failure stops the pass with its error, before the
+/// checkpoint moves, so the next run retries it.
 fn apply_frames(
     lane: &Lane,
     frames: abcd_journal::FrameIter,
     out: &mut CatchUp,
+    pass: Pass,
 ) -> Result<Option<Position>, ProjectionError> {
     let projector = Projector::new(lane);
     let mut last = None;
     for frame in frames {
         let frame = frame?;
         if frame.kind == abcd_journal::FrameKind::Event {
-            let env = event::decode(&frame.payload).map_err(|source| ProjectionError::Event {
-                seq: frame.seq,
-                source,
-            })?;
-            projector.apply(frame.seq, &env)?;
-            out.applied += 1;
+            let mut name = None;
+            let applied = event::decode(&frame.payload)
+                .map_err(|source| ProjectionError::Event {
+                    seq: frame.seq,
+                    source,
+                })
+                .and_then(|env| {
+                    name = Some(env.event.name().to_owned());
+                    projector.apply(frame.seq, &env)
+                });
+            match applied {
+                Ok(()) => out.applied += 1,
+                Err(e)
+                    if e.is_per_event()
+                        || (pass == Pass::Rebuild
+                            && matches!(e, ProjectionError::Record { .. })) =>
+                {
+                    let lane_prefix = format!("{}/", lane.dir.display());
+                    let fault = Fault {
+                        seq: frame.seq,
+                        event: name,
+                        reason: e.to_string().replace(&lane_prefix, ""),
+                    };
+                    if record_fault(lane, &fault)? {
+                        out.faults.push(fault);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         out.head_seq = frame.seq;
         last = Some(frame.end);
@@ -797,7 +1009,7 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
         ..CatchUp::default()
     };
     let start = journal.start();
-    let last = apply_frames(lane, journal.read_from(&start)?, &mut out)?;
+    let last = apply_frames(lane, journal.read_from(&start)?, &mut out, Pass::Rebuild)?;
     out.set_aside = reconcile_set_aside(lane, &before)?;
     write_checkpoint(lane, &last.unwrap_or(start))?;
     sync(lane)?;
@@ -830,9 +1042,14 @@ fn reconcile_set_aside(lane: &Lane, before: &Path) -> Result<Vec<String>, Projec
         let old = entry.path();
         let is_file = entry.file_type().is_ok_and(|t| t.is_file());
         let reproduced = is_file
+            // An older abcd's over-long name is reproduced under its
+            // bounded name (`naming::record_name`).
             && match (
                 fsutil::read_private(&old, RECORD_READ_CAP),
-                fsutil::read_private(&lane.records_dir().join(&name), RECORD_READ_CAP),
+                fsutil::read_private(
+                    &lane.records_dir().join(&*naming::record_name(&name)),
+                    RECORD_READ_CAP,
+                ),
             ) {
                 (Ok(a), Ok(b)) => same(&a, &b),
                 _ => false,

@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use crate::clock::{parse_rfc3339, rfc3339_nanos, stamp};
 use crate::lineage::{
-    check_scalar, is_valid_id, Lineage, LineageError, LineageSource, SpawnAttribution,
+    check_scalar, is_stored_id, Lineage, LineageError, LineageSource, SpawnAttribution,
 };
 use crate::store::validate_root_sha;
 
@@ -360,7 +360,9 @@ pub fn parse(bytes: &[u8]) -> Result<(RecordMeta, &[u8]), RecordError> {
         ("agent_id", f.agent_id),
         ("parent_agent_id", f.parent_agent_id),
     ] {
-        if let Some(v) = v.filter(|v| !is_valid_id(v)) {
+        // Read back with the stored-id rule: an older abcd wrote ids up to
+        // `STORED_MAX_ID_BYTES`, and those records stay readable.
+        if let Some(v) = v.filter(|v| !is_stored_id(v)) {
             return Err(bad(key, v, "not a valid identifier"));
         }
     }
@@ -512,12 +514,14 @@ impl<'a> Fields<'a> {
 }
 
 /// `<stamp>-<session>.md` for a main thread, `<stamp>-<session>-agent-<agent>.md`
-/// for a sub-agent. A convenience for people; nothing parses it back.
+/// for a sub-agent, shortened by [`crate::naming::record_name`] when over
+/// its bound (two long ids). A convenience for people; nothing parses it back.
 pub fn record_filename(captured_at_ns: u64, session_id: &str, agent_id: Option<&str>) -> String {
-    match agent_id {
+    let full = match agent_id {
         Some(a) => format!("{}-{session_id}-agent-{a}.md", stamp(captured_at_ns)),
         None => format!("{}-{session_id}.md", stamp(captured_at_ns)),
-    }
+    };
+    crate::naming::record_name(&full).into_owned()
 }
 
 #[cfg(test)]
@@ -622,6 +626,10 @@ mod tests {
             record_filename(T, "sess", Some("ag1")),
             "20260909T062422.051000000Z-sess-agent-ag1.md"
         );
+        // Two long ids: bounded, still readable at the front, still `.md`.
+        let long = record_filename(T, &"s".repeat(128), Some(&"a".repeat(128)));
+        assert!(long.len() <= crate::naming::MAX_NAME_BYTES, "{long}");
+        assert!(long.starts_with("20260909T062422.051000000Z-sss") && long.ends_with(".md"));
     }
 
     #[test]

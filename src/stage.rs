@@ -145,7 +145,9 @@ impl StageSidecar {
         if sc.schema != 1 {
             return Err(format!("unknown sidecar schema {}", sc.schema));
         }
-        sc.lineage().validate().map_err(|e| e.to_string())?;
+        // A sidecar is a projection of a journaled event: ids as long as an
+        // older abcd accepted are read back (new input was checked strictly).
+        sc.lineage().validate_stored().map_err(|e| e.to_string())?;
         Ok(sc)
     }
 
@@ -186,23 +188,26 @@ pub fn parse_blob_stem(stem: &str) -> Option<(String, Option<String>)> {
         Some(i) => (&rest[..i], Some(rest[i + 7..].to_owned())),
         None => (rest, None),
     };
-    if !crate::lineage::is_valid_id(session) {
+    if !crate::lineage::is_stored_id(session) {
         return None;
     }
     if let Some(a) = &agent {
-        if !crate::lineage::is_valid_id(a) {
+        if !crate::lineage::is_stored_id(a) {
             return None;
         }
     }
     Some((session.to_owned(), agent))
 }
 
-/// The blob stem for a new entry.
+/// The blob stem for a new entry, shortened by [`crate::naming::stem`] when
+/// the ids make it longer than its bound (a shortened stem is not parsed
+/// back by [`parse_blob_stem`]: such a blob is always journaled with it).
 pub fn blob_stem(staged_at_ns: u64, session_id: &str, agent_id: Option<&str>) -> String {
-    match agent_id {
+    let full = match agent_id {
         Some(a) => format!("{}-{}-agent-{}", clock::stamp(staged_at_ns), session_id, a),
         None => format!("{}-{}", clock::stamp(staged_at_ns), session_id),
-    }
+    };
+    crate::naming::stem(&full).into_owned()
 }
 
 /// What staging did.

@@ -142,6 +142,13 @@ pub fn run(verb: HookVerb, stdin: &[u8], err: &mut dyn Write) -> HookResult {
             return ctx.result;
         }
     };
+    // Every id the payload carries is checked before anything is opened,
+    // written or journaled: one line naming the field and the rule, then
+    // nothing at all (no lane, blob, event, note or gap marker).
+    if let Err(e) = check_ids(&payload) {
+        ctx.warn(format!("{e}; capturing nothing"));
+        return ctx.result;
+    }
     ctx.result.session_id = payload.session_id.clone();
     let home = match store::abcd_home() {
         Ok(h) => h,
@@ -157,6 +164,19 @@ pub fn run(verb: HookVerb, stdin: &[u8], err: &mut dyn Write) -> HookResult {
         HookVerb::UserPromptSubmit => prompt_drain(&mut ctx, &home, &payload),
     }
     ctx.result
+}
+
+/// The identifier rule ([`lineage::check_id`]: `[A-Za-z0-9._-]`, not `.`
+/// or `..`, at most [`lineage::MAX_ID_BYTES`] bytes) on every id a payload
+/// may carry, whatever the verb: `session_id` and `agent_id` name files and
+/// index keys, so a bad one refuses the whole payload (a sub-agent without
+/// its id would collide with the main thread; a session without its id
+/// has nowhere to go). The harness sidecar's `parentAgentId` and
+/// `toolUseId` are decorative lineage and are dropped instead when bad
+/// (`lineage::parse_harness_sidecar`), so they never cost the transcript.
+fn check_ids(p: &HookPayload) -> Result<(), lineage::LineageError> {
+    lineage::check_id("session_id", p.session_id.as_deref())?;
+    lineage::check_id("agent_id", p.agent_id.as_deref())
 }
 
 fn cwd_of(p: &HookPayload) -> Option<PathBuf> {
@@ -223,7 +243,10 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
 const NOTE_REFRESH_NS: u64 = 24 * 3600 * 1_000_000_000;
 
 fn note_session(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str) {
-    let path = corpus.lane.sessions_dir().join(session_id);
+    let path = corpus
+        .lane
+        .sessions_dir()
+        .join(&*crate::naming::session_note(session_id));
     let fresh = |p: &Path| {
         crate::projection::note_time(p)
             .is_some_and(|t| clock::now_unix_ns().saturating_sub(t) < NOTE_REFRESH_NS)
@@ -240,8 +263,12 @@ fn note_session(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str) {
             noted_at_ns: clock::now_unix_ns(),
         }))
     });
-    if let Err(e) = r {
-        ctx.warn(format!("could not note the session ({e})"));
+    match r {
+        Ok(_) => {}
+        Err(e @ crate::corpus::CorpusError::Unprojected { .. }) => {
+            ctx.warn(format!("noted the session; warning: {e}"))
+        }
+        Err(e) => ctx.warn(format!("could not note the session ({e})")),
     }
 }
 
@@ -291,6 +318,13 @@ fn report_stage(ctx: &mut Ctx<'_>, what: &str, outcome: Result<StageOutcome, sta
             ctx.result.bytes = Some(bytes);
             ctx.say(format!("{what} is already stored as {record} (no-op)"));
         }
+        // Journaled, so staged: the projections catch up later.
+        Err(stage::StageError::Corpus(e @ crate::corpus::CorpusError::Unprojected { .. })) => {
+            ctx.result.outcome = "staged".into();
+            ctx.warn(format!(
+                "staged {what}; the next drain redacts and stores it. Warning: {e}"
+            ));
+        }
         Err(stage::StageError::Corpus(
             e @ (crate::corpus::CorpusError::Journal(abcd_journal::JournalError::CorruptSpooled {
                 ..
@@ -336,10 +370,14 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                 seen_at_ns: clock::now_unix_ns(),
             }))
         });
-        if let Err(e) = r {
-            ctx.warn(format!(
+        match r {
+            Ok(_) => {}
+            Err(e @ crate::corpus::CorpusError::Unprojected { .. }) => ctx.warn(format!(
+                "recorded the missing-transcript marker; warning: {e}"
+            )),
+            Err(e) => ctx.warn(format!(
                 "could not record the missing-transcript marker ({e})"
-            ));
+            )),
         }
         ctx.warn("this harness fired SubagentStop with no agent_transcript_path, so no sub-agent transcript can be captured; `abcd history staged` reports this");
         return;
@@ -457,6 +495,14 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                     match drain::drain(&corpus, &|| crate::capture::scanner_for(&root), Budget::SESSION_START, now) {
                         Ok(r) => report_drain(ctx, &r),
                         Err(e) => ctx.warn(format!("the drain could not run ({e}); staged transcripts stay staged")),
+                    }
+                    let faults = crate::projection::read_faults(&corpus.lane);
+                    if !faults.is_empty() {
+                        ctx.warn(format!(
+                            "{} journal event(s) of this repository could not be applied to its projections (first: seq {}); nothing is lost — run `abcd journal verify`",
+                            faults.len(),
+                            faults[0].seq
+                        ));
                     }
                 }
                 Err(e) => ctx.warn(format!(
