@@ -1,0 +1,206 @@
+//! Every file the store opens is opened without following a symlink and
+//! proven on the open descriptor (regular file, owned by this account, mode
+//! exactly 0600 — a widened mode is narrowed back). A store file replaced by
+//! a symlink to a file outside the store is refused with its path named, and
+//! the file outside is never written.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+const SID: &str = "5f000000-0000-4000-8000-000000000001";
+
+fn stage(env: &Env, agent: &str) -> std::process::Output {
+    let p = env.agent_transcript(SID, agent, &jsonl(&[&line(SID, agent)]), None);
+    env.hook("subagent-stop", &env.subagent_payload(SID, agent, &p))
+}
+
+/// A store with one record and one staged entry.
+fn store() -> Env {
+    let env = Env::new();
+    assert_eq!(hook_json(&stage(&env, "r1"))["outcome"], "staged");
+    env.drain();
+    assert_eq!(hook_json(&stage(&env, "r2"))["outcome"], "staged");
+    env
+}
+
+fn first_file(dir: &Path) -> PathBuf {
+    let mut names: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    names.remove(0)
+}
+
+/// Replaces `victim` by a symlink to a copy outside the store.
+fn swap_for_symlink(env: &Env, victim: &Path) -> (PathBuf, Vec<u8>) {
+    let outside = env.tmp.path().join("outside");
+    let bytes = fs::read(victim).unwrap();
+    fs::write(&outside, &bytes).unwrap();
+    fs::remove_file(victim).unwrap();
+    symlink(&outside, victim).unwrap();
+    (outside, bytes)
+}
+
+#[test]
+fn a_symlinked_store_file_is_refused_and_never_written_through() {
+    let probe = store();
+    let lane = probe.lane();
+    let victims: Vec<PathBuf> = vec![
+        PathBuf::from("journal/journal"),
+        PathBuf::from("journal/journal.ids"),
+        PathBuf::from("journal/journal.lock"),
+        PathBuf::from("store.lock"),
+        PathBuf::from("index/checkpoint.json"),
+        first_file(&lane.join("index/staged"))
+            .strip_prefix(&lane)
+            .unwrap()
+            .to_path_buf(),
+        first_file(&lane.join("index/session"))
+            .strip_prefix(&lane)
+            .unwrap()
+            .to_path_buf(),
+    ];
+    for rel in victims {
+        let env = store();
+        let victim = env.lane().join(&rel);
+        let (outside, bytes) = swap_for_symlink(&env, &victim);
+        let name = rel.file_name().unwrap().to_string_lossy().into_owned();
+        // A hook: exits 0 with its one line, says why, writes nothing outside.
+        let h = stage(&env, "r3");
+        assert_eq!(h.status.code(), Some(0), "{rel:?}");
+        let said = hook_json(&h);
+        let err = stderr(&h);
+        // Files read only under the store lock may be met after the append
+        // (then the hook says it staged, with a warning naming the link).
+        assert!(
+            err.contains("symlink") && err.contains(&name),
+            "{rel:?}: the hook names the symlinked file\n{err}\n{said}"
+        );
+        // Every user verb that touches it refuses, naming it.
+        for args in [
+            &["history", "drain"][..],
+            &["journal", "verify"][..],
+            &["journal", "replay", "--rebuild"][..],
+        ] {
+            let o = env.abcd(args);
+            let text = format!("{}{}", stdout(&o), stderr(&o));
+            if rel == Path::new("journal/journal") || args[0] == "history" {
+                assert_ne!(o.status.code(), Some(0), "{rel:?} {args:?}: {text}");
+                assert!(
+                    text.contains("symlink") && text.contains(&name),
+                    "{rel:?} {args:?}: {text}"
+                );
+            }
+        }
+        assert_eq!(
+            fs::read(&outside).unwrap(),
+            bytes,
+            "{rel:?}: the file outside the store was written through the link"
+        );
+        // Removing the link heals the store: nothing acknowledged lost.
+        fs::remove_file(&victim).unwrap();
+        if rel == Path::new("journal/journal") {
+            fs::rename(&outside, &victim).unwrap();
+        }
+        let d = env.abcd(&["--json", "history", "drain"]);
+        assert_eq!(d.status.code(), Some(0), "{rel:?}: {}", stderr(&d));
+        let agents: Vec<String> = env
+            .records()
+            .iter()
+            .map(|r| r["agent_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            agents.contains(&"r1".to_string()) && agents.contains(&"r2".to_string()),
+            "{rel:?}: {agents:?}"
+        );
+        let v = env.abcd(&["journal", "verify"]);
+        assert_eq!(v.status.code(), Some(0), "{rel:?}: {}", stdout(&v));
+    }
+}
+
+#[test]
+fn a_symlinked_index_table_is_refused() {
+    let env = store();
+    let table = env.lane().join("index/staged");
+    let elsewhere = env.tmp.path().join("elsewhere");
+    fs::rename(&table, &elsewhere).unwrap();
+    symlink(&elsewhere, &table).unwrap();
+    let before: Vec<_> = fs::read_dir(&elsewhere).unwrap().flatten().collect();
+    let h = stage(&env, "r3");
+    assert_eq!(h.status.code(), Some(0));
+    assert!(stderr(&h).contains("symlink"), "{}", stderr(&h));
+    let after: Vec<_> = fs::read_dir(&elsewhere).unwrap().flatten().collect();
+    assert_eq!(before.len(), after.len(), "nothing written through the link");
+}
+
+#[test]
+fn widened_modes_are_narrowed_back() {
+    let env = store();
+    let lane = env.lane();
+    let files = [
+        lane.join("journal/journal"),
+        lane.join("journal/journal.ids"),
+        lane.join("journal/journal.lock"),
+        lane.join("store.lock"),
+        lane.join("index/checkpoint.json"),
+        first_file(&lane.join("records")),
+        first_file(&lane.join("index/session")),
+    ];
+    for f in &files {
+        fs::set_permissions(f, fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    assert_eq!(hook_json(&stage(&env, "r3"))["outcome"], "staged");
+    env.drain();
+    env.records();
+    for f in &files {
+        let mode = fs::metadata(f).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+}
+
+/// Changing a file's owner needs root; elsewhere this is skipped with a note
+/// (the message is covered by abcd-fsio's unit tests).
+#[test]
+fn foreign_owned_store_files_are_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: chown to another uid needs root");
+        return;
+    }
+    for rel in [
+        "journal/journal",
+        "journal/journal.ids",
+        "journal/journal.lock",
+        "store.lock",
+        "index/checkpoint.json",
+    ] {
+        let env = store();
+        let f = env.lane().join(rel);
+        let bytes = fs::read(&f).unwrap();
+        std::os::unix::fs::chown(&f, Some(4242), Some(4242)).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o666)).unwrap();
+        let h = stage(&env, "r3");
+        assert_eq!(h.status.code(), Some(0));
+        let err = stderr(&h);
+        assert!(
+            err.contains("owned by another account") && err.contains("uid 4242"),
+            "{rel}: {err}"
+        );
+        let d = env.abcd(&["history", "drain"]);
+        assert_ne!(d.status.code(), Some(0), "{rel}");
+        assert!(stderr(&d).contains("owned by another account"), "{rel}");
+        let m = fs::metadata(&f).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o666, "{rel}: a foreign file is never changed");
+        if rel != "store.lock" && rel != "journal/journal.lock" && rel != "index/checkpoint.json" {
+            assert_eq!(fs::read(&f).unwrap(), bytes, "{rel}: never written");
+        }
+    }
+}
