@@ -535,6 +535,11 @@ fn history_cmd(
                 }
                 w(out, format!("\n{} quarantined transcript(s) hold {total} bytes of UNREDACTED text indefinitely. Read one, then remove it deliberately with `abcd history discard <file> --yes`.", rep.quarantined.len()))?;
             }
+            if let Some(n) =
+                crate::projection::unjournaled_notice(&corpus.lane, &rep.unjournaled_records)
+            {
+                w(out, format!("\nNOTE: {n}"))?;
+            }
             if let Some(g) = &rep.subagent_gap {
                 w(out, format!("\nNOTE: this harness fired {} {} time(s) without an agent_transcript_path (first {}, last {}); sub-agent transcripts are not being captured for those.", g.event, g.count, g.first_seen, g.last_seen))?;
             }

@@ -242,6 +242,9 @@ pub struct StagedReport {
     pub quarantined: Vec<stage::QuarantinedEntry>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subagent_gap: Option<crate::projection::GapMarker>,
+    /// Record files a journal rebuild set aside in `records.unjournaled/`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unjournaled_records: Vec<String>,
 }
 
 pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError> {
@@ -255,6 +258,7 @@ pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError
         staged: stage::list_staged(corpus, now_ns)?,
         quarantined: stage::list_quarantined(corpus)?,
         subagent_gap: gap,
+        unjournaled_records: crate::projection::unjournaled_records(&corpus.lane),
     })
 }
 
