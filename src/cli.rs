@@ -565,6 +565,11 @@ fn history_cmd(
                 }
                 w(out, "Run `abcd journal replay --rebuild` to retry them (after upgrading abcd if the reason names a newer format).".into())?;
             }
+            if let Some(n) =
+                crate::projection::unjournaled_notice(&corpus.lane, &rep.unjournaled_records)
+            {
+                w(out, format!("\nNOTE: {n}"))?;
+            }
             if let Some(g) = &rep.subagent_gap {
                 w(out, format!("\nNOTE: this harness fired {} {} time(s) without an agent_transcript_path (first {}, last {}); sub-agent transcripts are not being captured for those.", g.event, g.count, g.first_seen, g.last_seen))?;
             }

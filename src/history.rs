@@ -245,6 +245,9 @@ pub struct StagedReport {
     /// Journal events the projections could not apply (`index/faults.json`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub projection_faults: Vec<crate::projection::Fault>,
+    /// Record files a journal rebuild set aside in `records.unjournaled/`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unjournaled_records: Vec<String>,
 }
 
 pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError> {
@@ -259,6 +262,7 @@ pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError
         quarantined: stage::list_quarantined(corpus)?,
         subagent_gap: gap,
         projection_faults: crate::projection::read_faults(&corpus.lane),
+        unjournaled_records: crate::projection::unjournaled_records(&corpus.lane),
     })
 }
 

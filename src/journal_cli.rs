@@ -163,6 +163,8 @@ pub fn run(
         JournalCmd::Verify { crc_only } => {
             let (lane, dir) = lane_journal(repo_arg)?;
             let faults = projection::read_faults(&lane);
+            let unjournaled = projection::unjournaled_records(&lane);
+            let notice = projection::unjournaled_notice(&lane, &unjournaled);
             let progress = progress_printer("verify");
             let opts = VerifyOptions {
                 chain: !crc_only,
@@ -171,11 +173,15 @@ pub fn run(
             let r = match abcd_journal::verify(&dir, &opts) {
                 Ok(r) => r,
                 Err(e @ abcd_journal::JournalError::BadHeader { .. }) => {
-                    // The first 64 bytes are damaged: as corrupt as it gets.
+                    // The first 64 bytes are damaged and no recovery is
+                    // proven: as corrupt as it gets.
                     if json_out {
-                        w(out, json!({"status": "corrupt", "exit_code": 4, "damage": {"offset": 0, "reason": "bad-header", "detail": e.to_string()}}).to_string())?;
+                        w(out, json!({"status": "corrupt", "exit_code": 4, "damage": {"offset": 0, "length": 64, "reason": "header", "detail": e.to_string(), "restorable": false}, "unjournaled_records": unjournaled}).to_string())?;
                     } else {
-                        w(out, format!("journal is CORRUPT at offset 0: {e}"))?;
+                        w(out, format!("journal is CORRUPT at offset 0..64 (the file header): {e}. Run `abcd journal repair` to see what can be done."))?;
+                        if let Some(n) = &notice {
+                            w(out, n.clone())?;
+                        }
                     }
                     return Ok(4);
                 }
@@ -185,7 +191,7 @@ pub fn run(
             if code == 0 && !faults.is_empty() {
                 code = EXIT_PROJECTION_FAULTS;
             }
-            let damage = r.damage.as_ref().map(|d| {
+            let damage_json = |d: &abcd_journal::Damage| {
                 json!({
                     "offset": d.offset,
                     "reason": d.reason.code(),
@@ -195,7 +201,13 @@ pub fn run(
                     "seq_after": d.seq_after.map(|(a, b)| json!([a, b])),
                     "bytes_after": d.bytes_after,
                 })
-            });
+            };
+            let mut damage = r.damage.as_ref().map(damage_json);
+            if let (Some(serde_json::Value::Object(m)), Some(h)) = (damage.as_mut(), &r.header) {
+                m.insert("length".into(), json!(64));
+                m.insert("restorable".into(), json!(h.proof.is_some()));
+                m.insert("proof".into(), json!(h.proof.map(|p| p.describe())));
+            }
             if json_out {
                 let v = json!({
                     "status": status_name(r.status),
@@ -208,8 +220,40 @@ pub fn run(
                     "head": {"seq": r.head.seq, "offset": r.head.offset, "hash": hex::encode(r.head.hash)},
                     "damage": damage,
                     "projection_faults": faults,
+                    "frames_status": status_name(r.frames_status),
+                    "frame_damage": r.frame_damage.as_ref().map(damage_json),
+                    "unjournaled_records": unjournaled,
                 });
                 w(out, v.to_string())?;
+                return Ok(code);
+            }
+            if let Some(h) = &r.header {
+                w(
+                    out,
+                    format!(
+                        "journal is CORRUPT at offset 0..64 (the file header): {}; the original is recoverable ({}); {} frame(s), {} event(s) intact behind it; appends are refused and spooled. Run `abcd journal repair --yes` to restore it.",
+                        h.detail,
+                        h.proof.map(|p| p.describe()).unwrap_or("not proven"),
+                        r.frames,
+                        r.events
+                    ),
+                )?;
+                if let (VerifyStatus::Corrupt | VerifyStatus::TornTail, Some(d)) =
+                    (&r.frames_status, &r.frame_damage)
+                {
+                    w(
+                        out,
+                        format!(
+                            "the frames are also damaged at offset {}: {} (status {}); repair handles both",
+                            d.offset,
+                            d.reason,
+                            status_name(r.frames_status)
+                        ),
+                    )?;
+                }
+                if let Some(n) = &notice {
+                    w(out, n.clone())?;
+                }
                 return Ok(code);
             }
             match (&r.status, &r.damage) {
@@ -248,6 +292,9 @@ pub fn run(
                 for line in fault_lines(&faults) {
                     w(out, line)?;
                 }
+            }
+            if let Some(n) = &notice {
+                w(out, n.clone())?;
             }
             Ok(code)
         }
@@ -370,6 +417,7 @@ pub fn run(
                 ));
             }
             let mut retried = false;
+            let mut set_aside = Vec::new();
             if r.applied || (yes && !faults.is_empty()) {
                 // The journal changed under the projections: rebuild them.
                 let lock = crate::fsutil::FileLock::acquire(
@@ -378,11 +426,28 @@ pub fn run(
                 )
                 .map_err(|e| e.to_string())?;
                 let journal = Journal::open_existing(&dir).map_err(|e| e.to_string())?;
-                projection::rebuild(&lane, &journal).map_err(|e| e.to_string())?;
+                set_aside = projection::rebuild(&lane, &journal)
+                    .map_err(|e| e.to_string())?
+                    .set_aside;
                 drop(lock);
                 retried = !faults.is_empty();
             }
             let faults_left = projection::read_faults(&lane);
+            let unjournaled = projection::unjournaled_records(&lane);
+            let lost: Vec<serde_json::Value> = r
+                .lost
+                .iter()
+                .map(|l| {
+                    json!({
+                        "seq": l.seq,
+                        "event_id": l.event_id.map(|i| i.to_hex()),
+                        "offset": l.offset,
+                        "verified": l.verified,
+                        "kind": l.kind.map(|k| k.name()),
+                        "why": l.why,
+                    })
+                })
+                .collect();
             if json_out {
                 w(
                     out,
@@ -400,6 +465,16 @@ pub fn run(
                         "spool_drained": r.spool_drained,
                         "projection_faults_retried": retried,
                         "projection_faults": faults_left,
+                        "header": r.header.as_ref().map(|h| json!({
+                            "offset": 0,
+                            "length": 64,
+                            "detail": h.detail,
+                            "restorable": h.proof.is_some(),
+                            "proof": h.proof.map(|p| p.describe()),
+                        })),
+                        "lost": lost,
+                        "set_aside_records": set_aside,
+                        "unjournaled_records": unjournaled,
                     })
                     .to_string(),
                 )?;
@@ -430,8 +505,20 @@ pub fn run(
                         w(out, line)?;
                     }
                 }
+                if !r.lost.is_empty() {
+                    w(out, format!("{}: {} frame(s) of the damaged range cannot be recovered (their bytes {} kept in journal.quarantine/):", if r.applied { "LOST" } else { "WOULD LOSE" }, r.lost.len(), if r.applied { "are" } else { "will be" }))?;
+                    for l in &r.lost {
+                        w(out, format!("  cannot recover: {l}"))?;
+                    }
+                }
                 if r.applied {
                     w(out, format!("repaired: {} event(s) re-appended, {} spooled event(s) appended; projections rebuilt", r.recovered_appended, r.spool_drained))?;
+                    if !set_aside.is_empty() {
+                        w(out, format!("this rebuild set aside {} record file(s) the journal no longer reproduces: {}", set_aside.len(), set_aside.join(", ")))?;
+                    }
+                    if let Some(n) = projection::unjournaled_notice(&lane, &unjournaled) {
+                        w(out, n)?;
+                    }
                 } else if retried {
                     // The rebuild said what it did, above.
                 } else if r.plan.is_empty() {
@@ -440,6 +527,9 @@ pub fn run(
                         "nothing to repair: the journal is clean and the spool is empty".into(),
                     )?;
                 } else {
+                    if let Some(n) = projection::unjournaled_notice(&lane, &unjournaled) {
+                        w(out, n)?;
+                    }
                     let _ = writeln!(err, "abcd journal repair: nothing changed; re-run with --yes to apply this plan");
                 }
             }
@@ -450,6 +540,7 @@ pub fn run(
             let s = abcd_journal::stats(&dir).map_err(|e| e.to_string())?;
             let cp = projection::read_checkpoint(&lane);
             let faults = projection::read_faults(&lane);
+            let unjournaled = projection::unjournaled_records(&lane);
             if json_out {
                 w(
                     out,
@@ -469,6 +560,9 @@ pub fn run(
                         "journal_id": hex::encode(s.journal_id),
                         "projection_seq": cp.as_ref().map(|c| c.seq),
                         "projection_faults": faults,
+                        "corrupt_marker": s.corrupt_marker,
+                        "header_damage": s.header_damage,
+                        "unjournaled_records": unjournaled,
                     })
                     .to_string(),
                 )?;
@@ -534,6 +628,15 @@ pub fn run(
                             s.torn_files, s.quarantine_files
                         ),
                     )?;
+                }
+                if let Some(h) = &s.header_damage {
+                    w(out, format!("header:      DAMAGED ({h}); figures from the recovered original; run `abcd journal repair --yes`"))?;
+                }
+                if let Some(m) = &s.corrupt_marker {
+                    w(out, format!("refusing:    writers refuse and spool ({}); run `abcd journal verify`, then `abcd journal repair`", m.trim().replace('\n', "; ")))?;
+                }
+                if let Some(n) = projection::unjournaled_notice(&lane, &unjournaled) {
+                    w(out, format!("unjournaled: {n}"))?;
                 }
             }
             Ok(0)

@@ -1022,6 +1022,40 @@ fn set_aside_dir(lane: &Lane) -> PathBuf {
     lane.dir.join("records.before-rebuild")
 }
 
+/// Directory where a rebuild keeps the record files the journal does not
+/// reproduce (never deleted by abcd).
+pub const UNJOURNALED_DIR: &str = "records.unjournaled";
+
+/// Names of the record files a rebuild has set aside in
+/// `records.unjournaled/` (sorted; empty when there is none). Every verb
+/// that reports on the store's health lists them: they are records the
+/// journal no longer holds.
+pub fn unjournaled_records(lane: &Lane) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(lane.dir.join(UNJOURNALED_DIR))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The one-line notice for [`unjournaled_records`] (None when there is none).
+pub fn unjournaled_notice(lane: &Lane, names: &[String]) -> Option<String> {
+    if names.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} record file(s) in {} are not reproduced by the journal: {}; inspect them, then keep what you need outside the store and delete the rest (abcd never reads or deletes them)",
+        names.len(),
+        lane.dir.join(UNJOURNALED_DIR).display(),
+        names.join(", ")
+    ))
+}
+
 /// Compares the set-aside record directory with the rebuilt one: files the
 /// replay reproduced (same metadata and body) are dropped, every other file
 /// moves to `records.unjournaled/`. Returns the names kept.
@@ -1058,7 +1092,7 @@ fn reconcile_set_aside(lane: &Lane, before: &Path) -> Result<Vec<String>, Projec
             fsutil::remove_file_if_exists(&old)?;
             continue;
         }
-        let dir = lane.dir.join("records.unjournaled");
+        let dir = lane.dir.join(UNJOURNALED_DIR);
         fsutil::ensure_private_dir(&dir)?;
         let mut dest = dir.join(&name);
         let mut n = 1;

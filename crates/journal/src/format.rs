@@ -106,6 +106,8 @@ pub enum Reason {
     ChainMismatch,
     /// The last frame at EOF still says more frames of its batch follow.
     IncompleteBatch,
+    /// The 64-byte file header at offset 0 is damaged (what is wrong).
+    Header(String),
 }
 
 impl std::fmt::Display for Reason {
@@ -127,6 +129,7 @@ impl std::fmt::Display for Reason {
             }
             Reason::ChainMismatch => write!(f, "hash chain mismatch"),
             Reason::IncompleteBatch => write!(f, "incomplete batch at end of file"),
+            Reason::Header(d) => write!(f, "bad journal header (bytes 0..64): {d}"),
         }
     }
 }
@@ -147,6 +150,7 @@ impl Reason {
             Reason::SeqGap { .. } => "seq_gap",
             Reason::ChainMismatch => "hash_mismatch",
             Reason::IncompleteBatch => "incomplete_batch",
+            Reason::Header(_) => "header",
         }
     }
 }
@@ -240,6 +244,134 @@ impl FileHeader {
             self.journal_id[3],
         ]
     }
+}
+
+/// How a damaged file header was restored (journal-format §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderProof {
+    /// Its SHA-256 equals the `prev_hash` stored in the first frame (H0):
+    /// the exact original, proven cryptographically.
+    FirstFrame,
+    /// Zero frames: the unique header one bit away from the damaged bytes
+    /// whose CRC and fields are valid. Nothing depends on it but the seq-0
+    /// position, so even a wrong guess could lose no event.
+    SingleBitCrc,
+}
+
+impl HeaderProof {
+    pub fn describe(self) -> &'static str {
+        match self {
+            HeaderProof::FirstFrame => {
+                "rebuilt from the frames: its SHA-256 equals the first frame's prev_hash (H0), so it is the exact original"
+            }
+            HeaderProof::SingleBitCrc => {
+                "the journal has no frame; the only header one bit away from the damaged bytes with a valid CRC"
+            }
+        }
+    }
+}
+
+/// What is known about the first frame when the header is damaged: the
+/// 32 bytes stored at its `prev_hash` (offset 112..144 of the file) and its
+/// `journal_tag` (76..80), read raw (the frame may be damaged too: the
+/// SHA-256 comparison is the proof, not the frame's CRC).
+pub struct FirstFrameHint {
+    pub prev_hash: [u8; 32],
+    pub tag: [u8; 4],
+}
+
+/// Bytes of the header a canonical rebuild cannot fill in from constants:
+/// journal_id (16..32) and created_unix_ms (40..48).
+const HEADER_FREE: [std::ops::Range<usize>; 2] = [16..32, 40..48];
+
+/// The header with every constant field (magic, version, flags,
+/// segment_no, base_seq, reserved) set to its v1 value and the CRC
+/// recomputed, keeping `b`'s journal_id and created time.
+fn canonical_header(b: &[u8; HEADER_LEN]) -> [u8; HEADER_LEN] {
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&b[16..32]);
+    FileHeader::new(id, u64_at(b, 40)).encode()
+}
+
+fn with_crc(mut b: [u8; HEADER_LEN]) -> [u8; HEADER_LEN] {
+    let crc = masked_crc(&b[0..60]);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Recover the original of a damaged header `damaged` (journal-format
+/// §4.1). With a first frame, a candidate is accepted only if its SHA-256
+/// equals the first frame's `prev_hash`; candidates are the canonical
+/// rebuild of `damaged` (every constant field and the CRC restored, the
+/// journal_tag bytes taken from the first frame, or the journal_id from
+/// `id_hint`, e.g. the event-id index) with zero, one or two bits of the
+/// 24 free bytes flipped. Without a frame, the unique single-bit
+/// correction that decodes is accepted. Returns None when nothing is
+/// proven (never a guess).
+pub fn recover_header(
+    damaged: &[u8; HEADER_LEN],
+    first: Option<&FirstFrameHint>,
+    id_hint: Option<[u8; 16]>,
+) -> Option<([u8; HEADER_LEN], HeaderProof)> {
+    let Some(first) = first else {
+        let mut found = None;
+        for bit in 0..HEADER_LEN * 8 {
+            let mut c = *damaged;
+            c[bit / 8] ^= 1 << (bit % 8);
+            if FileHeader::decode(&c).is_ok() {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some(c);
+            }
+        }
+        return found.map(|c| (c, HeaderProof::SingleBitCrc));
+    };
+    let mut bases = vec![canonical_header(damaged)];
+    let mut tagged = *damaged;
+    tagged[16..20].copy_from_slice(&first.tag);
+    bases.push(canonical_header(&tagged));
+    if let Some(id) = id_hint {
+        let mut b = *damaged;
+        b[16..32].copy_from_slice(&id);
+        bases.push(canonical_header(&b));
+    }
+    let bits: Vec<usize> = HEADER_FREE
+        .iter()
+        .flat_map(|r| r.clone())
+        .flat_map(|byte| (0..8).map(move |bit| byte * 8 + bit))
+        .collect();
+    let proves = |c: [u8; HEADER_LEN]| -> Option<[u8; HEADER_LEN]> {
+        let c = with_crc(c);
+        (sha256(&c) == first.prev_hash && FileHeader::decode(&c).is_ok()).then_some(c)
+    };
+    let flip = |mut c: [u8; HEADER_LEN], bit: usize| {
+        c[bit / 8] ^= 1 << (bit % 8);
+        c
+    };
+    for base in &bases {
+        if let Some(c) = proves(*base) {
+            return Some((c, HeaderProof::FirstFrame));
+        }
+    }
+    for base in &bases {
+        for &i in &bits {
+            if let Some(c) = proves(flip(*base, i)) {
+                return Some((c, HeaderProof::FirstFrame));
+            }
+        }
+    }
+    for base in &bases {
+        for (k, &i) in bits.iter().enumerate() {
+            let once = flip(*base, i);
+            for &j in &bits[k + 1..] {
+                if let Some(c) = proves(flip(once, j)) {
+                    return Some((c, HeaderProof::FirstFrame));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Decoded fixed part of a frame.

@@ -1,6 +1,7 @@
 //! The journal handle: creation, the locked append protocol, recovery of a
-//! torn tail, refusal + spooling on mid-file damage, the event-id index and
-//! reading from a Position.
+//! torn tail, refusal + spooling on damage (mid-file, a complete last frame
+//! that fails its CRC, a damaged header), the event-id index and reading
+//! from a Position.
 //!
 //! Owns: every write to `journal`, `journal.ids`, `journal.torn/`,
 //! `journal.corrupt` and spool draining. Must never interpret payloads, never
@@ -21,7 +22,7 @@ use crate::format::{
     MAX_PAYLOAD,
 };
 use crate::index::{self, IdIndex};
-use crate::scan::{self, Expect, Scanner, Step};
+use crate::scan::{self, Expect, Scanner, Step, TailShape};
 use crate::spool;
 use crate::sys;
 
@@ -159,6 +160,13 @@ pub struct Journal {
     pub(crate) p: Paths,
     pub(crate) header: FileHeader,
     pub(crate) header_hash: [u8; 32],
+    /// The header's 64 bytes as they must be on disk (the recovered
+    /// original when the stored ones are damaged).
+    pub(crate) header_bytes: [u8; HEADER_LEN],
+    /// Set when the stored header was damaged at open and recovered in
+    /// memory (journal-format §4.1): readers use the proven original,
+    /// writers refuse and spool until `repair` rewrites it.
+    pub(crate) header_damage: Option<scan::HeaderDamage>,
     pub(crate) file: File,
     lock_file: File,
     pub(crate) opts: Options,
@@ -246,11 +254,13 @@ impl Journal {
             res?;
         }
         let file = sys::open(&p.journal, sys::Access::Append)?;
-        let (header, header_hash) = scan::read_header(&file, &p.journal)?;
+        let h = scan::load_header(&file, &p.journal)?;
         Ok(Journal {
             p,
-            header,
-            header_hash,
+            header: h.header,
+            header_hash: h.hash,
+            header_bytes: h.bytes,
+            header_damage: h.damage,
             file,
             lock_file,
             opts,
@@ -277,6 +287,42 @@ impl Journal {
 
     pub(crate) fn tag(&self) -> [u8; 4] {
         self.header.tag()
+    }
+
+    /// The damage found in the stored header when this handle was opened
+    /// (the handle works with the recovered original; writers refuse).
+    pub fn header_damage(&self) -> Option<&scan::HeaderDamage> {
+        self.header_damage.as_ref()
+    }
+
+    /// Under the lock: the stored header must be the bytes this handle
+    /// reads with (one 64-byte pread). A damaged header makes writers
+    /// refuse: appending would extend a journal no reader can open. The
+    /// bool says the stored header is damaged (record it in the marker);
+    /// a valid header other than ours (a repair gave an empty journal a
+    /// fresh one) only makes this handle refuse: reopen.
+    fn check_header(&self) -> Result<Option<(Refusal, bool)>, JournalError> {
+        let mut b = [0u8; HEADER_LEN];
+        let complete = sys::pread_exact(&self.file, &mut b, 0)
+            .map_err(|e| JournalError::io("read header", &self.p.journal, e))?;
+        if complete && b == self.header_bytes {
+            return Ok(None);
+        }
+        let (detail, damaged) = match FileHeader::decode(&b) {
+            Err(d) if complete => (d, true),
+            Err(_) => ("file shorter than the 64-byte header".into(), true),
+            Ok(_) => (
+                "the header changed since this process opened the journal; reopen it".into(),
+                false,
+            ),
+        };
+        Ok(Some((
+            Refusal {
+                offset: 0,
+                reason: Reason::Header(detail).to_string(),
+            },
+            damaged,
+        )))
     }
 
     pub(crate) fn lock(&self) -> Result<Locked<'_>, JournalError> {
@@ -478,6 +524,12 @@ impl Journal {
         &self,
         lk: &Locked<'_>,
     ) -> Result<Result<Ready, Refusal>, JournalError> {
+        if let Some((r, damaged)) = self.check_header()? {
+            if damaged {
+                write_marker(&self.p, r.offset, &r.reason)?;
+            }
+            return Ok(Err(r));
+        }
         let head = match self.check_tail()? {
             Tail::Ok(p) => p,
             Tail::Torn { valid, size } => self.cut_torn(lk, valid, size)?,
@@ -758,7 +810,11 @@ impl Journal {
         Some(Refusal { offset, reason })
     }
 
-    pub(crate) fn write_marker(&self, offset: u64, reason: &Reason) -> Result<(), JournalError> {
+    pub(crate) fn write_marker(
+        &self,
+        offset: u64,
+        reason: &dyn std::fmt::Display,
+    ) -> Result<(), JournalError> {
         write_marker(&self.p, offset, reason)
     }
 
@@ -775,7 +831,11 @@ pub(crate) const MARKER_CAP: u64 = 64 * 1024;
 
 /// Record mid-file damage so that writers refuse (they cannot afford a full
 /// scan on every append).
-pub(crate) fn write_marker(p: &Paths, offset: u64, reason: &Reason) -> Result<(), JournalError> {
+pub(crate) fn write_marker(
+    p: &Paths,
+    offset: u64,
+    reason: &dyn std::fmt::Display,
+) -> Result<(), JournalError> {
     let text = format!("offset {offset}\nreason {reason}\n");
     if sys::read_small(&p.corrupt, MARKER_CAP)
         .ok()
@@ -846,17 +906,33 @@ impl Walk {
             Some(reason) => {
                 // A frame that is valid on its own but fails its context
                 // (seq, chain) is never a torn write; nor is damage followed
-                // by any valid frame.
+                // by any valid frame (journal-format §9).
                 if sc.standalone(x, tag)?.is_some() || sc.resync(x + 8, tag)?.is_some() {
-                    Ok(Tail::Corrupt {
+                    return Ok(Tail::Corrupt {
                         offset: x,
                         reason: reason.clone(),
-                    })
-                } else {
-                    Ok(Tail::Torn {
+                    });
+                }
+                // The last frame: torn only if it has the shape of an
+                // interrupted append (§8); a complete frame that fails its
+                // CRC was written whole and damaged later.
+                match sc.tail_shape(x)? {
+                    TailShape::Torn => Ok(Tail::Torn {
                         valid: self.committed.clone(),
                         size: sc.file_len,
-                    })
+                    }),
+                    TailShape::Damaged { len, head_len } => Ok(Tail::Corrupt {
+                        offset: x,
+                        reason: match (reason, head_len) {
+                            // The head's length disagrees with the trailer
+                            // that spans the frame: report the lengths.
+                            (Reason::Truncated, Some(h)) => Reason::LengthMismatch {
+                                expected: h as u32,
+                                found: len as u32,
+                            },
+                            (r, _) => r.clone(),
+                        },
+                    }),
                 }
             }
         }

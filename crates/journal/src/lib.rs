@@ -11,8 +11,10 @@
 //!
 //! What it must never do: know what a payload means (the domain layer encodes
 //! events; here they are bytes with an id), truncate anything but a proven
-//! torn tail without an explicit `repair`, or acknowledge an append before
-//! fdatasync returned.
+//! torn tail without an explicit `repair` (a torn tail is only what has the
+//! shape of an interrupted append, journal-format §8: a complete last frame
+//! that fails its CRC is damage), proceed with a header it has not proven
+//! (§4.1), or acknowledge an append before fdatasync returned.
 
 mod check;
 mod error;
@@ -24,14 +26,16 @@ mod spool;
 mod sys;
 
 pub use check::{
-    drain_spool, repair, stats, verify, Damage, RepairRecord, RepairReport, Stats, VerifyOptions,
-    VerifyReport, VerifyStatus,
+    drain_spool, repair, stats, verify, Damage, LostFrame, RepairRecord, RepairReport, Stats,
+    VerifyOptions, VerifyReport, VerifyStatus,
 };
 pub use error::{FrameError, JournalError};
 pub use format::{
-    decode_frame, FrameHeader, FrameKind, Reason, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_PAYLOAD,
+    decode_frame, FrameHeader, FrameKind, HeaderProof, Reason, MAX_BATCH_BYTES, MAX_BATCH_EVENTS,
+    MAX_PAYLOAD,
 };
 pub use journal::{Appended, EventId, Frame, FrameIter, Journal, Options, Position, SyncMode};
+pub use scan::HeaderDamage;
 pub use sys::{DIR_MODE, FILE_MODE, LOCK_TIMEOUT};
 
 /// Fuzzing entry point (also run over the seed corpus by an ordinary test):

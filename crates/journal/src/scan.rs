@@ -41,6 +41,16 @@ pub(crate) enum Step {
     Invalid(Reason),
 }
 
+/// Verdict of [`Scanner::tail_shape`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TailShape {
+    /// What an interrupted append leaves: never acknowledged.
+    Torn,
+    /// A complete frame of `len` bytes that fails its checks: damage.
+    /// `head_len` is the different length its head announces, if any.
+    Damaged { len: u64, head_len: Option<u64> },
+}
+
 /// What the next frame must satisfy.
 pub(crate) struct Expect<'a> {
     pub seq: u64,
@@ -281,6 +291,75 @@ impl Scanner {
         Ok(Some((h, hash)))
     }
 
+    /// Decide whether the invalid frame at `x` — the first invalid frame,
+    /// with no frame valid on its own after it — can be a torn append
+    /// (journal-format §8). A torn append leaves a prefix of the written
+    /// bytes, with EOF inside the frame, or whole sectors that read as
+    /// zeros; it never leaves a complete frame (lengths consistent with its
+    /// extent) without a zero sector. So the frame is **torn** iff fewer
+    /// than 88 bytes remain, or neither length field spans a complete frame
+    /// (EOF falls inside it), or its 8-byte trailer is all zero, or the
+    /// intersection of some 512-byte-aligned sector with the frame is all
+    /// zero. Otherwise it is **damaged**.
+    pub fn tail_shape(&mut self, x: u64) -> Result<TailShape, JournalError> {
+        let rest = self.file_len.saturating_sub(x);
+        if rest < format::MIN_FRAME_LEN as u64 {
+            return Ok(TailShape::Torn);
+        }
+        let l_h = match self.get(x, FRAME_HEAD_LEN)? {
+            Some(h) => format::decode_head(h).ok().map(|h| h.frame_len as u64),
+            None => return Ok(TailShape::Torn),
+        };
+        let l_t = match self.get(self.file_len - 8, 4)? {
+            Some(b) => format::u32_at(b, 0) as u64,
+            None => return Ok(TailShape::Torn),
+        };
+        // Completeness: the trailer at EOF points back exactly to x, or the
+        // head's length ends exactly at EOF, or the head's length ends
+        // before EOF at a trailer that repeats it.
+        // (Frame lengths are multiples of 8.)
+        let len = if l_t == rest && rest.trailing_zeros() >= 3 {
+            Some((rest, l_h.filter(|&l| l != rest)))
+        } else {
+            match l_h {
+                Some(l) if l == rest => Some((l, None)),
+                Some(l) if l < rest => match self.get(x + l - 8, 4)? {
+                    Some(b) if format::u32_at(b, 0) as u64 == l => Some((l, None)),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let Some((len, head_disagrees)) = len else {
+            return Ok(TailShape::Torn);
+        };
+        let trailer_zero = matches!(self.get(x + len - 8, 8)?, Some(t) if t == [0u8; 8]);
+        if trailer_zero || self.zero_sector_within(x, x + len)? {
+            return Ok(TailShape::Torn);
+        }
+        Ok(TailShape::Damaged {
+            len,
+            head_len: head_disagrees,
+        })
+    }
+
+    /// True if the intersection of some 512-byte-aligned sector with
+    /// `[from, to)` is all zero.
+    pub fn zero_sector_within(&mut self, from: u64, to: u64) -> Result<bool, JournalError> {
+        let to = to.min(self.file_len);
+        let mut at = from;
+        while at < to {
+            let end = ((at / 512 + 1) * 512).min(to);
+            match self.get(at, (end - at) as usize)? {
+                Some(b) if b.iter().all(|&x| x == 0) => return Ok(true),
+                Some(_) => {}
+                None => return Ok(false),
+            }
+            at = end;
+        }
+        Ok(false)
+    }
+
     /// True if `[from, to)` is all zero or holds an aligned all-zero 512-byte
     /// sector (etcd's torn-write test: the medium wrote nothing there).
     pub fn looks_torn(&mut self, from: u64, to: u64) -> Result<bool, JournalError> {
@@ -307,11 +386,34 @@ impl Scanner {
     }
 }
 
-/// Read and validate the file header of the journal at `path`.
-pub(crate) fn read_header(
-    file: &File,
-    path: &Path,
-) -> Result<(format::FileHeader, [u8; 32]), JournalError> {
+/// A damaged file header that opening worked around (journal-format §4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderDamage {
+    /// What is wrong with the stored bytes.
+    pub detail: String,
+    /// The 64 bytes found at offset 0.
+    pub damaged: [u8; format::HEADER_LEN],
+    /// The recovered original (None: not recoverable; only a journal with
+    /// no frame gets a fresh header instead).
+    pub restored: Option<[u8; format::HEADER_LEN]>,
+    /// How the original was recovered.
+    pub proof: Option<format::HeaderProof>,
+}
+
+/// The journal's header: as stored, or recovered when the stored bytes are
+/// damaged (then `damage` says so, and writers refuse until `repair`).
+pub(crate) struct LoadedHeader {
+    pub header: format::FileHeader,
+    pub bytes: [u8; format::HEADER_LEN],
+    pub hash: [u8; 32],
+    pub damage: Option<HeaderDamage>,
+}
+
+/// Read and validate the file header of the journal at `path`. A damaged
+/// header is recovered only when the recovery is proven (journal-format
+/// §4.1: by the first frame's `prev_hash`, or, with no frame, by the CRC
+/// of a unique one-bit correction); otherwise `BadHeader`, never a guess.
+pub(crate) fn load_header(file: &File, path: &Path) -> Result<LoadedHeader, JournalError> {
     let mut b = [0u8; format::HEADER_LEN];
     let complete =
         sys::pread_exact(file, &mut b, 0).map_err(|e| JournalError::io("read header", path, e))?;
@@ -321,9 +423,65 @@ pub(crate) fn read_header(
             detail: "file shorter than the 64-byte header".into(),
         });
     }
-    let h = format::FileHeader::decode(&b).map_err(|detail| JournalError::BadHeader {
-        path: path.to_path_buf(),
-        detail,
-    })?;
-    Ok((h, format::sha256(&b)))
+    let detail = match format::FileHeader::decode(&b) {
+        Ok(header) => {
+            return Ok(LoadedHeader {
+                header,
+                bytes: b,
+                hash: format::sha256(&b),
+                damage: None,
+            })
+        }
+        Err(detail) => detail,
+    };
+    // The first frame's prev_hash (file bytes 112..144) and tag (76..80).
+    let mut f = [0u8; format::FRAME_HEAD_LEN];
+    let has_frame = sys::pread_exact(file, &mut f, format::HEADER_LEN as u64)
+        .map_err(|e| JournalError::io("read", path, e))?;
+    let hint = has_frame.then(|| format::FirstFrameHint {
+        prev_hash: format::arr32(&f[48..80]),
+        tag: [f[12], f[13], f[14], f[15]],
+    });
+    let id_hint = index_journal_id(path);
+    match format::recover_header(&b, hint.as_ref(), id_hint) {
+        Some((good, proof)) => {
+            let header =
+                format::FileHeader::decode(&good).map_err(|d| JournalError::BadHeader {
+                    path: path.to_path_buf(),
+                    detail: d,
+                })?;
+            Ok(LoadedHeader {
+                header,
+                bytes: good,
+                hash: format::sha256(&good),
+                damage: Some(HeaderDamage {
+                    detail,
+                    damaged: b,
+                    restored: Some(good),
+                    proof: Some(proof),
+                }),
+            })
+        }
+        None => Err(JournalError::BadHeader {
+            path: path.to_path_buf(),
+            detail: if has_frame {
+                format!("{detail}; it cannot be restored: no candidate header hashes to the first frame's prev_hash (the first frame is damaged too, or this is not an abcd journal)")
+            } else {
+                format!("{detail}; it cannot be restored: no unique one-bit correction (the journal holds no frame, so `abcd journal repair --yes` writes a fresh header and loses nothing)")
+            },
+        }),
+    }
+}
+
+/// The journal_id recorded in the event-id index next to the journal, if
+/// its header is readable: one more candidate for header recovery (it is
+/// never trusted on its own; the first frame's prev_hash decides).
+fn index_journal_id(journal: &Path) -> Option<[u8; 16]> {
+    let ids = journal.with_file_name("journal.ids");
+    let mut b = [0u8; 32];
+    let f = sys::open(&ids, sys::Access::Read).ok()?;
+    if !sys::pread_exact(&f, &mut b, 0).ok()? || &b[0..8] != b"ABCDIDX1" {
+        return None;
+    }
+    Some(format::arr16(&b[16..32]))
 }
