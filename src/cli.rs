@@ -5,7 +5,9 @@
 //! printed. Never holds domain logic: each verb calls one function of a
 //! domain module and renders what it returns.
 
-use std::io::{self, IsTerminal, Read, Write};
+pub use crate::journal_cli::JournalCmd;
+pub use crate::render::{progress_enabled, sanitize};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
@@ -96,34 +98,6 @@ pub enum HistoryCmd {
     },
 }
 
-#[derive(Subcommand, Debug)]
-pub enum JournalCmd {
-    /// Check every frame: clean (0), torn tail (3) or corrupt (4); a clean
-    /// journal with events the projections could not apply exits 5.
-    Verify {
-        /// Check CRCs only, not the SHA-256 chain.
-        #[arg(long)]
-        crc_only: bool,
-    },
-    /// Bring projections up to date, or rebuild them from scratch.
-    Replay {
-        /// Rebuild every projection from the whole journal.
-        #[arg(long)]
-        rebuild: bool,
-    },
-    /// One line per event.
-    Dump,
-    /// Move a damaged range aside and re-append every intact event; with
-    /// projection faults recorded, rebuild the projections to retry them.
-    Repair {
-        /// Do it (without it, only say what would be done).
-        #[arg(long)]
-        yes: bool,
-    },
-    /// Frame, byte and event counts.
-    Stats,
-}
-
 #[derive(Args, Debug)]
 pub struct HookArgs {
     /// session-start | session-end | stop | subagent-stop | user-prompt-submit (alias prompt-router)
@@ -137,20 +111,6 @@ pub struct RedactArgs {
     /// Print findings as JSON (rule, kind, line, column, length) instead of text.
     #[arg(long)]
     pub report: bool,
-}
-
-/// Replaces control characters (other than newline and tab) so repository-
-/// or transcript-derived text cannot drive the terminal.
-pub fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}' {
-                '\u{fffd}'
-            } else {
-                c
-            }
-        })
-        .collect()
 }
 
 /// Runs the CLI; returns the process exit status.
@@ -785,11 +745,6 @@ fn list_line(r: &history::Listed) -> String {
         "{at}Z  {}{who}  {}  redacted secrets={} home={}  {}",
         m.session_id, m.source_kind, m.redacted_secrets, m.redacted_home_paths, r.file
     )
-}
-
-/// True when progress should be drawn (stderr is a terminal).
-pub fn progress_enabled() -> bool {
-    io::stderr().is_terminal()
 }
 
 /// The command reference (`commands/reference.md`), generated from the clap

@@ -23,7 +23,7 @@ use crate::event::{self, Event, EventError, Staged};
 use crate::fsutil::{self, FileLock, FsError};
 use crate::lineage::{Lineage, SpawnAttribution};
 use crate::projection::{self, CatchUp, Index, ProjectionError};
-use crate::stage::{parse_blob_stem, StageSidecar};
+use crate::staging_view::{parse_blob_stem, StageSidecar, RAW_CAP};
 use crate::store::{Lane, StoreError};
 
 /// How long a writer waits for the store lock. Hooks hold it for about a
@@ -178,8 +178,7 @@ impl Corpus {
             let Ok(sc) = StageSidecar::read_any(&staging.join(format!("{stem}.stage.json"))) else {
                 continue; // no sidecar: adopted as an orphan after catch-up
             };
-            let Ok(bytes) =
-                fsutil::read_private(&staging.join(format!("{stem}.raw")), crate::stage::RAW_CAP)
+            let Ok(bytes) = fsutil::read_private(&staging.join(format!("{stem}.raw")), RAW_CAP)
             else {
                 continue;
             };
@@ -338,7 +337,7 @@ impl Locked<'_> {
                 Ok(m) if m.file_type().is_file() => m,
                 _ => continue,
             };
-            let bytes = match fsutil::read_private(&path, crate::stage::RAW_CAP) {
+            let bytes = match fsutil::read_private(&path, RAW_CAP) {
                 Ok(b) => b,
                 Err(_) => continue,
             };

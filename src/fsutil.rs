@@ -26,6 +26,11 @@ pub use abcd_fsio::{
     FsError, DIR_MODE, FILE_MODE,
 };
 
+/// Cap on reading one small store file back (staging sidecars, index
+/// lists, session notes, checkpoints, markers): each is a few lines; 4 MiB
+/// leaves room for an index list of tens of thousands of names.
+pub const SMALL_FILE_CAP: u64 = 4 << 20;
+
 /// Why a guarded read refused or failed. Each refusal is a distinct variant
 /// so a hook can say precisely what it found instead of a transcript.
 #[derive(Debug, Error)]

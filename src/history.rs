@@ -253,7 +253,7 @@ pub struct StagedReport {
 pub fn staged(corpus: &Corpus, now_ns: u64) -> Result<StagedReport, HistoryError> {
     let gap = fsutil::read_private(
         &corpus.lane.gap_marker_path(),
-        crate::projection::SMALL_FILE_CAP,
+        crate::fsutil::SMALL_FILE_CAP,
     )
     .ok()
     .and_then(|b| serde_json::from_slice(&b).ok());

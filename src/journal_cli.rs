@@ -11,10 +11,39 @@ use std::path::PathBuf;
 use abcd_journal::{FrameKind, Journal, VerifyOptions, VerifyStatus};
 use serde_json::json;
 
-use crate::cli::{sanitize, JournalCmd};
 use crate::corpus::Corpus;
 use crate::event::{CaptureOutcome, Event};
+use crate::render::sanitize;
 use crate::{clock, projection, repo, store};
+use clap::Subcommand;
+
+#[derive(Subcommand, Debug)]
+pub enum JournalCmd {
+    /// Check every frame: clean (0), torn tail (3) or corrupt (4); a clean
+    /// journal with events the projections could not apply exits 5.
+    Verify {
+        /// Check CRCs only, not the SHA-256 chain.
+        #[arg(long)]
+        crc_only: bool,
+    },
+    /// Bring projections up to date, or rebuild them from scratch.
+    Replay {
+        /// Rebuild every projection from the whole journal.
+        #[arg(long)]
+        rebuild: bool,
+    },
+    /// One line per event.
+    Dump,
+    /// Move a damaged range aside and re-append every intact event; with
+    /// projection faults recorded, rebuild the projections to retry them.
+    Repair {
+        /// Do it (without it, only say what would be done).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Frame, byte and event counts.
+    Stats,
+}
 
 fn lane_journal(repo_arg: &Option<PathBuf>) -> Result<(store::Lane, PathBuf), String> {
     let home = store::abcd_home().map_err(|e| e.to_string())?;
@@ -38,7 +67,7 @@ fn lane_journal(repo_arg: &Option<PathBuf>) -> Result<(store::Lane, PathBuf), St
 
 fn progress_printer(label: &'static str) -> impl Fn(u64, u64) {
     let last = Cell::new(u64::MAX);
-    let tty = crate::cli::progress_enabled();
+    let tty = crate::render::progress_enabled();
     move |done: u64, total: u64| {
         if !tty || total == 0 {
             return;

@@ -17,6 +17,8 @@ pub mod lineage;
 pub mod naming;
 pub mod projection;
 pub mod record;
+pub mod render;
 pub mod repo;
 pub mod stage;
+pub mod staging_view;
 pub mod store;

@@ -41,7 +41,7 @@ use crate::event::{self, BlobPlace, CaptureOutcome, Envelope, Event, EventError}
 use crate::fsutil::{self, FsError};
 use crate::naming;
 use crate::record::{self, RecordMeta};
-use crate::stage::StageSidecar;
+use crate::staging_view::StageSidecar;
 use crate::store::Lane;
 
 /// Version of the projection layout. A checkpoint written by another layout
@@ -58,8 +58,7 @@ pub const UNBOUNDED_NAMES_FORMAT: u32 = 1;
 
 /// Cap on reading one record back (bodies are at most 64 MiB of transcript).
 pub const RECORD_READ_CAP: u64 = 96 << 20;
-/// Cap on reading small projection files (sidecars, index lists, notes).
-pub const SMALL_FILE_CAP: u64 = 4 << 20;
+use crate::fsutil::SMALL_FILE_CAP;
 
 #[derive(Debug, Error)]
 pub enum ProjectionError {

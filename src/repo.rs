@@ -31,7 +31,7 @@ use crate::store::validate_root_sha;
 
 /// Read cap for a `.git` file, a `commondir` file and a cache entry: each is
 /// one path and a few short fields; anything larger is not what we wrote.
-const SMALL_FILE_CAP: u64 = 8 * 1024;
+const GIT_FILE_CAP: u64 = 8 * 1024;
 /// Upper bound on directories walked up looking for `.git`; deeper than any
 /// real checkout, and it bounds the loop on a pathological path.
 const MAX_WALK_DEPTH: usize = 256;
@@ -167,7 +167,7 @@ fn bad_git_file(git_file: &Path, why: impl Into<String>) -> RepoError {
 /// Reads a `.git` file (`gitdir: <path>`, relative to the work tree).
 fn git_dir_from_file(dot_git: &Path, work_tree: &Path) -> Result<PathBuf, RepoError> {
     let bytes =
-        guarded_read(dot_git, SMALL_FILE_CAP).map_err(|e| bad_git_file(dot_git, e.to_string()))?;
+        guarded_read(dot_git, GIT_FILE_CAP).map_err(|e| bad_git_file(dot_git, e.to_string()))?;
     let text = std::str::from_utf8(&bytes).map_err(|_| bad_git_file(dot_git, "not UTF-8"))?;
     let target = text
         .lines()
@@ -185,7 +185,7 @@ fn git_dir_from_file(dot_git: &Path, work_tree: &Path) -> Result<PathBuf, RepoEr
 /// present, else the git dir itself. Canonical, so the cache key is stable.
 fn common_dir_of(git_dir: &Path, dot_git: &Path) -> Result<PathBuf, RepoError> {
     let commondir_file = git_dir.join("commondir");
-    let target = match guarded_read(&commondir_file, SMALL_FILE_CAP) {
+    let target = match guarded_read(&commondir_file, GIT_FILE_CAP) {
         Ok(bytes) => {
             let text =
                 String::from_utf8(bytes).map_err(|_| bad_git_file(&commondir_file, "not UTF-8"))?;
@@ -214,7 +214,7 @@ fn render_cache(common_dir: &Path, ident: (u64, u64), sha: &str) -> Vec<u8> {
 }
 
 fn read_cache(file: &Path, common_dir: &Path, ident: (u64, u64)) -> Option<String> {
-    let bytes = crate::fsutil::read_private(file, SMALL_FILE_CAP).ok()?;
+    let bytes = crate::fsutil::read_private(file, GIT_FILE_CAP).ok()?;
     let mut parts = bytes.splitn(4, |&b| b == b'\n');
     let magic = parts.next()?;
     let id = parts.next()?;

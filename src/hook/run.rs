@@ -118,13 +118,13 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn say(&mut self, msg: impl AsRef<str>) {
-        let msg = crate::cli::sanitize(msg.as_ref());
+        let msg = crate::render::sanitize(msg.as_ref());
         let _ = writeln!(self.err, "abcd {}: {}", self.result.hook, msg);
     }
     fn warn(&mut self, msg: impl Into<String>) {
         let msg = msg.into();
         self.say(&msg);
-        self.result.warnings.push(crate::cli::sanitize(&msg));
+        self.result.warnings.push(crate::render::sanitize(&msg));
     }
 }
 
