@@ -54,6 +54,25 @@ pub enum CorpusError {
     Unprojected { seq: u64, why: String },
 }
 
+impl CorpusError {
+    /// The event was journaled but the projections did not catch up: it is
+    /// acknowledged (a later catch-up applies it), so callers report success
+    /// with this as a warning.
+    pub fn is_unprojected(&self) -> bool {
+        matches!(self, CorpusError::Unprojected { .. })
+    }
+
+    /// The journal refused the append and the event was written durably to
+    /// the spool instead: nothing is lost; the next writer (or a repair)
+    /// appends it.
+    pub fn is_spooled(&self) -> bool {
+        matches!(
+            self,
+            CorpusError::Spooled { .. } | CorpusError::Journal(JournalError::CorruptSpooled { .. })
+        )
+    }
+}
+
 pub struct Corpus {
     pub home: PathBuf,
     pub lane: Lane,

@@ -316,6 +316,48 @@ fn source_prefix(sc: &crate::stage::StageSidecar) -> Option<Vec<u8>> {
     (fsutil::sha256_hex(prefix) == sc.raw_sha256).then(|| prefix.to_vec())
 }
 
+/// What a hook's drain did, and what of the store's health a hook reports.
+#[derive(Debug)]
+pub struct HookDrain {
+    pub report: DrainReport,
+    /// Journal events the projections could not apply (first seq, count).
+    pub faults: Option<(u64, usize)>,
+}
+
+/// The hooks' one drain entry point: drains `corpus` within `budget` under
+/// the redaction of the repository at `root` (its own configuration), and
+/// says whether the store holds projection faults. The hook neither builds a
+/// scanner nor reads a projection itself.
+pub fn for_hook(
+    corpus: &Corpus,
+    root: &Path,
+    budget: Budget,
+    now_ns: u64,
+) -> Result<HookDrain, StageError> {
+    let report = drain(corpus, &|| capture::scanner_for(root), budget, now_ns)?;
+    let faults = crate::projection::read_faults(&corpus.lane);
+    Ok(HookDrain {
+        report,
+        faults: faults.first().map(|f| (f.seq, faults.len())),
+    })
+}
+
+/// Every repository's staged and quarantined backlog except `except` (the
+/// one the hook just drained), for the session-start notice.
+pub fn other_backlogs(
+    home: &Path,
+    except: Option<&str>,
+    now_ns: u64,
+) -> Vec<crate::history::Backlog> {
+    crate::history::survey(home, now_ns)
+        .map(|all| {
+            all.into_iter()
+                .filter(|b| Some(b.root_sha.as_str()) != except)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -750,11 +750,24 @@ pub fn boot_id() -> &'static str {
 }
 
 fn read_cp(path: &Path) -> Option<Checkpoint> {
-    let b = fsutil::read_private(path, SMALL_FILE_CAP).ok()?;
-    let c: Checkpoint = serde_json::from_slice(&b).ok()?;
-    (c.format == PROJECTION_FORMAT || c.format == UNBOUNDED_NAMES_FORMAT).then_some(c)
+    try_read_cp(path).ok().flatten()
 }
 
+/// The checkpoint at `path`: `Ok(None)` when absent, unparsable or of
+/// another layout (the catch-up then restarts or rebuilds); `Err` when a
+/// file is there that the store may not use (a symlink, another account's
+/// file): that is refused, never silently replaced by a rebuild.
+fn try_read_cp(path: &Path) -> Result<Option<Checkpoint>, FsError> {
+    let b = match fsutil::read_private(path, SMALL_FILE_CAP) {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Ok(c) = serde_json::from_slice::<Checkpoint>(&b) else {
+        return Ok(None);
+    };
+    Ok((c.format == PROJECTION_FORMAT || c.format == UNBOUNDED_NAMES_FORMAT).then_some(c))
+}
 /// True when a projection directory holds a name an older abcd derived
 /// from an over-long id: a record or session note over
 /// [`naming::MAX_NAME_BYTES`], or a staging or quarantine file whose stem is
@@ -858,9 +871,9 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
     }
     // A checkpoint written in another boot may cover projection writes that
     // a power loss dropped: resume from the last synced one instead.
-    let (trusted, from_latest) = match read_checkpoint(lane) {
+    let (trusted, from_latest) = match try_read_cp(&checkpoint_path(lane))? {
         Some(c) if c.boot_id == boot_id() => (Some(c), true),
-        _ => (read_synced_checkpoint(lane), false),
+        _ => (try_read_cp(&synced_checkpoint_path(lane))?, false),
     };
     // A checkpoint of the layout before names were bounded: rebuild only
     // if an over-long name is actually there, else carry on in this layout.

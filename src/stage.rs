@@ -30,7 +30,7 @@ use thiserror::Error;
 
 use crate::clock;
 use crate::corpus::{Corpus, CorpusError};
-use crate::event::{Event, Restaged, Staged};
+use crate::event::{Event, GapSighted, Restaged, SessionNoted, Staged};
 use crate::fsutil::SMALL_FILE_CAP;
 use crate::fsutil::{self, FsError};
 use crate::lineage::Lineage;
@@ -59,6 +59,60 @@ pub enum StageError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl StageError {
+    /// Journaled, projections behind: see [`CorpusError::is_unprojected`].
+    pub fn is_unprojected(&self) -> bool {
+        matches!(self, StageError::Corpus(e) if e.is_unprojected())
+    }
+    /// Spooled, nothing lost: see [`CorpusError::is_spooled`].
+    pub fn is_spooled(&self) -> bool {
+        matches!(self, StageError::Corpus(e) if e.is_spooled())
+    }
+}
+
+/// A session note younger than this is not rewritten (one stat and a tiny
+/// read per hook); an older one is refreshed so a long session is never
+/// pruned.
+pub const NOTE_REFRESH_NS: u64 = 24 * 3600 * 1_000_000_000;
+
+/// Notes that `session_id` ran in this repository (`SessionNoted`), unless a
+/// note younger than [`NOTE_REFRESH_NS`] says so already. Returns whether an
+/// event was journaled. The note lets a later hook whose working tree is
+/// gone find this store.
+pub fn note_session(corpus: &Corpus, session_id: &str, now_ns: u64) -> Result<bool, CorpusError> {
+    let path = corpus
+        .lane
+        .sessions_dir()
+        .join(&*crate::naming::session_note(session_id));
+    let fresh = |p: &Path| {
+        crate::projection::note_time(p).is_some_and(|t| now_ns.saturating_sub(t) < NOTE_REFRESH_NS)
+    };
+    if fresh(&path) {
+        return Ok(false);
+    }
+    let l = corpus.lock()?;
+    if fresh(&path) {
+        return Ok(false);
+    }
+    l.append(&Event::SessionNoted(SessionNoted {
+        session_id: session_id.to_owned(),
+        noted_at_ns: now_ns,
+    }))?;
+    Ok(true)
+}
+
+/// Records that a SubagentStop payload carried no transcript path
+/// (`SubagentGapSighted`; `history staged` reports the marker).
+pub fn sight_gap(corpus: &Corpus, hook_event_name: String, now_ns: u64) -> Result<(), CorpusError> {
+    corpus
+        .lock()?
+        .append(&Event::SubagentGapSighted(GapSighted {
+            hook_event_name,
+            seen_at_ns: now_ns,
+        }))?;
+    Ok(())
 }
 
 /// What staging did.

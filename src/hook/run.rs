@@ -20,7 +20,6 @@ use serde::Serialize;
 use crate::clock;
 use crate::corpus::Corpus;
 use crate::drain::{self, Budget, DrainReport};
-use crate::event::{Event, GapSighted, SessionNoted};
 use crate::hook::payload::{self, HookPayload};
 use crate::lineage::{self, Lineage, LineageSource, SidecarOutcome, SpawnAttribution};
 use crate::repo;
@@ -236,38 +235,14 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
     }
 }
 
-/// Notes that this session ran against this store (one stat when already
-/// noted, so repeated hooks cost nothing).
-/// A note younger than this is not rewritten (one stat and a tiny read per
-/// hook); an older one is refreshed so a long session is never pruned.
-const NOTE_REFRESH_NS: u64 = 24 * 3600 * 1_000_000_000;
-
+/// Notes the session in this store (see [`stage::note_session`]).
 fn note_session(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str) {
-    let path = corpus
-        .lane
-        .sessions_dir()
-        .join(&*crate::naming::session_note(session_id));
-    let fresh = |p: &Path| {
-        crate::projection::note_time(p)
-            .is_some_and(|t| clock::now_unix_ns().saturating_sub(t) < NOTE_REFRESH_NS)
-    };
-    if !lineage::is_valid_id(session_id) || fresh(&path) {
+    if !lineage::is_valid_id(session_id) {
         return;
     }
-    let r = corpus.lock().and_then(|l| {
-        if fresh(&path) {
-            return Ok(0);
-        }
-        l.append(&Event::SessionNoted(SessionNoted {
-            session_id: session_id.to_owned(),
-            noted_at_ns: clock::now_unix_ns(),
-        }))
-    });
-    match r {
+    match stage::note_session(corpus, session_id, clock::now_unix_ns()) {
         Ok(_) => {}
-        Err(e @ crate::corpus::CorpusError::Unprojected { .. }) => {
-            ctx.warn(format!("noted the session; warning: {e}"))
-        }
+        Err(e) if e.is_unprojected() => ctx.warn(format!("noted the session; warning: {e}")),
         Err(e) => ctx.warn(format!("could not note the session ({e})")),
     }
 }
@@ -319,18 +294,13 @@ fn report_stage(ctx: &mut Ctx<'_>, what: &str, outcome: Result<StageOutcome, sta
             ctx.say(format!("{what} is already stored as {record} (no-op)"));
         }
         // Journaled, so staged: the projections catch up later.
-        Err(stage::StageError::Corpus(e @ crate::corpus::CorpusError::Unprojected { .. })) => {
+        Err(e) if e.is_unprojected() => {
             ctx.result.outcome = "staged".into();
             ctx.warn(format!(
                 "staged {what}; the next drain redacts and stores it. Warning: {e}"
             ));
         }
-        Err(stage::StageError::Corpus(
-            e @ (crate::corpus::CorpusError::Journal(abcd_journal::JournalError::CorruptSpooled {
-                ..
-            })
-            | crate::corpus::CorpusError::Spooled { .. }),
-        )) => {
+        Err(e) if e.is_spooled() => {
             ctx.result.outcome = "spooled".into();
             ctx.warn(format!(
                 "{what}: the journal is damaged, so the event was spooled and the bytes kept in staging; nothing is lost ({e})"
@@ -364,15 +334,9 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
             .hook_event_name
             .clone()
             .unwrap_or_else(|| "SubagentStop".into());
-        let r = resolved.corpus.lock().and_then(|l| {
-            l.append(&Event::SubagentGapSighted(GapSighted {
-                hook_event_name: event,
-                seen_at_ns: clock::now_unix_ns(),
-            }))
-        });
-        match r {
-            Ok(_) => {}
-            Err(e @ crate::corpus::CorpusError::Unprojected { .. }) => ctx.warn(format!(
+        match stage::sight_gap(&resolved.corpus, event, clock::now_unix_ns()) {
+            Ok(()) => {}
+            Err(e) if e.is_unprojected() => ctx.warn(format!(
                 "recorded the missing-transcript marker; warning: {e}"
             )),
             Err(e) => ctx.warn(format!(
@@ -492,17 +456,16 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                         ctx.result.outcome = "noted".into();
                     }
                     let root = info.root.clone();
-                    match drain::drain(&corpus, &|| crate::capture::scanner_for(&root), Budget::SESSION_START, now) {
-                        Ok(r) => report_drain(ctx, &r),
+                    match drain::for_hook(&corpus, &root, Budget::SESSION_START, now) {
+                        Ok(d) => {
+                            report_drain(ctx, &d.report);
+                            if let Some((first, n)) = d.faults {
+                                ctx.warn(format!(
+                                    "{n} journal event(s) of this repository could not be applied to its projections (first: seq {first}); nothing is lost — run `abcd journal verify`"
+                                ));
+                            }
+                        }
                         Err(e) => ctx.warn(format!("the drain could not run ({e}); staged transcripts stay staged")),
-                    }
-                    let faults = crate::projection::read_faults(&corpus.lane);
-                    if !faults.is_empty() {
-                        ctx.warn(format!(
-                            "{} journal event(s) of this repository could not be applied to its projections (first: seq {}); nothing is lost — run `abcd journal verify`",
-                            faults.len(),
-                            faults[0].seq
-                        ));
                     }
                 }
                 Err(e) => ctx.warn(format!(
@@ -513,11 +476,8 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         }
     }
     // Every other repository's backlog: counts, sizes and names only.
-    if let Ok(all) = crate::history::survey(home, now) {
-        let others: Vec<_> = all
-            .iter()
-            .filter(|b| Some(&b.root_sha) != ctx.result.root_sha.as_ref())
-            .collect();
+    {
+        let others = drain::other_backlogs(home, ctx.result.root_sha.as_deref(), now);
         if !others.is_empty() {
             let staged: usize = others.iter().map(|b| b.staged).sum();
             let bytes: u64 = others
@@ -577,13 +537,8 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         }
     };
     let root = info.root.clone();
-    match drain::drain(
-        &corpus,
-        &|| crate::capture::scanner_for(&root),
-        Budget::PROMPT,
-        clock::now_unix_ns(),
-    ) {
-        Ok(r) => report_drain(ctx, &r),
+    match drain::for_hook(&corpus, &root, Budget::PROMPT, clock::now_unix_ns()) {
+        Ok(d) => report_drain(ctx, &d.report),
         Err(e) => ctx.warn(format!(
             "the drain could not run ({e}); staged transcripts stay staged"
         )),
