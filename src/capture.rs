@@ -26,12 +26,6 @@ use crate::lineage::Lineage;
 use crate::projection::{idem_key, stream_key, ProjectionError, RECORD_READ_CAP};
 use crate::record::{self, RecordMeta};
 
-/// The capture route of everything abcd captures from its own hooks.
-pub const KIND_NATIVE: &str = "native";
-
-/// The record schema abcd writes (lineage fields).
-pub const RECORD_SCHEMA: u32 = 2;
-
 #[derive(Debug, Error)]
 pub enum CaptureError {
     /// Retrying the same bytes with the same configuration can never
@@ -142,7 +136,7 @@ pub fn prepare(
         body.push('\n');
     }
     let mut meta = RecordMeta::native(lineage, root_sha, 0, &fsutil::sha256_hex(raw));
-    meta.schema = RECORD_SCHEMA;
+    meta.schema = record::SCHEMA_LINEAGE;
     meta.source_kind = kind.to_owned();
     meta.redacted_secrets = secrets;
     meta.redacted_home_paths = homes;
@@ -262,4 +256,25 @@ pub fn commit(
         extended,
     })))?;
     Ok(outcome.1)
+}
+/// Captures transcript bytes the user handed over (`history capture`):
+/// redact body and lineage with the repository's own scanner (no lock
+/// held), then take the store lock and commit. Nothing is staged: the
+/// bytes are already in the user's hands, and a refusal writes nothing.
+pub fn capture_bytes(
+    corpus: &crate::corpus::Corpus,
+    root: &std::path::Path,
+    lineage: &Lineage,
+    raw: &[u8],
+) -> Result<CaptureResult, CaptureError> {
+    let scanner = scanner_for(root);
+    let prepared = prepare(
+        &scanner,
+        lineage,
+        raw,
+        &corpus.lane.root_sha,
+        record::KIND_NATIVE,
+    )?;
+    let locked = corpus.lock()?;
+    commit(&locked, prepared, None, false)
 }

@@ -113,7 +113,6 @@ pub struct RedactArgs {
     pub report: bool,
 }
 
-/// Runs the CLI; returns the process exit status.
 /// The argument vectors the hooks use (`abcd hook VERB`, with `--json`
 /// before or after), parsed without building clap's whole command tree:
 /// that costs ~0.2 ms, a tenth of a hook's budget. Anything else (help,
@@ -139,6 +138,7 @@ pub fn hook_fast_path(args: &[std::ffi::OsString]) -> Option<Cli> {
     })
 }
 
+/// Runs the CLI; returns the process exit status.
 pub fn main_with(cli: Cli) -> i32 {
     let out = &mut io::stdout().lock();
     let err = &mut io::stderr().lock();
@@ -699,19 +699,8 @@ fn history_cmd(
                 .map_err(|e| format!("history capture: {e}; nothing was written"))?;
             let (corpus, info, _) = open_corpus(repo_arg, true)?;
             let corpus = corpus.expect("created");
-            let scanner = crate::capture::scanner_for(&info.root);
-            let prepared = crate::capture::prepare(
-                &scanner,
-                &lineage,
-                &raw,
-                &info.root_sha,
-                crate::capture::KIND_NATIVE,
-            )
-            .map_err(|e| format!("history capture: {e}; nothing was written"))?;
-            let locked = corpus.lock().map_err(|e| e.to_string())?;
-            let r = crate::capture::commit(&locked, prepared, None, false)
-                .map_err(|e| e.to_string())?;
-            drop(locked);
+            let r = crate::capture::capture_bytes(&corpus, &info.root, &lineage, &raw)
+                .map_err(|e| format!("history capture: {e}; nothing was written"))?;
             if json {
                 print_json(out, &r)?;
             } else if r.wrote {

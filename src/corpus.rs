@@ -237,7 +237,24 @@ impl Corpus {
     /// acknowledged; a live writer's temporary is left alone. Every drain,
     /// user verb, repair and rebuild calls this. Returns what it removed.
     pub fn sweep_temps(&self) -> Result<Vec<PathBuf>, CorpusError> {
-        let lane = &self.lane;
+        sweep_lane_temps(&self.lane)
+    }
+}
+
+/// Rebuilds every projection of `lane` from `journal` under the store lock
+/// (`journal replay --rebuild`, and after a `journal repair`), then sweeps
+/// the temporaries of dead writers.
+pub fn rebuild_projections(lane: &Lane, journal: &Journal) -> Result<CatchUp, CorpusError> {
+    let lock = FileLock::acquire(&lane.lock_path(), STORE_LOCK_TIMEOUT)?;
+    let r = projection::rebuild(lane, journal)?;
+    drop(lock);
+    sweep_lane_temps(lane)?;
+    Ok(r)
+}
+
+/// See [`Corpus::sweep_temps`].
+pub fn sweep_lane_temps(lane: &Lane) -> Result<Vec<PathBuf>, CorpusError> {
+    {
         let journal = lane.journal_dir();
         let mut dirs = vec![
             lane.dir.clone(),

@@ -14,10 +14,11 @@ use std::path::Path;
 use abcd_redact::Scanner;
 use serde::Serialize;
 
-use crate::capture::{self, CaptureError, CaptureResult, KIND_NATIVE};
+use crate::capture::{self, CaptureError, CaptureResult};
 use crate::corpus::Corpus;
 use crate::event::{Event, Quarantined, Restaged, StagedRef};
 use crate::fsutil;
+use crate::record::KIND_NATIVE;
 use crate::stage::{self, StageError, StagedEntry, RAW_CAP};
 
 /// A pass's bounds; 0 means unbounded.

@@ -59,7 +59,9 @@ pub enum Event {
     Quarantined(Quarantined),
     /// The operator deleted a staged or quarantined blob (`history discard`).
     Discarded(Discarded),
-    /// `history migrate --apply` rewrote a record's lineage in place.
+    /// A record's lineage rewritten in place (the composite-id repair).
+    /// Nothing produces it yet: the migrate verb that will is not built;
+    /// replay already applies it.
     LineageMigrated(Box<LineageMigrated>),
     /// A hook saw this session run against this store.
     SessionNoted(SessionNoted),

@@ -333,15 +333,8 @@ pub fn run(
             let corpus = Corpus::open(&home, &lane.root_sha).map_err(|e| e.to_string())?;
             let started = std::time::Instant::now();
             let r = if rebuild {
-                let lock = crate::fsutil::FileLock::acquire(
-                    &corpus.lane.lock_path(),
-                    crate::corpus::STORE_LOCK_TIMEOUT,
-                )
-                .map_err(|e| e.to_string())?;
-                let r = projection::rebuild(&corpus.lane, &corpus.journal)
-                    .map_err(|e| e.to_string())?;
-                drop(lock);
-                r
+                crate::corpus::rebuild_projections(&corpus.lane, &corpus.journal)
+                    .map_err(|e| e.to_string())?
             } else {
                 corpus.refresh().map_err(|e| e.to_string())?.0
             };
@@ -435,6 +428,11 @@ pub fn run(
         }
         JournalCmd::Repair { yes } => {
             let (lane, dir) = lane_journal(repo_arg)?;
+            // Temporaries of dead writers go first (a repair's own run
+            // never leaves one: see abcd_fsio::write_atomic).
+            if yes {
+                crate::corpus::sweep_lane_temps(&lane).map_err(|e| e.to_string())?;
+            }
             let mut r = abcd_journal::repair(&dir, yes).map_err(|e| e.to_string())?;
             // Projection faults are the projections' to retry, not the
             // journal's: a rebuild applies every event again.
@@ -449,16 +447,10 @@ pub fn run(
             let mut set_aside = Vec::new();
             if r.applied || (yes && !faults.is_empty()) {
                 // The journal changed under the projections: rebuild them.
-                let lock = crate::fsutil::FileLock::acquire(
-                    &lane.lock_path(),
-                    crate::corpus::STORE_LOCK_TIMEOUT,
-                )
-                .map_err(|e| e.to_string())?;
                 let journal = Journal::open_existing(&dir).map_err(|e| e.to_string())?;
-                set_aside = projection::rebuild(&lane, &journal)
+                set_aside = crate::corpus::rebuild_projections(&lane, &journal)
                     .map_err(|e| e.to_string())?
                     .set_aside;
-                drop(lock);
                 retried = !faults.is_empty();
             }
             let faults_left = projection::read_faults(&lane);

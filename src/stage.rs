@@ -554,7 +554,7 @@ fn already(
         }
         return Ok(None);
     }
-    let idem = idem_key(sha, &lineage.session_id, agent, "native");
+    let idem = idem_key(sha, &lineage.session_id, agent, crate::record::KIND_NATIVE);
     Ok(index
         .record_for_idem(&idem)
         .map_err(CorpusError::from)?
@@ -605,7 +605,7 @@ fn stage_locked(
         });
     }
     // Already captured with these exact bytes: nothing to stage.
-    let idem = idem_key(sha, &lineage.session_id, agent, "native");
+    let idem = idem_key(sha, &lineage.session_id, agent, crate::record::KIND_NATIVE);
     if let Some(record) = index.record_for_idem(&idem).map_err(CorpusError::from)? {
         return Ok(StageOutcome::AlreadyStored { record, bytes });
     }
