@@ -686,10 +686,9 @@ pub fn sweep_stale_temps(dir: &Path) -> R<Vec<PathBuf>> {
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age > STALE_TMP_AGE)
         };
-        if (pid != std::process::id() as i32 && pid_is_gone(pid)) || old() {
-            if remove_file_if_exists(&path)? {
-                removed.push(path);
-            }
+        let stale = (pid != std::process::id() as i32 && pid_is_gone(pid)) || old();
+        if stale && remove_file_if_exists(&path)? {
+            removed.push(path);
         }
     }
     removed.sort();

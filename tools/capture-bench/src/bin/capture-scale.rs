@@ -10,7 +10,8 @@
 
 use std::time::Instant;
 
-use abcd::capture::{self, KIND_NATIVE};
+use abcd::capture;
+use abcd::record::KIND_NATIVE;
 use abcd::corpus::Corpus;
 use abcd::event::{self, CaptureOutcome, Captured, Event};
 use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
