@@ -50,6 +50,16 @@ fn main() {
         .join("subagents");
     std::fs::create_dir_all(&dir).unwrap();
     let body = transcript(session, 1 << 20, 1);
+    // Each binary gets its own store: two builds sharing one would measure
+    // each other's on-disk layout (a projection-format change makes the
+    // older build rebuild on every run), not their own hook.
+    for b in 0..bins.len() {
+        std::fs::create_dir_all(env.abcd_home.join(format!("build{b}"))).unwrap();
+    }
+    let store_of = |bin: &Path| {
+        let b = bins.iter().position(|x| x == bin).unwrap_or(0);
+        env.abcd_home.join(format!("build{b}"))
+    };
     let run = |bin: &Path, agent: &str, path: &Path, expect: &str| -> f64 {
         let payload = serde_json::json!({
             "session_id": session, "cwd": env.repo, "agent_id": agent, "agent_type": "Explore",
@@ -61,7 +71,7 @@ fn main() {
             .args(["hook", "subagent-stop", "--json"])
             .current_dir(&env.repo)
             .env("HOME", &env.home)
-            .env("ABCD_HOME", &env.abcd_home)
+            .env("ABCD_HOME", store_of(bin))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
