@@ -22,3 +22,5 @@ pub mod repo;
 pub mod stage;
 pub mod staging_view;
 pub mod store;
+pub mod telemetry;
+pub mod transcript;
