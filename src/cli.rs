@@ -66,6 +66,20 @@ pub enum HistoryCmd {
     },
     /// Show one record: exact file name, then agent id, then session id.
     Show { key: String },
+    /// Render a session (main thread plus every sub-agent at its spawn point) as Markdown, with telemetry JSON beside it.
+    Reconstruct {
+        /// The session id.
+        session: String,
+        /// An existing directory for `<session>.md` and `<session>.telemetry.json`, or - for stdout.
+        #[arg(long, default_value = "-", value_name = "DIR|-")]
+        out: String,
+        /// `full` renders every turn; `spine` keeps each sub-agent's first and last turn.
+        #[arg(long, value_enum, default_value_t = ModeArg::Full)]
+        mode: ModeArg,
+        /// Cap on one tool input or result, in bytes (the rest is elided and counted).
+        #[arg(long, default_value_t = crate::reconstruct::DEFAULT_MAX_BLOCK_BYTES, value_name = "N")]
+        max_block_bytes: usize,
+    },
     /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
     Staged {
         /// Survey every repository in the store (counts, sizes, names only).
@@ -96,6 +110,13 @@ pub enum HistoryCmd {
         #[arg(long)]
         agent_type: Option<String>,
     },
+}
+
+/// `--mode` of `history reconstruct`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ModeArg {
+    Full,
+    Spine,
 }
 
 #[derive(Args, Debug)]
@@ -382,6 +403,42 @@ fn history_cmd(
             }
             w(out, "---".into())?;
             write!(out, "{}", sanitize(&shown.body)).map_err(|e| e.to_string())?;
+            Ok(0)
+        }
+        HistoryCmd::Reconstruct {
+            session,
+            out: out_arg,
+            mode,
+            max_block_bytes,
+        } => {
+            use crate::reconstruct::{self, Mode, Options};
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                return Err(reconstruct::ReconstructError::NoRecords { session }.to_string());
+            };
+            let s = reconstruct::load(&corpus, &session).map_err(|e| e.to_string())?;
+            let opts = Options {
+                mode: match mode {
+                    ModeArg::Full => Mode::Full,
+                    ModeArg::Spine => Mode::Spine,
+                },
+                max_block_bytes: max_block_bytes.max(1),
+            };
+            if out_arg == "-" {
+                // Transcript text is fenced Markdown: control bytes are
+                // stripped like every other text we print.
+                write!(out, "{}", sanitize(&reconstruct::to_stdout(&s, opts)))
+                    .map_err(|e| e.to_string())?;
+                return Ok(0);
+            }
+            let written = reconstruct::write_into(Path::new(&out_arg), &s, opts)
+                .map_err(|e| e.to_string())?;
+            if json {
+                print_json(out, &written)?;
+            } else {
+                w(out, format!("wrote {}", written.artefact))?;
+                w(out, format!("wrote {}", written.telemetry))?;
+            }
             Ok(0)
         }
         HistoryCmd::Staged { all_repos } => {

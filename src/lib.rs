@@ -16,6 +16,7 @@ pub mod journal_cli;
 pub mod lineage;
 pub mod naming;
 pub mod projection;
+pub mod reconstruct;
 pub mod record;
 pub mod render;
 pub mod repo;
