@@ -80,6 +80,20 @@ pub enum HistoryCmd {
         #[arg(long, default_value_t = crate::reconstruct::DEFAULT_MAX_BLOCK_BYTES, value_name = "N")]
         max_block_bytes: usize,
     },
+    /// Export a session as Markdown, JSON or one self-contained HTML page; --all writes every session and an index page.
+    Export {
+        /// The session id (omit with --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        session: Option<String>,
+        /// Every session of this repository (HTML only), into the directory --out.
+        #[arg(long, requires = "out")]
+        all: bool,
+        #[arg(long, value_enum, default_value_t = FormatArg::Md)]
+        format: FormatArg,
+        /// Output file (a directory with --all); default stdout.
+        #[arg(long, value_name = "PATH")]
+        out: Option<PathBuf>,
+    },
     /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
     Staged {
         /// Survey every repository in the store (counts, sizes, names only).
@@ -117,6 +131,14 @@ pub enum HistoryCmd {
 pub enum ModeArg {
     Full,
     Spine,
+}
+
+/// `--format` of `history export`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum FormatArg {
+    Md,
+    Html,
+    Json,
 }
 
 #[derive(Args, Debug)]
@@ -438,6 +460,60 @@ fn history_cmd(
             } else {
                 w(out, format!("wrote {}", written.artefact))?;
                 w(out, format!("wrote {}", written.telemetry))?;
+            }
+            Ok(0)
+        }
+        HistoryCmd::Export {
+            session,
+            all,
+            format,
+            out: out_path,
+        } => {
+            use crate::export::{self, Format};
+            let format = match format {
+                FormatArg::Md => Format::Md,
+                FormatArg::Html => Format::Html,
+                FormatArg::Json => Format::Json,
+            };
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                return Err(export::ExportError::Empty.to_string());
+            };
+            if all {
+                if format != Format::Html {
+                    return Err("history export --all: only --format html writes a site".into());
+                }
+                let dir = out_path.ok_or("history export --all needs --out DIR")?;
+                let entries = export::export_site(&corpus, &dir).map_err(|e| e.to_string())?;
+                if json {
+                    print_json(out, &entries)?;
+                } else {
+                    w(
+                        out,
+                        format!(
+                            "wrote {} session page(s) and {}",
+                            entries.len(),
+                            dir.join("index.html").display()
+                        ),
+                    )?;
+                }
+                return Ok(0);
+            }
+            let session = session.ok_or("history export: name a SESSION, or pass --all")?;
+            let text = export::export_session(&corpus, &session, format, out_path.as_deref())
+                .map_err(|e| e.to_string())?;
+            match text {
+                // HTML and JSON are escaped already; Markdown is sanitised
+                // like every other text we print.
+                Some(t) if format == Format::Md => {
+                    write!(out, "{}", sanitize(&t)).map_err(|e| e.to_string())?
+                }
+                Some(t) => write!(out, "{t}").map_err(|e| e.to_string())?,
+                None => {
+                    if let Some(p) = &out_path {
+                        w(out, format!("wrote {}", p.display()))?;
+                    }
+                }
             }
             Ok(0)
         }

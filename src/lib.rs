@@ -8,6 +8,7 @@ pub mod clock;
 pub mod corpus;
 pub mod drain;
 pub mod event;
+pub mod export;
 pub mod fsutil;
 pub mod fuzz;
 pub mod history;

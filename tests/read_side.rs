@@ -192,3 +192,218 @@ fn reconstruct_to_stdout_spine_and_caps() {
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("existing directory"));
 }
+
+const HOSTILE: &str = "hostile-0001";
+
+/// A main thread full of markup and controls, captured directly.
+fn hostile(env: &Env) {
+    let lines = [
+        json!({"type":"user","timestamp":"2026-07-01T09:00:00Z","message":{"role":"user","content":"<script>document.title='pwned'</script></textarea><img src=x onerror=\"document.body.dataset.pwned=1\"> \u{202E}txt.exe"}}),
+        json!({"type":"assistant","timestamp":"2026-07-01T09:00:01Z","message":{"id":"msg_h1","role":"assistant","model":"m<b>x</b>","content":[{"type":"text","text":"<a href=\"javascript:alert(1)\">click</a> [REDACTED:demo-key]"},{"type":"tool_use","id":"t\"><script>","name":"Bash<script>","input":{"command":"echo </pre><script>x()</script>"}}],"usage":{"input_tokens":1,"output_tokens":1}}}),
+    ];
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let p = env.tmp.path().join("hostile.jsonl");
+    fs::write(&p, body).unwrap();
+    let o = env.abcd(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        HOSTILE,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+fn assert_inert(html: &str) {
+    let lower = html.to_lowercase();
+    assert!(!lower.contains("<script"), "a script element");
+    assert!(!lower.contains("<img"), "an img element");
+    assert!(
+        !lower.contains("<a href=\"javascript"),
+        "a javascript: link"
+    );
+    assert!(!lower.contains("</textarea"));
+    assert!(!html.contains('\u{202E}'), "a raw bidi override");
+    assert!(html.contains("&lt;script&gt;"));
+    assert!(html.contains("⟦U+202E⟧"));
+    assert!(html.contains("<mark class=\"redacted\""));
+    assert!(!lower.contains("src=\""), "no resource is referenced");
+    assert!(!lower.contains("http://") && !lower.contains("https://"));
+}
+
+#[test]
+fn export_formats_and_escaping() {
+    let env = captured();
+    hostile(&env);
+    let o = env.abcd(&["history", "export", HOSTILE, "--format", "html"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains("default-src 'none'"));
+    assert_inert(&page);
+    // JSON: the text survives verbatim (JSON-escaped), threads and placement.
+    let j = env.json(&["history", "export", SID, "--format", "json"]);
+    assert_eq!(j["threads"].as_array().unwrap().len(), 4);
+    assert_eq!(j["tokens"]["tokens"]["total"], 1065);
+    // Markdown is the reconstruct renderer, uncapped.
+    let o = env.abcd(&["history", "export", SID, "--format", "md"]);
+    assert!(stdout(&o).contains("## Agent `deep01`"));
+    assert!(!stdout(&o).contains("more bytes elided"));
+    // A file, then the site.
+    let f = env.tmp.path().join("one.html");
+    let o = env.abcd(&[
+        "history",
+        "export",
+        SID,
+        "--format",
+        "html",
+        "--out",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let site = env.tmp.path().join("site");
+    let o = env.abcd(&[
+        "history",
+        "export",
+        "--all",
+        "--format",
+        "html",
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let index = fs::read_to_string(site.join("index.html")).unwrap();
+    assert!(index.contains(&format!("href=\"{SID}.html\"")));
+    assert!(index.contains(&format!("href=\"{HOSTILE}.html\"")));
+    assert_inert(&fs::read_to_string(site.join(format!("{HOSTILE}.html"))).unwrap());
+    assert!(site.join(format!("{SID}.html")).is_file());
+    let o = env.abcd(&[
+        "history",
+        "export",
+        "--all",
+        "--format",
+        "md",
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+}
+
+fn chromium() -> Option<String> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            std::process::Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(str::to_owned)
+}
+
+fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) -> String {
+    let o = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(
+        o.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The parent agent of each `<details data-agent=…>` in a DOM dump.
+fn nesting(dom: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack: Vec<String> = vec!["main".into()];
+    let mut rest = dom;
+    loop {
+        let open = rest.find("<details");
+        let close = rest.find("</details>");
+        match (open, close) {
+            (Some(o), c) if c.map(|c| o < c).unwrap_or(true) => {
+                let tag_end = rest[o..].find('>').unwrap() + o;
+                let tag = &rest[o..tag_end];
+                let agent = tag
+                    .split("data-agent=\"")
+                    .nth(1)
+                    .map(|s| s.split('"').next().unwrap().to_owned());
+                let name = agent.clone().unwrap_or_default();
+                if let Some(a) = agent {
+                    let parent = stack.iter().rev().find(|s| !s.is_empty()).unwrap().clone();
+                    out.insert(a, parent);
+                }
+                stack.push(name);
+                rest = &rest[tag_end..];
+            }
+            (_, Some(c)) => {
+                stack.pop();
+                rest = &rest[c + 10..];
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn the_page_in_a_real_browser() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "SKIPPED: no chromium on PATH (apt-get install chromium); the browser test did not run"
+        );
+        return;
+    };
+    let env = captured();
+    hostile(&env);
+    let site = env.tmp.path().join("site");
+    let o = env.abcd(&[
+        "history",
+        "export",
+        "--all",
+        "--format",
+        "html",
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let profile = env.tmp.path().join("chromium-profile");
+    let dom = dump_dom(&browser, &site.join(format!("{SID}.html")), &profile);
+    let tree = nesting(&dom);
+    assert_eq!(
+        tree.get("showcol1").map(String::as_str),
+        Some("main"),
+        "{tree:?}"
+    );
+    assert_eq!(
+        tree.get("showcol2").map(String::as_str),
+        Some("main"),
+        "{tree:?}"
+    );
+    assert_eq!(
+        tree.get("deep01").map(String::as_str),
+        Some("showcol1"),
+        "{tree:?}"
+    );
+    assert!(dom.contains("deep answer &lt;script&gt;alert(1)&lt;/script&gt;"));
+    let dom = dump_dom(&browser, &site.join(format!("{HOSTILE}.html")), &profile);
+    // Nothing from the transcript ran: the title is ours, no element was made.
+    assert!(dom.contains("<title>"), "{dom}");
+    assert!(!dom.contains("pwned\"") && !dom.contains("data-pwned"));
+    assert!(!dom.contains("<title>pwned"));
+    assert_inert(&dom);
+    let index = dump_dom(&browser, &site.join("index.html"), &profile);
+    assert!(index.contains(&format!("href=\"{SID}.html\"")));
+}
