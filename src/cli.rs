@@ -58,14 +58,31 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum HistoryCmd {
-    /// List stored records, newest first.
+    /// List stored sessions, newest first: start, duration, tokens, size, title, and the sub-agent tree.
     List {
         /// Only this session: its main thread first, then every sub-agent.
         #[arg(long)]
         session: Option<String>,
+        /// Sessions that started at or after this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Sessions that started before this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
+        /// At most this many sessions.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Sessions with a sub-agent of this type.
+        #[arg(long, value_name = "TYPE")]
+        agent_type: Option<String>,
     },
-    /// Show one record: exact file name, then agent id, then session id.
-    Show { key: String },
+    /// Show one record as readable text: exact file name, then agent id, then session id.
+    Show {
+        key: String,
+        /// Print the stored (redacted) JSONL instead of the rendered text.
+        #[arg(long)]
+        raw: bool,
+    },
     /// Render a session (main thread plus every sub-agent at its spawn point) as Markdown, with telemetry JSON beside it.
     Reconstruct {
         /// The session id.
@@ -335,39 +352,96 @@ fn history_cmd(
     };
     let now = clock::now_unix_ns();
     match cmd {
-        HistoryCmd::List { session } => {
-            let (corpus, _, _) = open_corpus(repo_arg, false)?;
-            let records = match (&corpus, &session) {
-                (None, _) => Vec::new(),
-                (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
-                (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
+        HistoryCmd::List {
+            session,
+            since,
+            until,
+            limit,
+            agent_type,
+        } => {
+            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+                match v {
+                    None => Ok(None),
+                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
+                        format!("history list: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
+                    }),
+                }
             };
+            let filter = crate::overview::Filter {
+                session: session.clone(),
+                since_ns: when("--since", &since)?,
+                until_ns: when("--until", &until)?,
+                limit,
+                agent_type,
+            };
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
             if json {
+                // The record array, unchanged (scripts depend on it).
+                let records = match (&corpus, &session) {
+                    (None, _) => Vec::new(),
+                    (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
+                    (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
+                };
                 print_json(out, &records)?;
                 return Ok(0);
             }
-            if records.is_empty() {
+            let rows = match &corpus {
+                None => Vec::new(),
+                Some(c) => crate::overview::sessions(c, &filter).map_err(|e| e.to_string())?,
+            };
+            if rows.is_empty() {
                 match &session {
                     Some(s) => w(out, format!("abcd history — no transcript stored for session {s} in this repository"))?,
-                    None => w(out, "abcd history — no transcripts stored for this repository".into())?,
+                    None => w(out, "abcd history — no transcripts stored for this repository (or none matches the filters)".into())?,
                 }
                 return Ok(0);
             }
-            for r in &records {
-                w(out, list_line(r))?;
+            w(
+                out,
+                format!(
+                    "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
+                    "STARTED (UTC)", "DURATION", "TOKENS", "SIZE", "SESSION", "TITLE"
+                ),
+            )?;
+            for r in &rows {
+                w(out, session_line(r))?;
+                for a in &r.agents {
+                    w(
+                        out,
+                        format!(
+                            "{:>20} {}└─ {} ({}, depth {}){}  {} turn(s), {} tokens",
+                            "",
+                            "   ".repeat(a.level.saturating_sub(1)),
+                            a.agent_id,
+                            a.agent_type.as_deref().unwrap_or("type unknown"),
+                            if a.spawn_depth == 0 {
+                                "?".to_owned()
+                            } else {
+                                a.spawn_depth.to_string()
+                            },
+                            if a.placed {
+                                ""
+                            } else {
+                                " [spawn point unknown]"
+                            },
+                            a.turns,
+                            a.tokens
+                        ),
+                    )?;
+                }
             }
-            if let Some(s) = &session {
+            if let (Some(s), Some(r)) = (&session, rows.first()) {
                 w(
                     out,
                     format!(
                         "\n{} record(s) for session {s} — the main thread first, then every sub-agent it spawned.",
-                        records.len()
+                        r.records
                     ),
                 )?;
             }
             Ok(0)
         }
-        HistoryCmd::Show { key } => {
+        HistoryCmd::Show { key, raw } => {
             let (corpus, info, _) = open_corpus(repo_arg, false)?;
             let Some(corpus) = corpus else {
                 return Err(format!(
@@ -424,7 +498,12 @@ fn history_cmd(
                 }
             }
             w(out, "---".into())?;
-            write!(out, "{}", sanitize(&shown.body)).map_err(|e| e.to_string())?;
+            let body = if raw {
+                shown.body.clone()
+            } else {
+                crate::reconstruct::render_body(shown.body.as_bytes())
+            };
+            write!(out, "{}", sanitize(&body)).map_err(|e| e.to_string())?;
             Ok(0)
         }
         HistoryCmd::Reconstruct {
@@ -851,6 +930,49 @@ fn history_cmd(
             Ok(0)
         }
     }
+}
+
+fn human_size(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn human_duration(s: f64) -> String {
+    let s = s as u64;
+    match s {
+        s if s >= 3600 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        s if s >= 60 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{s}s"),
+    }
+}
+
+fn session_line(r: &crate::overview::SessionRow) -> String {
+    let started = r
+        .started_at
+        .as_deref()
+        .map(|t| t.get(..19).unwrap_or(t).replace('T', " "))
+        .unwrap_or_else(|| "-".into());
+    let title = match (&r.title, r.main_thread) {
+        (Some(t), _) => {
+            let t: String = t.chars().take(70).collect();
+            t
+        }
+        (None, true) => "(no prompt)".into(),
+        (None, false) => "(main thread not stored)".into(),
+    };
+    format!(
+        "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
+        started,
+        human_duration(r.duration_seconds),
+        r.tokens,
+        human_size(r.bytes),
+        r.session_id,
+        title
+    )
 }
 
 fn list_line(r: &history::Listed) -> String {

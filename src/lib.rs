@@ -16,6 +16,7 @@ pub mod hook;
 pub mod journal_cli;
 pub mod lineage;
 pub mod naming;
+pub mod overview;
 pub mod projection;
 pub mod reconstruct;
 pub mod record;

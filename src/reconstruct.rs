@@ -1077,3 +1077,23 @@ pub fn to_stdout(s: &Session, opts: Options) -> String {
     fenced(&mut md, "json", tj.trim_end());
     md
 }
+
+/// One record's body as readable text (the Markdown export's turn renderer),
+/// for `history show`. Tool inputs and results are capped at
+/// [`DEFAULT_MAX_BLOCK_BYTES`].
+pub fn render_body(body: &[u8]) -> String {
+    let p = transcript::parse(body);
+    let mut out = String::new();
+    let mut el = Elided::default();
+    let opts = Options::default();
+    for t in group_turns(&p.lines) {
+        render_turn_md(&mut out, &t, opts, &mut el);
+    }
+    if p.unparseable > 0 {
+        out.push_str(&format!(
+            "_[{} line(s) were not JSON and are not shown; --raw prints the stored JSONL]_\n",
+            p.unparseable
+        ));
+    }
+    out
+}

@@ -407,3 +407,51 @@ fn the_page_in_a_real_browser() {
     let index = dump_dom(&browser, &site.join("index.html"), &profile);
     assert!(index.contains(&format!("href=\"{SID}.html\"")));
 }
+
+#[test]
+fn list_reads_like_a_history_and_show_renders_text() {
+    let env = captured();
+    hostile(&env);
+    let o = env.abcd(&["history", "list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("STARTED (UTC)") && lines[0].contains("TITLE"),
+        "{text}"
+    );
+    // Newest first: the hostile session (July) above the showcase (June).
+    let h = text.find(HOSTILE).unwrap();
+    let s = text.find(SID).unwrap();
+    assert!(h < s, "{text}");
+    let row = lines.iter().find(|l| l.contains(SID)).unwrap();
+    assert!(row.starts_with("2026-06-15 10:00:01"), "{row}");
+    assert!(row.contains("Give me a tour of the repository"), "{row}");
+    assert!(row.contains(" 1065 "), "{row}");
+    // The tree: deep01 indented under showcol1.
+    let i1 = lines
+        .iter()
+        .position(|l| l.contains("└─ showcol1"))
+        .unwrap();
+    let i3 = lines.iter().position(|l| l.contains("└─ deep01")).unwrap();
+    assert_eq!(i3, i1 + 1, "{text}");
+    let indent = |l: &str| l.find("└─").unwrap();
+    assert!(indent(lines[i3]) > indent(lines[i1]));
+    // Filters.
+    let o = stdout(&env.abcd(&["history", "list", "--since", "2026-07-01"]));
+    assert!(o.contains(HOSTILE) && !o.contains(SID), "{o}");
+    let o = stdout(&env.abcd(&["history", "list", "--until", "2026-07-01"]));
+    assert!(!o.contains(HOSTILE) && o.contains(SID), "{o}");
+    let o = stdout(&env.abcd(&["history", "list", "--limit", "1"]));
+    assert!(o.contains(HOSTILE) && !o.contains(SID), "{o}");
+    let o = stdout(&env.abcd(&["history", "list", "--agent-type", "Explore"]));
+    assert!(!o.contains(HOSTILE) && o.contains(SID), "{o}");
+    let o = env.abcd(&["history", "list", "--since", "yesterday"]);
+    assert_ne!(o.status.code(), Some(0));
+    // show: readable by default, --raw for the JSONL.
+    let o = stdout(&env.abcd(&["history", "show", SID]));
+    assert!(o.contains("### Turn 1 — user"), "{o}");
+    assert!(!o.contains("\"parentUuid\""));
+    let o = stdout(&env.abcd(&["history", "show", SID, "--raw"]));
+    assert!(o.contains("\"parentUuid\""));
+}
