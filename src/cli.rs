@@ -97,6 +97,15 @@ pub enum HistoryCmd {
         #[arg(long, default_value_t = crate::reconstruct::DEFAULT_MAX_BLOCK_BYTES, value_name = "N")]
         max_block_bytes: usize,
     },
+    /// Sessions, sub-agents by type and depth, tokens by model, agent type and day (once per API message id), the sub-agent share.
+    Stats {
+        /// Sessions that started at or after this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Sessions that started before this time.
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
+    },
     /// Export a session as Markdown, JSON or one self-contained HTML page; --all writes every session and an index page.
     Export {
         /// The session id (omit with --all).
@@ -539,6 +548,78 @@ fn history_cmd(
             } else {
                 w(out, format!("wrote {}", written.artefact))?;
                 w(out, format!("wrote {}", written.telemetry))?;
+            }
+            Ok(0)
+        }
+        HistoryCmd::Stats { since, until } => {
+            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+                match v {
+                    None => Ok(None),
+                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
+                        format!("history stats: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
+                    }),
+                }
+            };
+            let filter = crate::overview::Filter {
+                since_ns: when("--since", &since)?,
+                until_ns: when("--until", &until)?,
+                ..Default::default()
+            };
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let st = match &corpus {
+                None => crate::overview::Stats::default(),
+                Some(c) => crate::overview::stats(c, &filter).map_err(|e| e.to_string())?,
+            };
+            if json {
+                print_json(out, &st)?;
+                return Ok(0);
+            }
+            w(
+                out,
+                format!(
+                    "sessions:    {} ({} without a stored main thread)",
+                    st.sessions, st.sessions_without_main_thread
+                ),
+            )?;
+            w(out, format!("sub-agents:  {}", st.sub_agents))?;
+            for (k, v) in &st.sub_agents_by_type {
+                w(out, format!("  type {k}: {v}"))?;
+            }
+            for (k, v) in &st.sub_agents_by_depth {
+                let d = if *k == 0 {
+                    "unknown".to_owned()
+                } else {
+                    k.to_string()
+                };
+                w(out, format!("  depth {d}: {v}"))?;
+            }
+            w(out, format!(
+                "tokens:      {} over {} API responses, counted once per message id (summing every usage line would say {}); {} usage(s) without a message id",
+                st.tokens.total, st.api_responses, st.naive_tokens.total, st.usage_without_message_id
+            ))?;
+            w(
+                out,
+                format!(
+                    "  sub-agents: {} ({:.1}%)",
+                    st.subagent_tokens.total,
+                    st.subagent_share * 100.0
+                ),
+            )?;
+            for (title, map) in [
+                ("by model", &st.tokens_by_model),
+                ("by agent type", &st.tokens_by_agent_type),
+                ("by day", &st.tokens_by_day),
+            ] {
+                w(out, format!("tokens {title}:"))?;
+                for (k, v) in map {
+                    w(
+                        out,
+                        format!(
+                            "  {k:<32} {:>12}  (in {}, out {}, cache write {}, cache read {})",
+                            v.total, v.input, v.output, v.cache_creation_input, v.cache_read_input
+                        ),
+                    )?;
+                }
             }
             Ok(0)
         }

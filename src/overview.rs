@@ -193,3 +193,90 @@ impl Before for Option<u64> {
         }
     }
 }
+
+/// `history stats`: the repository's numbers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    pub sessions: usize,
+    pub sessions_without_main_thread: usize,
+    pub sub_agents: usize,
+    /// agent type → count (`unknown` when not recorded).
+    pub sub_agents_by_type: std::collections::BTreeMap<String, u64>,
+    /// spawn depth → count (0 = unknown).
+    pub sub_agents_by_depth: std::collections::BTreeMap<u32, u64>,
+    /// Once per API message id across every thread of a session.
+    pub tokens: crate::telemetry::Tokens,
+    pub naive_tokens: crate::telemetry::Tokens,
+    pub api_responses: u64,
+    pub usage_without_message_id: u64,
+    pub tokens_by_model: std::collections::BTreeMap<String, crate::telemetry::Tokens>,
+    pub tokens_by_agent_type: std::collections::BTreeMap<String, crate::telemetry::Tokens>,
+    pub tokens_by_day: std::collections::BTreeMap<String, crate::telemetry::Tokens>,
+    pub subagent_tokens: crate::telemetry::Tokens,
+    /// Sub-agent tokens / all tokens.
+    pub subagent_share: f64,
+}
+
+fn add(into: &mut crate::telemetry::Tokens, t: &crate::telemetry::Tokens) {
+    into.input += t.input;
+    into.output += t.output;
+    into.cache_creation_input += t.cache_creation_input;
+    into.cache_read_input += t.cache_read_input;
+    into.total += t.total;
+}
+
+/// Sums every session (start time within `f`'s bounds) of the repository.
+pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
+    let mut ids = BTreeSet::new();
+    for l in history::list(corpus)? {
+        ids.insert(l.meta.session_id);
+    }
+    let mut st = Stats::default();
+    for id in ids {
+        let s = reconstruct::load(corpus, &id)?;
+        let start = s.started_at().as_deref().and_then(parse_rfc3339);
+        if f.since_ns.is_some_and(|b| start.is_none_or_lt(b))
+            || f.until_ns.is_some_and(|b| start.is_some_and(|t| t >= b))
+        {
+            continue;
+        }
+        st.sessions += 1;
+        if s.main().is_none() {
+            st.sessions_without_main_thread += 1;
+        }
+        for t in s.threads.iter().filter(|t| !t.is_main()) {
+            st.sub_agents += 1;
+            let ty = t
+                .record
+                .meta
+                .agent_type
+                .clone()
+                .unwrap_or_else(|| "unknown".into());
+            *st.sub_agents_by_type.entry(ty).or_insert(0) += 1;
+            *st.sub_agents_by_depth
+                .entry(t.record.meta.spawn_depth)
+                .or_insert(0) += 1;
+        }
+        let r = &s.tokens;
+        add(&mut st.tokens, &r.tokens);
+        add(&mut st.naive_tokens, &r.naive_tokens);
+        add(&mut st.subagent_tokens, &r.subagent_tokens);
+        st.api_responses += r.api_responses;
+        st.usage_without_message_id += r.usage_without_message_id;
+        for (k, v) in &r.by_model {
+            add(st.tokens_by_model.entry(k.clone()).or_default(), v);
+        }
+        for (k, v) in &r.by_agent_type {
+            add(st.tokens_by_agent_type.entry(k.clone()).or_default(), v);
+        }
+        for (k, v) in &r.by_day {
+            add(st.tokens_by_day.entry(k.clone()).or_default(), v);
+        }
+    }
+    st.subagent_share = if st.tokens.total == 0 {
+        0.0
+    } else {
+        st.subagent_tokens.total as f64 / st.tokens.total as f64
+    };
+    Ok(st)
+}

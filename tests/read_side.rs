@@ -455,3 +455,21 @@ fn list_reads_like_a_history_and_show_renders_text() {
     let o = stdout(&env.abcd(&["history", "show", SID, "--raw"]));
     assert!(o.contains("\"parentUuid\""));
 }
+
+#[test]
+fn stats_sum_sessions_once_per_message_id() {
+    let env = captured();
+    hostile(&env);
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["sessions"], 2);
+    assert_eq!(st["sub_agents"], 3);
+    assert_eq!(st["sub_agents_by_type"]["general-purpose"], 2);
+    assert_eq!(st["sub_agents_by_depth"]["2"], 1);
+    assert_eq!(st["tokens"]["total"], 1065 + 2);
+    assert_eq!(st["subagent_tokens"]["total"], 265);
+    assert_eq!(st["tokens_by_day"]["2026-06-15"]["total"], 1065);
+    let st = env.json(&["history", "stats", "--since", "2026-07-01"]);
+    assert_eq!(st["sessions"], 1);
+    let o = stdout(&env.abcd(&["history", "stats"]));
+    assert!(o.contains("counted once per message id"), "{o}");
+}
