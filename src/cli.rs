@@ -58,14 +58,68 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum HistoryCmd {
-    /// List stored records, newest first.
+    /// List stored sessions, newest first: start, duration, tokens, size, title, and the sub-agent tree.
     List {
         /// Only this session: its main thread first, then every sub-agent.
         #[arg(long)]
         session: Option<String>,
+        /// Sessions that started at or after this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Sessions that started before this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
+        /// At most this many sessions.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Sessions with a sub-agent of this type.
+        #[arg(long, value_name = "TYPE")]
+        agent_type: Option<String>,
     },
-    /// Show one record: exact file name, then agent id, then session id.
-    Show { key: String },
+    /// Show one record as readable text: exact file name, then agent id, then session id.
+    Show {
+        key: String,
+        /// Print the stored (redacted) JSONL instead of the rendered text.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Render a session (main thread plus every sub-agent at its spawn point) as Markdown, with telemetry JSON beside it.
+    Reconstruct {
+        /// The session id.
+        session: String,
+        /// An existing directory for `<session>.md` and `<session>.telemetry.json`, or - for stdout.
+        #[arg(long, default_value = "-", value_name = "DIR|-")]
+        out: String,
+        /// `full` renders every turn; `spine` keeps each sub-agent's first and last turn.
+        #[arg(long, value_enum, default_value_t = ModeArg::Full)]
+        mode: ModeArg,
+        /// Cap on one tool input or result, in bytes (the rest is elided and counted).
+        #[arg(long, default_value_t = crate::reconstruct::DEFAULT_MAX_BLOCK_BYTES, value_name = "N")]
+        max_block_bytes: usize,
+    },
+    /// Sessions, sub-agents by type and depth, tokens by model, agent type and day (once per API message id), the sub-agent share.
+    Stats {
+        /// Sessions that started at or after this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Sessions that started before this time.
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
+    },
+    /// Export a session as Markdown, JSON or one self-contained HTML page; --all writes every session and an index page.
+    Export {
+        /// The session id (omit with --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        session: Option<String>,
+        /// Every session of this repository (HTML only), into the directory --out.
+        #[arg(long, requires = "out")]
+        all: bool,
+        #[arg(long, value_enum, default_value_t = FormatArg::Md)]
+        format: FormatArg,
+        /// Output file (a directory with --all); default stdout.
+        #[arg(long, value_name = "PATH")]
+        out: Option<PathBuf>,
+    },
     /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
     Staged {
         /// Survey every repository in the store (counts, sizes, names only).
@@ -96,6 +150,21 @@ pub enum HistoryCmd {
         #[arg(long)]
         agent_type: Option<String>,
     },
+}
+
+/// `--mode` of `history reconstruct`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum ModeArg {
+    Full,
+    Spine,
+}
+
+/// `--format` of `history export`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum FormatArg {
+    Md,
+    Html,
+    Json,
 }
 
 #[derive(Args, Debug)]
@@ -292,39 +361,96 @@ fn history_cmd(
     };
     let now = clock::now_unix_ns();
     match cmd {
-        HistoryCmd::List { session } => {
-            let (corpus, _, _) = open_corpus(repo_arg, false)?;
-            let records = match (&corpus, &session) {
-                (None, _) => Vec::new(),
-                (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
-                (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
+        HistoryCmd::List {
+            session,
+            since,
+            until,
+            limit,
+            agent_type,
+        } => {
+            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+                match v {
+                    None => Ok(None),
+                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
+                        format!("history list: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
+                    }),
+                }
             };
+            let filter = crate::overview::Filter {
+                session: session.clone(),
+                since_ns: when("--since", &since)?,
+                until_ns: when("--until", &until)?,
+                limit,
+                agent_type,
+            };
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
             if json {
+                // The record array, unchanged (scripts depend on it).
+                let records = match (&corpus, &session) {
+                    (None, _) => Vec::new(),
+                    (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
+                    (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
+                };
                 print_json(out, &records)?;
                 return Ok(0);
             }
-            if records.is_empty() {
+            let rows = match &corpus {
+                None => Vec::new(),
+                Some(c) => crate::overview::sessions(c, &filter).map_err(|e| e.to_string())?,
+            };
+            if rows.is_empty() {
                 match &session {
                     Some(s) => w(out, format!("abcd history — no transcript stored for session {s} in this repository"))?,
-                    None => w(out, "abcd history — no transcripts stored for this repository".into())?,
+                    None => w(out, "abcd history — no transcripts stored for this repository (or none matches the filters)".into())?,
                 }
                 return Ok(0);
             }
-            for r in &records {
-                w(out, list_line(r))?;
+            w(
+                out,
+                format!(
+                    "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
+                    "STARTED (UTC)", "DURATION", "TOKENS", "SIZE", "SESSION", "TITLE"
+                ),
+            )?;
+            for r in &rows {
+                w(out, session_line(r))?;
+                for a in &r.agents {
+                    w(
+                        out,
+                        format!(
+                            "{:>20} {}└─ {} ({}, depth {}){}  {} turn(s), {} tokens",
+                            "",
+                            "   ".repeat(a.level.saturating_sub(1)),
+                            a.agent_id,
+                            a.agent_type.as_deref().unwrap_or("type unknown"),
+                            if a.spawn_depth == 0 {
+                                "?".to_owned()
+                            } else {
+                                a.spawn_depth.to_string()
+                            },
+                            if a.placed {
+                                ""
+                            } else {
+                                " [spawn point unknown]"
+                            },
+                            a.turns,
+                            a.tokens
+                        ),
+                    )?;
+                }
             }
-            if let Some(s) = &session {
+            if let (Some(s), Some(r)) = (&session, rows.first()) {
                 w(
                     out,
                     format!(
                         "\n{} record(s) for session {s} — the main thread first, then every sub-agent it spawned.",
-                        records.len()
+                        r.records
                     ),
                 )?;
             }
             Ok(0)
         }
-        HistoryCmd::Show { key } => {
+        HistoryCmd::Show { key, raw } => {
             let (corpus, info, _) = open_corpus(repo_arg, false)?;
             let Some(corpus) = corpus else {
                 return Err(format!(
@@ -381,7 +507,174 @@ fn history_cmd(
                 }
             }
             w(out, "---".into())?;
-            write!(out, "{}", sanitize(&shown.body)).map_err(|e| e.to_string())?;
+            let body = if raw {
+                shown.body.clone()
+            } else {
+                crate::reconstruct::render_body(shown.body.as_bytes())
+            };
+            write!(out, "{}", sanitize(&body)).map_err(|e| e.to_string())?;
+            Ok(0)
+        }
+        HistoryCmd::Reconstruct {
+            session,
+            out: out_arg,
+            mode,
+            max_block_bytes,
+        } => {
+            use crate::reconstruct::{self, Mode, Options};
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                return Err(reconstruct::ReconstructError::NoRecords { session }.to_string());
+            };
+            let s = reconstruct::load(&corpus, &session).map_err(|e| e.to_string())?;
+            let opts = Options {
+                mode: match mode {
+                    ModeArg::Full => Mode::Full,
+                    ModeArg::Spine => Mode::Spine,
+                },
+                max_block_bytes: max_block_bytes.max(1),
+            };
+            if out_arg == "-" {
+                // Transcript text is fenced Markdown: control bytes are
+                // stripped like every other text we print.
+                write!(out, "{}", sanitize(&reconstruct::to_stdout(&s, opts)))
+                    .map_err(|e| e.to_string())?;
+                return Ok(0);
+            }
+            let written = reconstruct::write_into(Path::new(&out_arg), &s, opts)
+                .map_err(|e| e.to_string())?;
+            if json {
+                print_json(out, &written)?;
+            } else {
+                w(out, format!("wrote {}", written.artefact))?;
+                w(out, format!("wrote {}", written.telemetry))?;
+            }
+            Ok(0)
+        }
+        HistoryCmd::Stats { since, until } => {
+            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+                match v {
+                    None => Ok(None),
+                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
+                        format!("history stats: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
+                    }),
+                }
+            };
+            let filter = crate::overview::Filter {
+                since_ns: when("--since", &since)?,
+                until_ns: when("--until", &until)?,
+                ..Default::default()
+            };
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let st = match &corpus {
+                None => crate::overview::Stats::default(),
+                Some(c) => crate::overview::stats(c, &filter).map_err(|e| e.to_string())?,
+            };
+            if json {
+                print_json(out, &st)?;
+                return Ok(0);
+            }
+            w(
+                out,
+                format!(
+                    "sessions:    {} ({} without a stored main thread)",
+                    st.sessions, st.sessions_without_main_thread
+                ),
+            )?;
+            w(out, format!("sub-agents:  {}", st.sub_agents))?;
+            for (k, v) in &st.sub_agents_by_type {
+                w(out, format!("  type {k}: {v}"))?;
+            }
+            for (k, v) in &st.sub_agents_by_depth {
+                let d = if *k == 0 {
+                    "unknown".to_owned()
+                } else {
+                    k.to_string()
+                };
+                w(out, format!("  depth {d}: {v}"))?;
+            }
+            w(out, format!(
+                "tokens:      {} over {} API responses, counted once per message id (summing every usage line would say {}); {} usage(s) without a message id",
+                st.tokens.total, st.api_responses, st.naive_tokens.total, st.usage_without_message_id
+            ))?;
+            w(
+                out,
+                format!(
+                    "  sub-agents: {} ({:.1}%)",
+                    st.subagent_tokens.total,
+                    st.subagent_share * 100.0
+                ),
+            )?;
+            for (title, map) in [
+                ("by model", &st.tokens_by_model),
+                ("by agent type", &st.tokens_by_agent_type),
+                ("by day", &st.tokens_by_day),
+            ] {
+                w(out, format!("tokens {title}:"))?;
+                for (k, v) in map {
+                    w(
+                        out,
+                        format!(
+                            "  {k:<32} {:>12}  (in {}, out {}, cache write {}, cache read {})",
+                            v.total, v.input, v.output, v.cache_creation_input, v.cache_read_input
+                        ),
+                    )?;
+                }
+            }
+            Ok(0)
+        }
+        HistoryCmd::Export {
+            session,
+            all,
+            format,
+            out: out_path,
+        } => {
+            use crate::export::{self, Format};
+            let format = match format {
+                FormatArg::Md => Format::Md,
+                FormatArg::Html => Format::Html,
+                FormatArg::Json => Format::Json,
+            };
+            let (corpus, _, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                return Err(export::ExportError::Empty.to_string());
+            };
+            if all {
+                if format != Format::Html {
+                    return Err("history export --all: only --format html writes a site".into());
+                }
+                let dir = out_path.ok_or("history export --all needs --out DIR")?;
+                let entries = export::export_site(&corpus, &dir).map_err(|e| e.to_string())?;
+                if json {
+                    print_json(out, &entries)?;
+                } else {
+                    w(
+                        out,
+                        format!(
+                            "wrote {} session page(s) and {}",
+                            entries.len(),
+                            dir.join("index.html").display()
+                        ),
+                    )?;
+                }
+                return Ok(0);
+            }
+            let session = session.ok_or("history export: name a SESSION, or pass --all")?;
+            let text = export::export_session(&corpus, &session, format, out_path.as_deref())
+                .map_err(|e| e.to_string())?;
+            match text {
+                // HTML and JSON are escaped already; Markdown is sanitised
+                // like every other text we print.
+                Some(t) if format == Format::Md => {
+                    write!(out, "{}", sanitize(&t)).map_err(|e| e.to_string())?
+                }
+                Some(t) => write!(out, "{t}").map_err(|e| e.to_string())?,
+                None => {
+                    if let Some(p) = &out_path {
+                        w(out, format!("wrote {}", p.display()))?;
+                    }
+                }
+            }
             Ok(0)
         }
         HistoryCmd::Staged { all_repos } => {
@@ -718,6 +1011,49 @@ fn history_cmd(
             Ok(0)
         }
     }
+}
+
+fn human_size(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn human_duration(s: f64) -> String {
+    let s = s as u64;
+    match s {
+        s if s >= 3600 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        s if s >= 60 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{s}s"),
+    }
+}
+
+fn session_line(r: &crate::overview::SessionRow) -> String {
+    let started = r
+        .started_at
+        .as_deref()
+        .map(|t| t.get(..19).unwrap_or(t).replace('T', " "))
+        .unwrap_or_else(|| "-".into());
+    let title = match (&r.title, r.main_thread) {
+        (Some(t), _) => {
+            let t: String = t.chars().take(70).collect();
+            t
+        }
+        (None, true) => "(no prompt)".into(),
+        (None, false) => "(main thread not stored)".into(),
+    };
+    format!(
+        "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
+        started,
+        human_duration(r.duration_seconds),
+        r.tokens,
+        human_size(r.bytes),
+        r.session_id,
+        title
+    )
 }
 
 fn list_line(r: &history::Listed) -> String {

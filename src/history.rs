@@ -184,6 +184,19 @@ pub fn list_session(corpus: &Corpus, session_id: &str) -> Result<Vec<Listed>, Hi
     Ok(out)
 }
 
+/// Every readable record of a session with its body (the main thread
+/// first, then sub-agents, newest first within each), for the renderers.
+pub fn session_bodies(
+    corpus: &Corpus,
+    session_id: &str,
+) -> Result<Vec<(Listed, Vec<u8>)>, HistoryError> {
+    let dir = corpus.lane.records_dir();
+    Ok(list_session(corpus, session_id)?
+        .iter()
+        .filter_map(|l| read_record(&dir, &l.file))
+        .collect())
+}
+
 /// A record with its body.
 #[derive(Debug, Clone, Serialize)]
 pub struct Shown {

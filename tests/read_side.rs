@@ -1,0 +1,475 @@
+//! The read side through the real binary: a session captured by hooks
+//! (main thread, a sub-agent placed by its stored spawn id, one placed by a
+//! tool result naming it, and a depth-2 agent), then reconstructed.
+
+mod common;
+
+use std::fs;
+
+use common::*;
+use serde_json::{json, Value};
+
+const SID: &str = "55550000-0000-4000-8000-000000000001";
+
+fn showcase() -> String {
+    fixtures()
+        .join("claude-code-log/test/test_data/minimal_showcase")
+        .display()
+        .to_string()
+}
+
+/// Captures the showcase session through the hooks and a drain. Tokens,
+/// hand-computed: main 5 responses × (120 + 40) = 800; showcol1 1 × 160
+/// plus one spawn response repeated on two lines (10 + 5) = 175; showcol2
+/// one response streamed as two lines, largest 50 + 30 = 80; deep01 one
+/// usage without a message id, 7 + 3 = 10. Total 1065.
+fn captured() -> Env {
+    let env = Env::new();
+    let src = showcase();
+    let main_body = fs::read_to_string(format!("{src}/{SID}.jsonl")).unwrap();
+    let main = env.main_transcript(SID, &main_body);
+    let sub = format!("{src}/{SID}/subagents");
+    let mut s1 = fs::read_to_string(format!("{sub}/agent-showcol1.jsonl")).unwrap();
+    for (text_line, _) in [(0, ()), (1, ())] {
+        let l = json!({"type":"assistant","timestamp":"2026-06-15T10:00:14.000Z","agentId":"showcol1","isSidechain":true,
+            "message":{"id":"msg_deep_spawn","role":"assistant","model":"claude-haiku-4-5-20251001",
+            "content":[if text_line == 0 {json!({"type":"text","text":"delegating deeper"})} else {json!({"type":"tool_use","id":"toolu_deep","name":"Agent","input":{"subagent_type":"Explore","prompt":"go deep"}})}],
+            "usage":{"input_tokens":10,"output_tokens":5}}});
+        s1.push_str(&format!("{l}\n"));
+    }
+    s1.push_str(&format!("{}\n", json!({"type":"user","timestamp":"2026-06-15T10:00:16.000Z","agentId":"showcol1","isSidechain":true,"toolUseResult":{"agentId":"deep01","usage":{"input_tokens":999}},"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_deep","content":"deep done"}]}})));
+    let meta1 = fs::read_to_string(format!("{sub}/agent-showcol1.meta.json")).unwrap();
+    let p1 = env.agent_transcript(SID, "showcol1", &s1, Some(&meta1));
+    let s2 = [
+        json!({"type":"user","timestamp":"2026-06-15T10:00:08.500Z","agentId":"showcol2","isSidechain":true,"message":{"role":"user","content":"Survey the jobs module"}}),
+        json!({"type":"assistant","timestamp":"2026-06-15T10:00:09.000Z","agentId":"showcol2","isSidechain":true,"message":{"id":"msg_s2","role":"assistant","model":"claude-haiku-4-5-20251001","content":[{"type":"text","text":"jobs "}],"usage":{"input_tokens":50,"output_tokens":10}}}),
+        json!({"type":"assistant","timestamp":"2026-06-15T10:00:09.500Z","agentId":"showcol2","isSidechain":true,"message":{"id":"msg_s2","role":"assistant","model":"claude-haiku-4-5-20251001","content":[{"type":"text","text":"module surveyed"}],"usage":{"input_tokens":50,"output_tokens":30}}}),
+    ]
+    .iter()
+    .map(|v| format!("{v}\n"))
+    .collect::<String>();
+    let p2 = env.agent_transcript(SID, "showcol2", &s2, None);
+    let s3 = format!(
+        "{}\n{}\n",
+        json!({"type":"user","timestamp":"2026-06-15T10:00:14.500Z","agentId":"deep01","isSidechain":true,"message":{"role":"user","content":"go deep"}}),
+        json!({"type":"assistant","timestamp":"2026-06-15T10:00:15.000Z","agentId":"deep01","isSidechain":true,"message":{"role":"assistant","model":"claude-haiku-4-5-20251001","content":[{"type":"text","text":"deep answer <script>alert(1)</script>"}],"usage":{"input_tokens":7,"output_tokens":3}}})
+    );
+    let p3 = env.agent_transcript(
+        SID,
+        "deep01",
+        &s3,
+        Some(r#"{"agentType":"Explore","spawnDepth":2,"toolUseId":"toolu_deep"}"#),
+    );
+    let ok = |o: std::process::Output| assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    ok(env.hook("session-start", &env.start_payload(SID)));
+    for (a, p) in [("showcol1", &p1), ("showcol2", &p2), ("deep01", &p3)] {
+        let mut pl = env.subagent_payload(SID, a, p);
+        pl["agent_type"] = json!(if a == "deep01" {
+            "Explore"
+        } else {
+            "general-purpose"
+        });
+        ok(env.hook("subagent-stop", &pl));
+    }
+    ok(env.hook("stop", &env.end_payload(SID, &main)));
+    ok(env.hook("session-end", &env.end_payload(SID, &main)));
+    env.drain();
+    assert_eq!(env.records().len(), 4, "{:?}", env.records());
+    env
+}
+
+fn telemetry(dir: &std::path::Path) -> Value {
+    serde_json::from_slice(&fs::read(dir.join(format!("{SID}.telemetry.json"))).unwrap()).unwrap()
+}
+
+#[test]
+fn reconstruct_places_every_sub_agent_and_counts_tokens_once() {
+    let env = captured();
+    let out1 = env.tmp.path().join("out1");
+    let out2 = env.tmp.path().join("out2");
+    fs::create_dir_all(&out1).unwrap();
+    fs::create_dir_all(&out2).unwrap();
+    for d in [&out1, &out2] {
+        let o = env.abcd(&["history", "reconstruct", SID, "--out", d.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let md = fs::read_to_string(out1.join(format!("{SID}.md"))).unwrap();
+    // Deterministic: byte-identical across runs.
+    assert_eq!(
+        md,
+        fs::read_to_string(out2.join(format!("{SID}.md"))).unwrap()
+    );
+    assert_eq!(
+        fs::read(out1.join(format!("{SID}.telemetry.json"))).unwrap(),
+        fs::read(out2.join(format!("{SID}.telemetry.json"))).unwrap()
+    );
+    let t = telemetry(&out1);
+    assert_eq!(t["tokens"]["tokens"]["total"], 1065, "{}", t["tokens"]);
+    assert_eq!(t["tokens"]["api_responses"], 9);
+    assert_eq!(t["tokens"]["usage_without_message_id"], 1);
+    assert_eq!(t["tokens"]["by_agent_type"]["main"]["total"], 800);
+    assert_eq!(
+        t["tokens"]["by_agent_type"]["general-purpose"]["total"],
+        175 + 80
+    );
+    assert_eq!(t["tokens"]["by_agent_type"]["Explore"]["total"], 10);
+    assert_eq!(t["tokens"]["subagent_tokens"]["total"], 265);
+    assert!(t["tokens"]["naive_tokens"]["total"].as_u64().unwrap() > 1065);
+    let agents = t["agents"].as_array().unwrap();
+    let agent = |id: &str| {
+        agents
+            .iter()
+            .find(|a| a["agent_id"] == id)
+            .unwrap_or_else(|| panic!("{id} in {agents:?}"))
+            .clone()
+    };
+    assert_eq!(agents[0]["is_main_thread"], true);
+    let a1 = agent("showcol1");
+    assert_eq!(a1["placed_by"], "record");
+    assert_eq!(a1["spawned_in"], "main");
+    assert_eq!(a1["spawned_at_turn"], 8, "{a1}");
+    assert_eq!(a1["joined_at_turn"], 9);
+    let a2 = agent("showcol2");
+    assert_eq!(a2["placed_by"], "transcript");
+    assert_eq!(a2["spawned_at_turn"], 8);
+    assert_eq!(a2["joined_at_turn"], 10);
+    let a3 = agent("deep01");
+    assert_eq!(a3["spawned_in"], "showcol1");
+    assert_eq!(a3["placed_by"], "record");
+    assert_eq!(a3["spawn_depth"], 2);
+    assert_eq!(a3["spawned_at_turn"], 3);
+    assert_eq!(t["completeness"]["agents_without_spawn_point"], 0);
+    // The artefact: markers in the host, each agent's own section.
+    let main_sec = &md[md.find("## Main thread").unwrap()..md.find("## Agent `").unwrap()];
+    assert!(main_sec.contains("[SPAWNED `showcol1`"), "{main_sec}");
+    assert!(main_sec.contains("[SPAWNED `showcol2`"));
+    assert!(main_sec.contains("[JOINED `showcol1`"));
+    let s1 = &md[md.find("## Agent `showcol1`").unwrap()..];
+    assert!(s1.contains("[SPAWNED `deep01`"));
+    assert!(md.contains("## Agent `deep01`"));
+    assert!(md.contains(
+        "| agent | type | depth | parent | spawned | started | ended | joined | turns | tokens |"
+    ));
+    assert!(!md.contains("Unattributed sub-agents"));
+}
+
+#[test]
+fn reconstruct_to_stdout_spine_and_caps() {
+    let env = captured();
+    let o = env.abcd(&[
+        "history",
+        "reconstruct",
+        SID,
+        "--mode",
+        "spine",
+        "--max-block-bytes",
+        "64",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains(&format!("<!-- telemetry: {SID}.telemetry.json -->")));
+    assert!(s.contains("more bytes elided"));
+    let json_start = s.rfind("```json\n").unwrap() + 8;
+    let json_end = s.rfind("\n```").unwrap();
+    let t: Value = serde_json::from_str(&s[json_start..json_end]).unwrap();
+    assert_eq!(t["mode"], "spine");
+    assert!(t["completeness"]["elided_blocks"].as_u64().unwrap() >= 1);
+    assert!(
+        t["completeness"]["omitted_turns"].as_u64().unwrap() >= 1,
+        "{}",
+        t["completeness"]
+    );
+    // Unknown session: a clear error, non-zero.
+    let o = env.abcd(&["history", "reconstruct", "no-such-session"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("no record of session"),
+        "{}",
+        stderr(&o)
+    );
+    // --out must be an existing directory.
+    let o = env.abcd(&["history", "reconstruct", SID, "--out", "/nonexistent/dir"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("existing directory"));
+}
+
+const HOSTILE: &str = "hostile-0001";
+
+/// A main thread full of markup and controls, captured directly.
+fn hostile(env: &Env) {
+    let lines = [
+        json!({"type":"user","timestamp":"2026-07-01T09:00:00Z","message":{"role":"user","content":"<script>document.title='pwned'</script></textarea><img src=x onerror=\"document.body.dataset.pwned=1\"> \u{202E}txt.exe"}}),
+        json!({"type":"assistant","timestamp":"2026-07-01T09:00:01Z","message":{"id":"msg_h1","role":"assistant","model":"m<b>x</b>","content":[{"type":"text","text":"<a href=\"javascript:alert(1)\">click</a> [REDACTED:demo-key]"},{"type":"tool_use","id":"t\"><script>","name":"Bash<script>","input":{"command":"echo </pre><script>x()</script>"}}],"usage":{"input_tokens":1,"output_tokens":1}}}),
+    ];
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let p = env.tmp.path().join("hostile.jsonl");
+    fs::write(&p, body).unwrap();
+    let o = env.abcd(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        HOSTILE,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+fn assert_inert(html: &str) {
+    let lower = html.to_lowercase();
+    assert!(!lower.contains("<script"), "a script element");
+    assert!(!lower.contains("<img"), "an img element");
+    assert!(
+        !lower.contains("<a href=\"javascript"),
+        "a javascript: link"
+    );
+    assert!(!lower.contains("</textarea"));
+    assert!(!html.contains('\u{202E}'), "a raw bidi override");
+    assert!(html.contains("&lt;script&gt;"));
+    assert!(html.contains("⟦U+202E⟧"));
+    assert!(html.contains("<mark class=\"redacted\""));
+    assert!(!lower.contains("src=\""), "no resource is referenced");
+    assert!(!lower.contains("http://") && !lower.contains("https://"));
+}
+
+#[test]
+fn export_formats_and_escaping() {
+    let env = captured();
+    hostile(&env);
+    let o = env.abcd(&["history", "export", HOSTILE, "--format", "html"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains("default-src 'none'"));
+    assert_inert(&page);
+    // JSON: the text survives verbatim (JSON-escaped), threads and placement.
+    let j = env.json(&["history", "export", SID, "--format", "json"]);
+    assert_eq!(j["threads"].as_array().unwrap().len(), 4);
+    assert_eq!(j["tokens"]["tokens"]["total"], 1065);
+    // Markdown is the reconstruct renderer, uncapped.
+    let o = env.abcd(&["history", "export", SID, "--format", "md"]);
+    assert!(stdout(&o).contains("## Agent `deep01`"));
+    assert!(!stdout(&o).contains("more bytes elided"));
+    // A file, then the site.
+    let f = env.tmp.path().join("one.html");
+    let o = env.abcd(&[
+        "history",
+        "export",
+        SID,
+        "--format",
+        "html",
+        "--out",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let site = env.tmp.path().join("site");
+    let o = env.abcd(&[
+        "history",
+        "export",
+        "--all",
+        "--format",
+        "html",
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let index = fs::read_to_string(site.join("index.html")).unwrap();
+    assert!(index.contains(&format!("href=\"{SID}.html\"")));
+    assert!(index.contains(&format!("href=\"{HOSTILE}.html\"")));
+    assert_inert(&fs::read_to_string(site.join(format!("{HOSTILE}.html"))).unwrap());
+    assert!(site.join(format!("{SID}.html")).is_file());
+    let o = env.abcd(&[
+        "history",
+        "export",
+        "--all",
+        "--format",
+        "md",
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+}
+
+fn chromium() -> Option<String> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            std::process::Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(str::to_owned)
+}
+
+fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) -> String {
+    let o = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs");
+    assert!(
+        o.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The parent agent of each `<details data-agent=…>` in a DOM dump.
+fn nesting(dom: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack: Vec<String> = vec!["main".into()];
+    let mut rest = dom;
+    loop {
+        let open = rest.find("<details");
+        let close = rest.find("</details>");
+        match (open, close) {
+            (Some(o), c) if c.map(|c| o < c).unwrap_or(true) => {
+                let tag_end = rest[o..].find('>').unwrap() + o;
+                let tag = &rest[o..tag_end];
+                let agent = tag
+                    .split("data-agent=\"")
+                    .nth(1)
+                    .map(|s| s.split('"').next().unwrap().to_owned());
+                let name = agent.clone().unwrap_or_default();
+                if let Some(a) = agent {
+                    let parent = stack.iter().rev().find(|s| !s.is_empty()).unwrap().clone();
+                    out.insert(a, parent);
+                }
+                stack.push(name);
+                rest = &rest[tag_end..];
+            }
+            (_, Some(c)) => {
+                stack.pop();
+                rest = &rest[c + 10..];
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn the_page_in_a_real_browser() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "SKIPPED: no chromium on PATH (apt-get install chromium); the browser test did not run"
+        );
+        return;
+    };
+    let env = captured();
+    hostile(&env);
+    let site = env.tmp.path().join("site");
+    let o = env.abcd(&[
+        "history",
+        "export",
+        "--all",
+        "--format",
+        "html",
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let profile = env.tmp.path().join("chromium-profile");
+    let dom = dump_dom(&browser, &site.join(format!("{SID}.html")), &profile);
+    let tree = nesting(&dom);
+    assert_eq!(
+        tree.get("showcol1").map(String::as_str),
+        Some("main"),
+        "{tree:?}"
+    );
+    assert_eq!(
+        tree.get("showcol2").map(String::as_str),
+        Some("main"),
+        "{tree:?}"
+    );
+    assert_eq!(
+        tree.get("deep01").map(String::as_str),
+        Some("showcol1"),
+        "{tree:?}"
+    );
+    assert!(dom.contains("deep answer &lt;script&gt;alert(1)&lt;/script&gt;"));
+    let dom = dump_dom(&browser, &site.join(format!("{HOSTILE}.html")), &profile);
+    // Nothing from the transcript ran: the title is ours, no element was made.
+    assert!(dom.contains("<title>"), "{dom}");
+    assert!(!dom.contains("pwned\"") && !dom.contains("data-pwned"));
+    assert!(!dom.contains("<title>pwned"));
+    assert_inert(&dom);
+    let index = dump_dom(&browser, &site.join("index.html"), &profile);
+    assert!(index.contains(&format!("href=\"{SID}.html\"")));
+}
+
+#[test]
+fn list_reads_like_a_history_and_show_renders_text() {
+    let env = captured();
+    hostile(&env);
+    let o = env.abcd(&["history", "list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("STARTED (UTC)") && lines[0].contains("TITLE"),
+        "{text}"
+    );
+    // Newest first: the hostile session (July) above the showcase (June).
+    let h = text.find(HOSTILE).unwrap();
+    let s = text.find(SID).unwrap();
+    assert!(h < s, "{text}");
+    let row = lines.iter().find(|l| l.contains(SID)).unwrap();
+    assert!(row.starts_with("2026-06-15 10:00:01"), "{row}");
+    assert!(row.contains("Give me a tour of the repository"), "{row}");
+    assert!(row.contains(" 1065 "), "{row}");
+    // The tree: deep01 indented under showcol1.
+    let i1 = lines
+        .iter()
+        .position(|l| l.contains("└─ showcol1"))
+        .unwrap();
+    let i3 = lines.iter().position(|l| l.contains("└─ deep01")).unwrap();
+    assert_eq!(i3, i1 + 1, "{text}");
+    let indent = |l: &str| l.find("└─").unwrap();
+    assert!(indent(lines[i3]) > indent(lines[i1]));
+    // Filters.
+    let o = stdout(&env.abcd(&["history", "list", "--since", "2026-07-01"]));
+    assert!(o.contains(HOSTILE) && !o.contains(SID), "{o}");
+    let o = stdout(&env.abcd(&["history", "list", "--until", "2026-07-01"]));
+    assert!(!o.contains(HOSTILE) && o.contains(SID), "{o}");
+    let o = stdout(&env.abcd(&["history", "list", "--limit", "1"]));
+    assert!(o.contains(HOSTILE) && !o.contains(SID), "{o}");
+    let o = stdout(&env.abcd(&["history", "list", "--agent-type", "Explore"]));
+    assert!(!o.contains(HOSTILE) && o.contains(SID), "{o}");
+    let o = env.abcd(&["history", "list", "--since", "yesterday"]);
+    assert_ne!(o.status.code(), Some(0));
+    // show: readable by default, --raw for the JSONL.
+    let o = stdout(&env.abcd(&["history", "show", SID]));
+    assert!(o.contains("### Turn 1 — user"), "{o}");
+    assert!(!o.contains("\"parentUuid\""));
+    let o = stdout(&env.abcd(&["history", "show", SID, "--raw"]));
+    assert!(o.contains("\"parentUuid\""));
+}
+
+#[test]
+fn stats_sum_sessions_once_per_message_id() {
+    let env = captured();
+    hostile(&env);
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["sessions"], 2);
+    assert_eq!(st["sub_agents"], 3);
+    assert_eq!(st["sub_agents_by_type"]["general-purpose"], 2);
+    assert_eq!(st["sub_agents_by_depth"]["2"], 1);
+    assert_eq!(st["tokens"]["total"], 1065 + 2);
+    assert_eq!(st["subagent_tokens"]["total"], 265);
+    assert_eq!(st["tokens_by_day"]["2026-06-15"]["total"], 1065);
+    let st = env.json(&["history", "stats", "--since", "2026-07-01"]);
+    assert_eq!(st["sessions"], 1);
+    let o = stdout(&env.abcd(&["history", "stats"]));
+    assert!(o.contains("counted once per message id"), "{o}");
+}
