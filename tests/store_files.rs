@@ -217,3 +217,52 @@ fn foreign_owned_store_files_are_refused() {
         }
     }
 }
+
+/// A writer killed between creating its temporary and renaming it leaves
+/// `.<name>.<pid>.<nonce>.tmp` (older builds: `.journal.ids.tmp-<pid>`,
+/// `.stage-<pid>-<nonce>.tmp`) in any store directory. The next drain,
+/// repair or rebuild removes every one whose writer is gone, and nothing
+/// else.
+#[test]
+fn dead_writers_temporaries_are_swept_by_drain_repair_and_rebuild() {
+    // A pid no process can have (pid_max is at most 2^22).
+    const DEAD: &str = "2147483647";
+    for verb in [
+        &["history", "drain"][..],
+        &["journal", "repair", "--yes"][..],
+        &["journal", "replay", "--rebuild"][..],
+    ] {
+        let env = store();
+        let lane = env.lane();
+        let planted: Vec<PathBuf> = [
+            format!("records/.r.md.{DEAD}.1f.tmp"),
+            format!("sessions/.s.{DEAD}.2f.tmp"),
+            format!("staging/.stage-{DEAD}-3f.tmp"),
+            format!("quarantine/.q.{DEAD}.4f.tmp"),
+            format!("journal/.journal.ids.tmp-{DEAD}"),
+            format!("journal/.journal.{DEAD}.5f.tmp"),
+            format!("index/.checkpoint.json.{DEAD}.6f.tmp"),
+            format!("index/staged/.k.{DEAD}.7f.tmp"),
+            format!(".subagent-payload-gap.json.{DEAD}.8f.tmp"),
+        ]
+        .iter()
+        .map(|rel| lane.join(rel))
+        .collect();
+        for p in &planted {
+            fs::write(p, b"half-written redacted body").unwrap();
+        }
+        // A live writer's temporary (this test process) stays — checked on
+        // the drain; a rebuild runs under the store lock every projection
+        // writer holds, so a temporary in records/ is then never live.
+        let live = lane.join(format!("records/.r.md.{}.9f.tmp", std::process::id()));
+        fs::write(&live, b"in flight").unwrap();
+        let o = env.abcd(verb);
+        assert_eq!(o.status.code(), Some(0), "{verb:?}: {}", stderr(&o));
+        for p in &planted {
+            assert!(!p.exists(), "{verb:?} left {}", p.display());
+        }
+        if verb[0] == "history" {
+            assert!(live.exists(), "{verb:?} removed a live writer's temporary");
+        }
+    }
+}
