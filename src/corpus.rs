@@ -226,18 +226,27 @@ impl Corpus {
     /// the lock. Every drain and every user verb starts here.
     pub fn refresh(&self) -> Result<(CatchUp, Vec<String>), CorpusError> {
         let l = self.lock()?.adopt_orphans()?;
-        self.sweep_temps()?;
+        // A catch-up with work to do is the trace a dead projection writer
+        // leaves (see `Sweep::Thorough`).
+        let crashed = l.caught_up.applied > 0 || l.caught_up.rebuilt;
+        self.sweep_temps(if crashed {
+            Sweep::Thorough
+        } else {
+            Sweep::Small
+        })?;
         Ok((l.caught_up.clone(), l.adopted.clone()))
     }
 
-    /// Removes the temporary files of dead writers everywhere in the lane
+    /// Removes the temporary files of dead writers in the lane
     /// (`abcd_fsio::sweep_stale_temps`: a writer killed between creating a
     /// temporary and renaming it into place, or a failed write on a full
     /// disk). Such a file was never renamed into place, so nothing in it was
-    /// acknowledged; a live writer's temporary is left alone. Every drain,
-    /// user verb, repair and rebuild calls this. Returns what it removed.
-    pub fn sweep_temps(&self) -> Result<Vec<PathBuf>, CorpusError> {
-        sweep_lane_temps(&self.lane)
+    /// acknowledged; a live writer's temporary is left alone. Every refresh
+    /// (each drain and user verb) sweeps the small directories, and all of
+    /// them when its catch-up found a dead writer's trace; repair and
+    /// rebuild sweep everything (see [`Sweep`]). Returns what it removed.
+    pub fn sweep_temps(&self, how: Sweep) -> Result<Vec<PathBuf>, CorpusError> {
+        sweep_lane_temps(&self.lane, how)
     }
 }
 
@@ -248,27 +257,51 @@ pub fn rebuild_projections(lane: &Lane, journal: &Journal) -> Result<CatchUp, Co
     let lock = FileLock::acquire(&lane.lock_path(), STORE_LOCK_TIMEOUT)?;
     let r = projection::rebuild(lane, journal)?;
     drop(lock);
-    sweep_lane_temps(lane)?;
+    sweep_lane_temps(lane, Sweep::Thorough)?;
     Ok(r)
 }
 
-/// See [`Corpus::sweep_temps`].
-pub fn sweep_lane_temps(lane: &Lane) -> Result<Vec<PathBuf>, CorpusError> {
-    {
-        let journal = lane.journal_dir();
-        let mut dirs = vec![
-            lane.dir.clone(),
+/// How much of a lane a sweep lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// The directories that stay small whatever the store's size (staging,
+    /// quarantine, the journal's own directories, the lane itself, the top
+    /// of `index/`): a killed hook's blob temporary, a failed journal
+    /// side-file or checkpoint write.
+    Small,
+    /// Also `records/`, `sessions/` and the tables under `index/`, which grow
+    /// with the number of records. Their temporaries are only ever written
+    /// by a projection writer holding the store lock after an append, so a
+    /// dead one leaves the checkpoint behind the journal: a refresh whose
+    /// catch-up had work to do (or rebuilt) sweeps them, as do repair and
+    /// rebuild. Listing them on every refresh would make every user verb
+    /// and every hook drain O(records).
+    Thorough,
+}
+
+/// Removes the temporaries of dead writers in `lane` (see
+/// [`Corpus::sweep_temps`] and [`Sweep`]).
+pub fn sweep_lane_temps(lane: &Lane, how: Sweep) -> Result<Vec<PathBuf>, CorpusError> {
+    let journal = lane.journal_dir();
+    let mut dirs = vec![
+        lane.dir.clone(),
+        lane.staging_dir(),
+        lane.quarantine_dir(),
+        // Its top level only: the checkpoints, faults and gap state (the
+        // checkpoints are written after the events they cover are applied,
+        // so a writer killed there leaves no catch-up behind it).
+        lane.index_dir(),
+        journal.join("journal.torn"),
+        journal.join("journal.quarantine"),
+        journal.join("journal.spool"),
+        journal,
+    ];
+    if how == Sweep::Thorough {
+        dirs.extend([
             lane.records_dir(),
-            lane.staging_dir(),
-            lane.quarantine_dir(),
             lane.sessions_dir(),
-            lane.index_dir(),
-            journal.join("journal.torn"),
-            journal.join("journal.quarantine"),
-            journal.join("journal.spool"),
             lane.dir.join("records.unjournaled"),
-            journal,
-        ];
+        ]);
         // The index's tables are one level below `index/`.
         if let Ok(rd) = fs::read_dir(lane.index_dir()) {
             for entry in rd.flatten() {
@@ -277,12 +310,12 @@ pub fn sweep_lane_temps(lane: &Lane) -> Result<Vec<PathBuf>, CorpusError> {
                 }
             }
         }
-        let mut removed = Vec::new();
-        for dir in dirs {
-            removed.extend(abcd_fsio::sweep_stale_temps(&dir)?);
-        }
-        Ok(removed)
     }
+    let mut removed = Vec::new();
+    for dir in dirs {
+        removed.extend(abcd_fsio::sweep_stale_temps(&dir)?);
+    }
+    Ok(removed)
 }
 
 /// The store lock, held. Dropping it releases the lock.

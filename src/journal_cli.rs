@@ -431,7 +431,8 @@ pub fn run(
             // Temporaries of dead writers go first (a repair's own run
             // never leaves one: see abcd_fsio::write_atomic).
             if yes {
-                crate::corpus::sweep_lane_temps(&lane).map_err(|e| e.to_string())?;
+                crate::corpus::sweep_lane_temps(&lane, crate::corpus::Sweep::Thorough)
+                    .map_err(|e| e.to_string())?;
             }
             let mut r = abcd_journal::repair(&dir, yes).map_err(|e| e.to_string())?;
             // Projection faults are the projections' to retry, not the
