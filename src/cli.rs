@@ -65,7 +65,10 @@ pub enum HistoryCmd {
         session: Option<String>,
     },
     /// Show one record: exact file name, then agent id, then session id.
-    Show { key: String },
+    Show {
+        /// A record file name (as `history list` prints it), an agent id or a session id.
+        key: String,
+    },
     /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
     Staged {
         /// Survey every repository in the store (counts, sizes, names only).
@@ -76,7 +79,8 @@ pub enum HistoryCmd {
     Drain,
     /// Delete one staged or quarantined transcript (irreversible).
     Discard {
-        /// Bare file name ending in .raw, as `history staged` prints it.
+        /// The staged entry: its file name as `history staged` prints it
+        /// (`<stem>.raw`), or the bare `stem` of `history staged --json`.
         file: String,
         /// Confirm the deletion.
         #[arg(long)]
@@ -162,12 +166,10 @@ fn home() -> Result<PathBuf, String> {
 
 /// The repository the user means: `--repo`, else the current directory.
 fn repo_info(cli_repo: &Option<PathBuf>, home: &Path) -> Result<repo::RepoInfo, String> {
-    let dir = match cli_repo {
-        Some(p) => p.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}"))?,
-    };
-    repo::resolve_repo(&dir, home).map_err(|e| {
+    repo::resolve_user_repo(cli_repo.as_deref(), home).map_err(|e| {
+        if matches!(e, repo::RepoError::RepoArgMissing { .. }) {
+            return e.to_string();
+        }
         format!("{e}\n  abcd keys its corpus by the repository's root commit: run it inside a git repository with at least one commit, or pass --repo <path>")
     })
 }
@@ -299,14 +301,23 @@ fn history_cmd(
                 (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
                 (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
             };
+            // A session asked for by name and not found is a miss, as
+            // `history show` treats one: exit 1 (an empty corpus is not).
+            let missed = session.is_some() && records.is_empty();
             if json {
                 print_json(out, &records)?;
-                return Ok(0);
+                return Ok(if missed { EXIT_FAILURE } else { 0 });
             }
             if records.is_empty() {
                 match &session {
-                    Some(s) => w(out, format!("abcd history — no transcript stored for session {s} in this repository"))?,
-                    None => w(out, "abcd history — no transcripts stored for this repository".into())?,
+                    Some(s) => {
+                        let _ = writeln!(err, "abcd: history: no transcript stored for session {} in this repository; `abcd history list` shows what is stored", sanitize(s));
+                        return Ok(EXIT_FAILURE);
+                    }
+                    None => w(
+                        out,
+                        "abcd history — no transcripts stored for this repository".into(),
+                    )?,
                 }
                 return Ok(0);
             }
@@ -326,13 +337,23 @@ fn history_cmd(
         }
         HistoryCmd::Show { key } => {
             let (corpus, info, _) = open_corpus(repo_arg, false)?;
-            let Some(corpus) = corpus else {
-                return Err(format!(
+            let shown = match corpus {
+                None => Err(format!(
                     "history: no record for {key:?}: nothing is stored for this repository ({}) yet",
                     info.root_sha
-                ));
+                )),
+                Some(corpus) => history::show(&corpus, &key).map_err(|e| e.to_string()),
             };
-            let shown = history::show(&corpus, &key).map_err(|e| e.to_string())?;
+            let shown = match shown {
+                Ok(s) => s,
+                // `--json` answers on stdout even on a miss (exit 1 still).
+                Err(e) if json => {
+                    print_json(out, &serde_json::json!({ "key": key, "error": e }))?;
+                    let _ = writeln!(err, "abcd: {}", sanitize(&e));
+                    return Ok(EXIT_FAILURE);
+                }
+                Err(e) => return Err(e),
+            };
             if json {
                 print_json(out, &shown)?;
                 return Ok(0);
@@ -642,6 +663,12 @@ fn history_cmd(
                 return Err(format!(
                     "history discard: {file} is neither staged nor quarantined for this repository"
                 ));
+            };
+            // `history staged --json` gives the stem; the text view, `<stem>.raw`.
+            let file = if file.ends_with(".raw") {
+                file
+            } else {
+                format!("{file}.raw")
             };
             let rep = history::discard(&corpus, &file, yes).map_err(|e| e.to_string())?;
             if json {

@@ -23,7 +23,20 @@ fn main() {
             // block the harness (SubagentStop's exit 2 would block the agent).
             let is_hook = args.get(1).is_some_and(|a| a == "hook");
             if is_hook {
-                eprintln!("abcd hook: {}; nothing done", e.kind());
+                use clap::error::ErrorKind;
+                // Help asked for is help given (stdout, exit 0), as for
+                // every other verb: no hook runs on this path.
+                if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                    let _ = e.print();
+                    std::process::exit(0);
+                }
+                let msg = e.render().to_string();
+                let first = msg
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("unusable arguments")
+                    .trim_start_matches("error: ");
+                eprintln!("abcd hook: {first}; nothing done (see `abcd hook --help`)");
                 std::process::exit(0);
             }
             e.exit();

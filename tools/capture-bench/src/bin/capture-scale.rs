@@ -11,12 +11,12 @@
 use std::time::Instant;
 
 use abcd::capture;
-use abcd::record::KIND_NATIVE;
 use abcd::corpus::Corpus;
 use abcd::event::{self, CaptureOutcome, Captured, Event};
 use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
 use abcd::projection;
 use abcd::record::RecordMeta;
+use abcd::record::KIND_NATIVE;
 use abcd_capture_bench::*;
 use abcd_journal::EventId;
 
