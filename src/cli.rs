@@ -763,7 +763,7 @@ fn list_line(r: &history::Listed) -> String {
     )
 }
 
-/// The command reference (`commands/reference.md`), generated from the clap
+/// The command reference (`docs/reference.md`), generated from the clap
 /// definitions so it cannot drift: `tests/cli_reference.rs` fails when the
 /// checked-in file differs.
 pub fn reference_markdown() -> String {
