@@ -54,6 +54,25 @@ pub enum Command {
     Hook(HookArgs),
     /// Redact a file (or stdin) with the same engine capture uses.
     Redact(RedactArgs),
+    /// Wire this abcd into Claude Code: write a local plugin marketplace and
+    /// install the plugin from it (with `claude` on PATH; otherwise print the
+    /// slash commands to type). Never touches the store.
+    Setup {
+        /// Uninstall the plugin and remove the marketplace instead (the store is kept).
+        #[arg(long)]
+        uninstall: bool,
+    },
+    /// Check the whole capture chain (binary, plugin, hooks, store, this
+    /// repository, redaction config, journal) and say what to fix. Exits 0
+    /// only when capture will work.
+    Doctor,
+    /// Print a shell completion script.
+    Completions {
+        /// bash, zsh or fish (also elvish, powershell).
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `abcd man > abcd.1`.
+    Man,
 }
 
 #[derive(Subcommand, Debug)]
@@ -277,9 +296,99 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                 err,
             ))
         }
+        Command::Setup { uninstall } => setup_cmd(uninstall, json, out),
+        Command::Doctor => {
+            let rep = crate::doctor::run(cli.repo.as_deref());
+            if json {
+                print_json(out, &rep)?;
+            } else {
+                for c in &rep.checks {
+                    let tag = match c.level {
+                        crate::doctor::Level::Ok => "ok  ",
+                        crate::doctor::Level::Warn => "WARN",
+                        crate::doctor::Level::Fail => "FAIL",
+                    };
+                    writeln!(out, "{tag}  {:<10} {}", c.name, sanitize(&c.detail))
+                        .map_err(|e| e.to_string())?;
+                    if !c.fix.is_empty() {
+                        writeln!(out, "      {:<10} fix: {}", "", sanitize(&c.fix))
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+                let verdict = if rep.ok {
+                    "capture will work"
+                } else {
+                    "capture will NOT work until each FAIL above is fixed"
+                };
+                writeln!(out, "\nabcd {} — {verdict}", rep.version).map_err(|e| e.to_string())?;
+            }
+            Ok(if rep.ok { 0 } else { EXIT_FAILURE })
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "abcd", out);
+            Ok(0)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command())
+                .render(out)
+                .map_err(|e| format!("cannot write the man page: {e}"))?;
+            Ok(0)
+        }
         Command::History(cmd) => history_cmd(cmd, &cli.repo, json, out, err),
         Command::Journal(cmd) => crate::journal_cli::run(cmd, &cli.repo, json, out, err),
     }
+}
+
+fn setup_cmd(uninstall: bool, json: bool, out: &mut dyn Write) -> Result<i32, String> {
+    let rep = if uninstall {
+        crate::setup::uninstall()
+    } else {
+        crate::setup::setup()
+    }
+    .map_err(|e| e.to_string())?;
+    if json {
+        print_json(out, &rep)?;
+        return Ok(0);
+    }
+    let mut w = |s: String| writeln!(out, "{}", sanitize(&s)).map_err(|e| e.to_string());
+    if uninstall {
+        w(format!(
+            "abcd setup --uninstall — removed the marketplace {} (your store is untouched)",
+            rep.marketplace_dir.display()
+        ))?;
+    } else {
+        w(format!(
+            "abcd setup — wrote the abcd {} plugin marketplace to {}",
+            rep.version,
+            rep.marketplace_dir.display()
+        ))?;
+    }
+    for r in &rep.ran {
+        w(format!(
+            "  $ {}  -> {}",
+            r.command,
+            if r.ok { "ok" } else { "failed" }
+        ))?;
+        for l in r.output.lines().filter(|l| !l.trim().is_empty()) {
+            w(format!("    {l}"))?;
+        }
+    }
+    if !rep.slash_commands.is_empty() {
+        w("`claude` is not on PATH; inside Claude Code, type:".into())?;
+        for c in &rep.slash_commands {
+            w(format!("  {c}"))?;
+        }
+    }
+    if !uninstall {
+        match &rep.abcd_on_path {
+            Some(p) => w(format!("The hooks will run {}.", p.display()))?,
+            None => w("WARNING: `abcd` is not on PATH, so the hooks cannot find it: cargo install --locked --path <abcd checkout> (and put ~/.cargo/bin on PATH)".into())?,
+        }
+        w("Then start a new Claude Code session and run `abcd doctor`.".into())?;
+    }
+    Ok(0)
 }
 
 fn history_cmd(
