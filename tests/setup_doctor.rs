@@ -234,3 +234,15 @@ fn completions_and_man_page_come_from_the_cli() {
     assert!(o.contains("doctor"));
     assert_eq!(env.abcd(&["completions", "tcsh"]).status.code(), Some(2));
 }
+
+#[test]
+fn the_version_fast_path_prints_what_clap_would() {
+    use clap::CommandFactory;
+    let want = abcd::cli::Cli::command().render_version().to_string();
+    let env = Env::new();
+    for flag in ["--version", "-V"] {
+        let out = env.abcd(&[flag]);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(text(&out.stdout), want, "{flag}");
+    }
+}
