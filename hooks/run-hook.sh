@@ -60,7 +60,7 @@ if [ -z "$bin" ]; then
 fi
 
 if [ -z "$bin" ]; then
-  echo "abcd: capture is OFF for this $verb hook — $why; install abcd on PATH (cargo install --path <abcd checkout>) or run 'cargo build --release' in the plugin directory" >&2
+  echo "abcd: capture is OFF for this $verb hook — $why; install abcd on PATH (cargo install --locked --path <abcd checkout>, then abcd setup) or run 'cargo build --release' in the plugin directory" >&2
   exit 1
 fi
 

@@ -54,6 +54,25 @@ pub enum Command {
     Hook(HookArgs),
     /// Redact a file (or stdin) with the same engine capture uses.
     Redact(RedactArgs),
+    /// Wire this abcd into Claude Code: write a local plugin marketplace and
+    /// install the plugin from it (with `claude` on PATH; otherwise print the
+    /// slash commands to type). Never touches the store.
+    Setup {
+        /// Uninstall the plugin and remove the marketplace instead (the store is kept).
+        #[arg(long)]
+        uninstall: bool,
+    },
+    /// Check the whole capture chain (binary, plugin, hooks, store, this
+    /// repository, redaction config, journal) and say what to fix. Exits 0
+    /// only when capture will work.
+    Doctor,
+    /// Print a shell completion script.
+    Completions {
+        /// bash, zsh or fish (also elvish, powershell).
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout, e.g. `abcd man > abcd.1`.
+    Man,
 }
 
 #[derive(Subcommand, Debug)]
@@ -78,6 +97,7 @@ pub enum HistoryCmd {
     },
     /// Show one record as readable text: exact file name, then agent id, then session id.
     Show {
+        /// A record file name (as `history list` prints it), an agent id or a session id.
         key: String,
         /// Print the stored (redacted) JSONL instead of the rendered text.
         #[arg(long)]
@@ -130,7 +150,8 @@ pub enum HistoryCmd {
     Drain,
     /// Delete one staged or quarantined transcript (irreversible).
     Discard {
-        /// Bare file name ending in .raw, as `history staged` prints it.
+        /// The staged entry: its file name as `history staged` prints it
+        /// (`<stem>.raw`), or the bare `stem` of `history staged --json`.
         file: String,
         /// Confirm the deletion.
         #[arg(long)]
@@ -231,12 +252,10 @@ fn home() -> Result<PathBuf, String> {
 
 /// The repository the user means: `--repo`, else the current directory.
 fn repo_info(cli_repo: &Option<PathBuf>, home: &Path) -> Result<repo::RepoInfo, String> {
-    let dir = match cli_repo {
-        Some(p) => p.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}"))?,
-    };
-    repo::resolve_repo(&dir, home).map_err(|e| {
+    repo::resolve_user_repo(cli_repo.as_deref(), home).map_err(|e| {
+        if matches!(e, repo::RepoError::RepoArgMissing { .. }) {
+            return e.to_string();
+        }
         format!("{e}\n  abcd keys its corpus by the repository's root commit: run it inside a git repository with at least one commit, or pass --repo <path>")
     })
 }
@@ -344,9 +363,99 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                 err,
             ))
         }
+        Command::Setup { uninstall } => setup_cmd(uninstall, json, out),
+        Command::Doctor => {
+            let rep = crate::doctor::run(cli.repo.as_deref());
+            if json {
+                print_json(out, &rep)?;
+            } else {
+                for c in &rep.checks {
+                    let tag = match c.level {
+                        crate::doctor::Level::Ok => "ok  ",
+                        crate::doctor::Level::Warn => "WARN",
+                        crate::doctor::Level::Fail => "FAIL",
+                    };
+                    writeln!(out, "{tag}  {:<10} {}", c.name, sanitize(&c.detail))
+                        .map_err(|e| e.to_string())?;
+                    if !c.fix.is_empty() {
+                        writeln!(out, "      {:<10} fix: {}", "", sanitize(&c.fix))
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+                let verdict = if rep.ok {
+                    "capture will work"
+                } else {
+                    "capture will NOT work until each FAIL above is fixed"
+                };
+                writeln!(out, "\nabcd {} — {verdict}", rep.version).map_err(|e| e.to_string())?;
+            }
+            Ok(if rep.ok { 0 } else { EXIT_FAILURE })
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "abcd", out);
+            Ok(0)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command())
+                .render(out)
+                .map_err(|e| format!("cannot write the man page: {e}"))?;
+            Ok(0)
+        }
         Command::History(cmd) => history_cmd(cmd, &cli.repo, json, out, err),
         Command::Journal(cmd) => crate::journal_cli::run(cmd, &cli.repo, json, out, err),
     }
+}
+
+fn setup_cmd(uninstall: bool, json: bool, out: &mut dyn Write) -> Result<i32, String> {
+    let rep = if uninstall {
+        crate::setup::uninstall()
+    } else {
+        crate::setup::setup()
+    }
+    .map_err(|e| e.to_string())?;
+    if json {
+        print_json(out, &rep)?;
+        return Ok(0);
+    }
+    let mut w = |s: String| writeln!(out, "{}", sanitize(&s)).map_err(|e| e.to_string());
+    if uninstall {
+        w(format!(
+            "abcd setup --uninstall — removed the marketplace {} (your store is untouched)",
+            rep.marketplace_dir.display()
+        ))?;
+    } else {
+        w(format!(
+            "abcd setup — wrote the abcd {} plugin marketplace to {}",
+            rep.version,
+            rep.marketplace_dir.display()
+        ))?;
+    }
+    for r in &rep.ran {
+        w(format!(
+            "  $ {}  -> {}",
+            r.command,
+            if r.ok { "ok" } else { "failed" }
+        ))?;
+        for l in r.output.lines().filter(|l| !l.trim().is_empty()) {
+            w(format!("    {l}"))?;
+        }
+    }
+    if !rep.slash_commands.is_empty() {
+        w("`claude` is not on PATH; inside Claude Code, type:".into())?;
+        for c in &rep.slash_commands {
+            w(format!("  {c}"))?;
+        }
+    }
+    if !uninstall {
+        match &rep.abcd_on_path {
+            Some(p) => w(format!("The hooks will run {}.", p.display()))?,
+            None => w("WARNING: `abcd` is not on PATH, so the hooks cannot find it: cargo install --locked --path <abcd checkout> (and put ~/.cargo/bin on PATH)".into())?,
+        }
+        w("Then start a new Claude Code session and run `abcd doctor`.".into())?;
+    }
+    Ok(0)
 }
 
 fn history_cmd(
@@ -391,8 +500,11 @@ fn history_cmd(
                     (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
                     (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
                 };
+                // A session asked for by name and not found is a miss, as
+                // `history show` treats one: exit 1 (an empty corpus is not).
+                let missed = session.is_some() && records.is_empty();
                 print_json(out, &records)?;
-                return Ok(0);
+                return Ok(if missed { EXIT_FAILURE } else { 0 });
             }
             let rows = match &corpus {
                 None => Vec::new(),
@@ -400,7 +512,10 @@ fn history_cmd(
             };
             if rows.is_empty() {
                 match &session {
-                    Some(s) => w(out, format!("abcd history — no transcript stored for session {s} in this repository"))?,
+                    Some(s) => {
+                        let _ = writeln!(err, "abcd: history: no transcript stored for session {} in this repository; `abcd history list` shows what is stored", sanitize(s));
+                        return Ok(EXIT_FAILURE);
+                    }
                     None => w(out, "abcd history — no transcripts stored for this repository (or none matches the filters)".into())?,
                 }
                 return Ok(0);
@@ -452,13 +567,23 @@ fn history_cmd(
         }
         HistoryCmd::Show { key, raw } => {
             let (corpus, info, _) = open_corpus(repo_arg, false)?;
-            let Some(corpus) = corpus else {
-                return Err(format!(
+            let shown = match corpus {
+                None => Err(format!(
                     "history: no record for {key:?}: nothing is stored for this repository ({}) yet",
                     info.root_sha
-                ));
+                )),
+                Some(corpus) => history::show(&corpus, &key).map_err(|e| e.to_string()),
             };
-            let shown = history::show(&corpus, &key).map_err(|e| e.to_string())?;
+            let shown = match shown {
+                Ok(s) => s,
+                // `--json` answers on stdout even on a miss (exit 1 still).
+                Err(e) if json => {
+                    print_json(out, &serde_json::json!({ "key": key, "error": e }))?;
+                    let _ = writeln!(err, "abcd: {}", sanitize(&e));
+                    return Ok(EXIT_FAILURE);
+                }
+                Err(e) => return Err(e),
+            };
             if json {
                 print_json(out, &shown)?;
                 return Ok(0);
@@ -936,6 +1061,12 @@ fn history_cmd(
                     "history discard: {file} is neither staged nor quarantined for this repository"
                 ));
             };
+            // `history staged --json` gives the stem; the text view, `<stem>.raw`.
+            let file = if file.ends_with(".raw") {
+                file
+            } else {
+                format!("{file}.raw")
+            };
             let rep = history::discard(&corpus, &file, yes).map_err(|e| e.to_string())?;
             if json {
                 print_json(out, &rep)?;
@@ -1072,7 +1203,7 @@ fn list_line(r: &history::Listed) -> String {
     )
 }
 
-/// The command reference (`commands/reference.md`), generated from the clap
+/// The command reference (`docs/reference.md`), generated from the clap
 /// definitions so it cannot drift: `tests/cli_reference.rs` fails when the
 /// checked-in file differs.
 pub fn reference_markdown() -> String {

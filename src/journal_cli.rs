@@ -47,12 +47,7 @@ pub enum JournalCmd {
 
 fn lane_journal(repo_arg: &Option<PathBuf>) -> Result<(store::Lane, PathBuf), String> {
     let home = store::abcd_home().map_err(|e| e.to_string())?;
-    let dir = match repo_arg {
-        Some(p) => p.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot read the current directory: {e}"))?,
-    };
-    let info = repo::resolve_repo(&dir, &home).map_err(|e| e.to_string())?;
+    let info = repo::resolve_user_repo(repo_arg.as_deref(), &home).map_err(|e| e.to_string())?;
     let lane = store::Lane::open_existing(&home, &info.root_sha)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| {
@@ -543,7 +538,7 @@ pub fn run(
                     }
                 } else if retried {
                     // The rebuild said what it did, above.
-                } else if r.plan.is_empty() {
+                } else if r.plan.iter().all(|l| l.starts_with("nothing to do")) {
                     w(
                         out,
                         "nothing to repair: the journal is clean and the spool is empty".into(),

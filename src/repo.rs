@@ -51,6 +51,8 @@ pub struct RepoInfo {
 /// Why a directory did not resolve to a repository.
 #[derive(Debug, Error)]
 pub enum RepoError {
+    #[error("--repo {}: no such directory; pass the path of a git repository (or run abcd inside one)", path.display())]
+    RepoArgMissing { path: PathBuf },
     #[error("{} does not exist (a sub-agent's worktree is often removed before its hook runs); resolve the repository another way", cwd.display())]
     CwdMissing { cwd: PathBuf },
     #[error("{} is not inside a git work tree; abcd keys its store by the repository's root commit", cwd.display())]
@@ -107,6 +109,24 @@ pub fn resolve_repo(cwd: &Path, home: &Path) -> Result<RepoInfo, RepoError> {
         root: loc.work_tree,
         root_sha: sha,
     })
+}
+
+/// The repository a user verb means: `--repo` when given (which must be an
+/// existing directory), else the current directory.
+pub fn resolve_user_repo(arg: Option<&Path>, home: &Path) -> Result<RepoInfo, RepoError> {
+    let dir = match arg {
+        Some(p) if !p.is_dir() => {
+            return Err(RepoError::RepoArgMissing {
+                path: p.to_path_buf(),
+            })
+        }
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_dir().map_err(|source| RepoError::Io {
+            path: PathBuf::from("."),
+            source,
+        })?,
+    };
+    resolve_repo(&dir, home)
 }
 
 /// Resolves without reading or writing any cache (always runs git).

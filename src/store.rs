@@ -29,6 +29,8 @@ const META_JSON_CAP: u64 = 64 * 1024;
 pub enum StoreError {
     #[error("cannot locate the abcd home: neither ABCD_HOME nor HOME is set; set ABCD_HOME to a private directory")]
     NoHome,
+    #[error("the abcd home {value:?} (from ABCD_HOME, else HOME) is a relative path; set ABCD_HOME to an absolute path (a relative one would put the store wherever abcd happens to run)")]
+    RelativeHome { value: PathBuf },
     #[error("{value:?} is not a root-commit SHA: expected exactly 40 (SHA-1) or 64 (SHA-256) lowercase hex characters")]
     BadRootSha { value: String },
     #[error(
@@ -59,12 +61,17 @@ pub fn abcd_home_from(
     abcd_home: Option<std::ffi::OsString>,
     home: Option<std::ffi::OsString>,
 ) -> Result<PathBuf, StoreError> {
-    if let Some(h) = abcd_home.filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(h));
+    let h = match abcd_home.filter(|v| !v.is_empty()) {
+        Some(h) => PathBuf::from(h),
+        None => home
+            .filter(|v| !v.is_empty())
+            .map(|h| PathBuf::from(h).join(".abcd"))
+            .ok_or(StoreError::NoHome)?,
+    };
+    if h.is_relative() {
+        return Err(StoreError::RelativeHome { value: h });
     }
-    home.filter(|v| !v.is_empty())
-        .map(|h| PathBuf::from(h).join(".abcd"))
-        .ok_or(StoreError::NoHome)
+    Ok(h)
 }
 
 fn is_root_sha(s: &str) -> bool {
@@ -481,6 +488,14 @@ mod tests {
         assert!(matches!(
             abcd_home_from(None, None),
             Err(StoreError::NoHome)
+        ));
+        assert!(matches!(
+            abcd_home_from(os("rel"), os("/h")),
+            Err(StoreError::RelativeHome { .. })
+        ));
+        assert!(matches!(
+            abcd_home_from(None, os("rel")),
+            Err(StoreError::RelativeHome { .. })
         ));
     }
 }

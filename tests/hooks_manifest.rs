@@ -304,3 +304,47 @@ fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
     );
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+#[test]
+fn marketplace_lists_this_plugin_at_the_repository_root() {
+    let m = json(".claude-plugin/marketplace.json");
+    let p = json(".claude-plugin/plugin.json");
+    assert_eq!(m["name"], "abcd");
+    assert!(m["owner"]["name"].is_string());
+    let plugins = m["plugins"].as_array().expect("plugins");
+    assert_eq!(plugins.len(), 1);
+    assert_eq!(plugins[0]["name"], "abcd");
+    assert_eq!(plugins[0]["source"], "./");
+    assert_eq!(plugins[0]["version"], p["version"]);
+    assert!(
+        p["author"]["name"].is_string(),
+        "plugin.json names an author"
+    );
+    assert_eq!(p["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!(p["license"].as_str(), Some(env!("CARGO_PKG_LICENSE")));
+    for f in ["LICENSE-MIT", "LICENSE-APACHE"] {
+        assert!(root().join(f).is_file(), "{f}");
+    }
+    // Only slash commands live in commands/: each has frontmatter.
+    for e in std::fs::read_dir(root().join("commands")).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("---\n"),
+            "{} has frontmatter",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn the_no_binary_hint_names_cargo_install_and_setup() {
+    let t = tempfile::tempdir().unwrap();
+    let empty_path = t.path().join("empty-path");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let out = run("stop", &[("PATH", empty_path.as_path())], b"{}");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("cargo install --locked --path"), "{err}");
+    assert!(err.contains("abcd setup"), "{err}");
+}

@@ -7,7 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin abcd
-ABCD="$PWD/target/release/abcd"
+# Where cargo put it: CARGO_TARGET_DIR (relative to here, as cargo reads it)
+# when set, else ./target.
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$PWD/$TARGET_DIR" ;; esac
+ABCD="$TARGET_DIR/release/abcd"
+if [ ! -x "$ABCD" ]; then
+  echo "demo: cargo built abcd, but $ABCD is not there (is build.target-dir set in a cargo config? set CARGO_TARGET_DIR instead)" >&2
+  exit 1
+fi
 FX="$PWD/tests/fixtures/public"
 T="$(mktemp -d)"
 trap 'rm -rf "$T"' EXIT

@@ -192,13 +192,23 @@ struct Resolved {
     via: &'static str,
 }
 
+impl Resolved {
+    /// Notes the session in a store found through the cwd, once the payload
+    /// has proven itself (its transcript was read, or it reported a
+    /// harness gap): a junk payload journals nothing.
+    fn note(&self, ctx: &mut Ctx<'_>, session_id: &str) {
+        if self.via == "cwd" {
+            note_session(ctx, &self.corpus, session_id);
+        }
+    }
+}
+
 fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) -> Option<Resolved> {
     let mut cwd_why = String::from("no cwd");
     if let Some(cwd) = cwd_of(p) {
         match repo::resolve_repo(&cwd, home) {
             Ok(info) => match Corpus::open(home, &info.root_sha) {
                 Ok(corpus) => {
-                    note_session(ctx, &corpus, session_id);
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     ctx.result.resolved_via = Some("cwd".into());
                     return Some(Resolved { corpus, via: "cwd" });
@@ -334,6 +344,7 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
             .hook_event_name
             .clone()
             .unwrap_or_else(|| "SubagentStop".into());
+        resolved.note(ctx, &session_id);
         match stage::sight_gap(&resolved.corpus, event, clock::now_unix_ns()) {
             Ok(()) => {}
             Err(e) if e.is_unprojected() => ctx.warn(format!(
@@ -373,6 +384,7 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
             return;
         }
     };
+    resolved.note(ctx, &session_id);
     ctx.result.settled = Some(settled);
     if !settled {
         ctx.warn("the transcript's last line never became complete JSON; staging it anyway (the copy may be short; the drain re-reads the source)");
@@ -438,6 +450,7 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
             return;
         }
     };
+    resolved.note(ctx, &session_id);
     let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &format!("session {session_id}"), outcome);
 }

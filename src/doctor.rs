@@ -1,0 +1,485 @@
+//! `abcd doctor`: check the whole capture chain and say what to do.
+//!
+//! Owns: the checks (binary on PATH, the installed plugin and its version,
+//! the five hooks and the binary they resolve to, the abcd home and its
+//! modes, this repository's lane, the last journal write, the staged
+//! backlog, the redaction config, the journal verdict) and the verdict:
+//! capture will work only when no check failed.
+//!
+//! Must never: create a lane, refresh projections or drain: it reads (opening
+//! an existing lane may add a leaf directory an older abcd did not create).
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::{capture, clock, corpus::Corpus, history, repo, setup, store};
+
+/// The hook events the plugin wires, and their `abcd hook` verbs.
+pub const WIRED: [(&str, &str); 5] = [
+    ("SessionStart", "session-start"),
+    ("UserPromptSubmit", "user-prompt-submit"),
+    ("Stop", "stop"),
+    ("SubagentStop", "subagent-stop"),
+    ("SessionEnd", "session-end"),
+];
+
+/// How far below `~/.claude/plugins` an installed plugin is looked for
+/// (`cache/<marketplace>/<plugin>/<version>/.claude-plugin` is 5 deep).
+const PLUGIN_SEARCH_DEPTH: usize = 6;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub level: Level,
+    pub detail: String,
+    /// What to do about it (empty when nothing).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub fix: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub version: &'static str,
+    /// Capture will work: no check failed.
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+fn check(name: &'static str, level: Level, detail: String, fix: &str) -> Check {
+    Check {
+        name,
+        level,
+        detail,
+        fix: fix.to_owned(),
+    }
+}
+
+/// Installed copies of the abcd plugin under `~/.claude/plugins`, Claude
+/// Code's plugin cache first.
+fn installed_plugins(home: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+        let manifest = dir.join(".claude-plugin/plugin.json");
+        if let Ok(text) = crate::fsutil::guarded_read(&manifest, 64 * 1024) {
+            let named_abcd = serde_json::from_slice::<serde_json::Value>(&text)
+                .ok()
+                .is_some_and(|v| v["name"] == "abcd");
+            if named_abcd && dir.join("hooks").is_dir() {
+                out.push(dir.to_path_buf());
+            }
+        }
+        if depth == 0 {
+            return;
+        }
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut subs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        subs.sort();
+        for s in subs {
+            walk(&s, depth - 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&home.join(".claude/plugins"), PLUGIN_SEARCH_DEPTH, &mut out);
+    out.sort_by_key(|p| !p.to_string_lossy().contains("/cache/"));
+    out
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Runs every check. `repo_arg` is `--repo`.
+pub fn run(repo_arg: Option<&Path>) -> Report {
+    let mut checks = Vec::new();
+    let this = std::env::current_exe().ok();
+
+    // 1. The binary the hooks and the slash command run.
+    let on_path = setup::which("abcd");
+    match &on_path {
+        None => checks.push(check(
+            "binary",
+            Level::Fail,
+            "no `abcd` on PATH: the hooks (in Claude Code's plugin cache) and /history cannot find it".into(),
+            "cargo install --locked --path <abcd checkout> (and put ~/.cargo/bin on PATH)",
+        )),
+        Some(p) => {
+            let world_writable = |p: &Path| {
+                std::fs::metadata(p)
+                    .map(|m| m.permissions().mode() & 0o002 != 0)
+                    .unwrap_or(true)
+            };
+            if world_writable(p) || p.parent().is_some_and(world_writable) {
+                checks.push(check(
+                    "binary",
+                    Level::Fail,
+                    format!("{} (or its directory) is world-writable; the hooks refuse to run it", p.display()),
+                    "chmod o-w the binary and its directory",
+                ));
+            } else if this.as_deref().is_some_and(|t| !same_file(t, p)) {
+                checks.push(check(
+                    "binary",
+                    Level::Warn,
+                    format!("`abcd` on PATH is {}, not this binary", p.display()),
+                    "run the PATH one's `abcd doctor`, or reinstall so they agree",
+                ));
+            } else {
+                checks.push(check("binary", Level::Ok, format!("{} (version {})", p.display(), env!("CARGO_PKG_VERSION")), ""));
+            }
+        }
+    }
+
+    // 2 and 3. The installed plugin and its hooks.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let plugins = home.as_deref().map(installed_plugins).unwrap_or_default();
+    match plugins.first() {
+        None => checks.push(check(
+            "plugin",
+            Level::Fail,
+            "the abcd plugin is not installed in Claude Code (nothing under ~/.claude/plugins)"
+                .into(),
+            "abcd setup",
+        )),
+        Some(root) => {
+            let version =
+                crate::fsutil::guarded_read(&root.join(".claude-plugin/plugin.json"), 64 * 1024)
+                    .ok()
+                    .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+                    .and_then(|v| v["version"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "unknown".into());
+            if version == env!("CARGO_PKG_VERSION") {
+                checks.push(check(
+                    "plugin",
+                    Level::Ok,
+                    format!("{} (version {version})", root.display()),
+                    "",
+                ));
+            } else {
+                checks.push(check(
+                    "plugin",
+                    Level::Warn,
+                    format!(
+                        "the installed plugin at {} is version {version}; this binary is {}",
+                        root.display(),
+                        env!("CARGO_PKG_VERSION")
+                    ),
+                    "abcd setup",
+                ));
+            }
+            checks.push(hooks_check(root, on_path.as_deref()));
+        }
+    }
+
+    // 4. The abcd home.
+    let abcd_home = store::abcd_home();
+    checks.push(match &abcd_home {
+        Err(e) => check(
+            "home",
+            Level::Fail,
+            e.to_string(),
+            "set ABCD_HOME to an absolute, private directory",
+        ),
+        Ok(h) => home_check(h),
+    });
+
+    // 5 to 9. This repository: lane, last write, backlog, redaction, journal.
+    let Ok(h) = abcd_home else {
+        return finish(checks);
+    };
+    let info = match repo::resolve_user_repo(repo_arg, &h) {
+        Ok(i) => i,
+        Err(e) => {
+            checks.push(check(
+                "repository",
+                Level::Warn,
+                format!("no repository here ({e}); capture works per git repository"),
+                "run abcd doctor inside a git repository with a commit (or pass --repo)",
+            ));
+            return finish(checks);
+        }
+    };
+    let scanner = capture::scanner_for(&info.root);
+    checks.push(match scanner.degraded() {
+        Some(why) => check(
+            "redaction",
+            Level::Fail,
+            format!("the redaction config is broken, so every capture is refused: {why}"),
+            &format!(
+                "fix or remove {}",
+                info.root.join(".abcd/redact.json").display()
+            ),
+        ),
+        None => check(
+            "redaction",
+            Level::Ok,
+            "the redaction rules load".into(),
+            "",
+        ),
+    });
+    let corpus = match Corpus::open_existing(&h, &info.root_sha) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            checks.push(check(
+                "repository",
+                Level::Ok,
+                format!("{} (root commit {}): nothing captured yet — the first session here creates its lane", info.root.display(), info.root_sha),
+                "",
+            ));
+            return finish(checks);
+        }
+        Err(e) => {
+            checks.push(check(
+                "repository",
+                Level::Fail,
+                format!("the store of this repository cannot be opened: {e}"),
+                "abcd journal verify",
+            ));
+            return finish(checks);
+        }
+    };
+    let journal = corpus.lane.journal_dir().join("journal");
+    let last = std::fs::metadata(&journal)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| clock::rfc3339_nanos(d.as_nanos() as u64))
+        .unwrap_or_else(|| "never".into());
+    checks.push(check(
+        "repository",
+        Level::Ok,
+        format!(
+            "{} (root commit {}); last journal write {last}",
+            info.root.display(),
+            info.root_sha
+        ),
+        "",
+    ));
+    match history::staged(&corpus, clock::now_unix_ns()) {
+        Ok(s) => {
+            let overdue = s.staged.iter().filter(|e| e.overdue).count();
+            let detail = format!(
+                "{} staged, {overdue} overdue, {} quarantined",
+                s.staged.len(),
+                s.quarantined.len()
+            );
+            checks.push(if overdue > 0 || !s.quarantined.is_empty() {
+                check(
+                    "backlog",
+                    Level::Warn,
+                    detail,
+                    "abcd history staged; abcd history drain",
+                )
+            } else {
+                check("backlog", Level::Ok, detail, "")
+            });
+        }
+        Err(e) => checks.push(check(
+            "backlog",
+            Level::Warn,
+            e.to_string(),
+            "abcd history staged",
+        )),
+    }
+    let opts = abcd_journal::VerifyOptions {
+        chain: true,
+        progress: None,
+    };
+    checks.push(
+        match abcd_journal::verify(&corpus.lane.journal_dir(), &opts) {
+            Ok(r) if r.exit_code() == 0 => check("journal", Level::Ok, "clean".into(), ""),
+            Ok(r) => check(
+                "journal",
+                Level::Fail,
+                format!("journal verify exits {}", r.exit_code()),
+                "abcd journal verify; abcd journal repair",
+            ),
+            Err(e) => check(
+                "journal",
+                Level::Fail,
+                e.to_string(),
+                "abcd journal verify; abcd journal repair",
+            ),
+        },
+    );
+    finish(checks)
+}
+
+fn finish(checks: Vec<Check>) -> Report {
+    Report {
+        version: env!("CARGO_PKG_VERSION"),
+        ok: checks.iter().all(|c| c.level != Level::Fail),
+        checks,
+    }
+}
+
+fn hooks_check(root: &Path, on_path: Option<&Path>) -> Check {
+    let fix = "abcd setup (reinstalls the plugin with its hooks)";
+    let file = root.join("hooks/hooks.json");
+    let v = crate::fsutil::guarded_read(&file, 1024 * 1024)
+        .ok()
+        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok());
+    let Some(v) = v else {
+        return check(
+            "hooks",
+            Level::Fail,
+            format!("{} is missing or not JSON", file.display()),
+            fix,
+        );
+    };
+    let missing: Vec<&str> = WIRED
+        .iter()
+        .filter(|(event, verb)| {
+            let cmds = v["hooks"][event]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|g| g["hooks"].as_array().into_iter().flatten())
+                .filter_map(|h| h["command"].as_str());
+            !cmds
+                .into_iter()
+                .any(|c| c.contains("run-hook.sh") && c.contains(verb))
+        })
+        .map(|(e, _)| *e)
+        .collect();
+    if !missing.is_empty() {
+        return check(
+            "hooks",
+            Level::Fail,
+            format!("{} does not wire {}", file.display(), missing.join(", ")),
+            fix,
+        );
+    }
+    if !root.join("hooks/run-hook.sh").is_file() {
+        return check(
+            "hooks",
+            Level::Fail,
+            format!("{}/hooks/run-hook.sh is missing", root.display()),
+            fix,
+        );
+    }
+    // The wrapper's own resolution order.
+    let resolved = ["bin/abcd", "target/release/abcd"]
+        .iter()
+        .map(|r| root.join(r))
+        .find(|p| p.is_file())
+        .or_else(|| on_path.map(Path::to_path_buf));
+    match resolved {
+        Some(b) => check(
+            "hooks",
+            Level::Ok,
+            format!("the five hooks are wired and run {}", b.display()),
+            "",
+        ),
+        None => check(
+            "hooks",
+            Level::Fail,
+            "the hooks resolve no abcd binary".into(),
+            "cargo install --locked --path <abcd checkout>",
+        ),
+    }
+}
+
+fn home_check(h: &Path) -> Check {
+    let fix = "make ABCD_HOME a directory you own, mode 0700, on a writable file system";
+    match std::fs::metadata(h) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent_ok = h
+                .ancestors()
+                .skip(1)
+                .find(|a| a.exists())
+                .and_then(|a| std::fs::metadata(a).ok())
+                .is_some_and(|m| m.is_dir() && m.permissions().mode() & 0o200 != 0);
+            if parent_ok {
+                check(
+                    "home",
+                    Level::Ok,
+                    format!("{} (created on first capture)", h.display()),
+                    "",
+                )
+            } else {
+                check(
+                    "home",
+                    Level::Fail,
+                    format!("{} does not exist and cannot be created", h.display()),
+                    fix,
+                )
+            }
+        }
+        Err(e) => check("home", Level::Fail, format!("{}: {e}", h.display()), fix),
+        Ok(m) if !m.is_dir() => check(
+            "home",
+            Level::Fail,
+            format!("{} is not a directory", h.display()),
+            fix,
+        ),
+        Ok(m) => {
+            let mode = m.permissions().mode() & 0o7777;
+            if mode & 0o200 == 0 || read_only_fs(h) {
+                check(
+                    "home",
+                    Level::Fail,
+                    format!(
+                        "{} is read-only (mode {mode:04o}): nothing can be staged",
+                        h.display()
+                    ),
+                    fix,
+                )
+            } else if m.uid() != current_uid() {
+                check(
+                    "home",
+                    Level::Fail,
+                    format!("{} belongs to another account", h.display()),
+                    fix,
+                )
+            } else if mode & 0o077 != 0 {
+                check(
+                    "home",
+                    Level::Warn,
+                    format!("{} is mode {mode:04o}, readable by others", h.display()),
+                    "chmod 700 it",
+                )
+            } else {
+                check(
+                    "home",
+                    Level::Ok,
+                    format!("{} (mode {mode:04o})", h.display()),
+                    "",
+                )
+            }
+        }
+    }
+}
+
+fn read_only_fs(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut s = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: c is a valid NUL-terminated path; s is written by statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), s.as_mut_ptr()) };
+    // SAFETY: statvfs succeeded, so s is initialised.
+    rc == 0 && unsafe { s.assume_init() }.f_flag & libc::ST_RDONLY != 0
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
