@@ -1236,7 +1236,15 @@ impl Engine {
                 }
                 Check::UrlPassword => {
                     let l = lower(val);
-                    !(val.starts_with(b"$")
+                    // `host:3000/@vite/client`, `[::1]:8080/a@b`: a port and
+                    // a path, not a password holding a decoded `/`.
+                    let port_path = val.iter().position(|&b| b == b'/').is_some_and(|i| {
+                        let head = &val[..i];
+                        let last = head.rsplit(|&b| b == b':').next().unwrap_or(head);
+                        last.is_empty() || last.iter().all(u8::is_ascii_digit)
+                    });
+                    !(port_path
+                        || val.starts_with(b"$")
                         || val.starts_with(b"[")
                         || val.starts_with(b"{")
                         || matches!(&l[..], b"password" | b"pass" | b"pw" | b"secret" | b"x")
@@ -1266,7 +1274,13 @@ impl Engine {
                     let code = l
                         .split(|&b| b == b'.')
                         .any(|label| CODE_LABELS.iter().any(|c| c.as_bytes() == label));
-                    !prev.is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
+                    // `sha512-PC/…`: a subresource-integrity digest (npm
+                    // lockfiles), whose base64 may start like a machine name.
+                    let sri = ["sha1-", "sha256-", "sha384-", "sha512-"]
+                        .iter()
+                        .any(|p| l.starts_with(p.as_bytes()));
+                    !sri && !prev
+                        .is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
                         && !next.is_some_and(|b| is_alnum(b) || b == b'-')
                         && !file_ext
                         && !code
@@ -1669,11 +1683,14 @@ impl AssignGate {
 fn userinfo_may_follow(v: &[u8], e: usize) -> bool {
     let rest = &v[e.min(v.len())..];
     let stop = rest.iter().position(|&b| {
-        is_ascii_space(b) || matches!(b, b'/' | b'@' | b'"' | b'\'' | b'<' | b'>' | b'`')
+        is_ascii_space(b) || matches!(b, b'/' | b'@' | b':' | b'"' | b'\'' | b'<' | b'>' | b'`')
     });
     match stop {
-        Some(i) => rest[i] == b'@' && rest[..i].contains(&b':'),
-        None => false,
+        Some(i) if rest[i] == b':' => rest[i + 1..]
+            .iter()
+            .take_while(|&&b| !is_ascii_space(b) && !matches!(b, b'"' | b'\'' | b'<' | b'>' | b'`'))
+            .any(|&b| b == b'@'),
+        _ => false,
     }
 }
 

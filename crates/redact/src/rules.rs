@@ -509,7 +509,10 @@ pub fn builtin() -> Vec<RuleDef> {
             "credential-url",
             "credential-url",
             &["://"],
-            r#"[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s/:@"'<>`]{0,128}:([^\s/@"'<>`]{1,256})@[A-Za-z0-9\[\]._-]"#,
+            // The password runs to the last `@` before a host: a decoded
+            // layer turns `%40` and `%2F` into `@` and `/` (a port followed
+            // by a path is rejected by the check, not by the class).
+            r#"(?-u)[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s/:@"'<>`]{0,128}:([^\s"'<>`]{1,256})@[A-Za-z0-9\[\]._-]"#,
             Check::UrlPassword,
         ),
         grp(
