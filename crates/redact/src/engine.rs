@@ -675,6 +675,58 @@ fn is_code_ref(v: &[u8]) -> bool {
     dotted || (upper && snake) || (!has_digit && (snake || camel))
 }
 
+/// Does decoded base64 hold a secret? A PEM private key, a `NAME=value`
+/// line whose name says secret (a `.env` dump) with a real value, or JSON
+/// with a secret field.
+pub fn decoded_secret(d: &[u8]) -> bool {
+    if contains(d, "PRIVATE KEY-----") {
+        return true;
+    }
+    if !d
+        .iter()
+        .all(|&b| b == b'\n' || b == b'\r' || b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        return false;
+    }
+    const NAMES: &[&str] = &[
+        "secret",
+        "token",
+        "password",
+        "passwd",
+        "api_key",
+        "apikey",
+        "private_key",
+    ];
+    let l = lower(d);
+    for n in NAMES {
+        for p in memchr::memmem::find_iter(&l, n.as_bytes()) {
+            // To the end of the name, past its closing quote, to `=` or `:`.
+            let mut q = p + n.len();
+            while q < l.len() && (l[q].is_ascii_alphanumeric() || matches!(l[q], b'_' | b'-')) {
+                q += 1;
+            }
+            while q < l.len() && matches!(l[q], b'"' | b'\'' | b' ' | b'\t') {
+                q += 1;
+            }
+            if !matches!(l.get(q), Some(b'=' | b':')) {
+                continue;
+            }
+            q += 1;
+            while q < d.len() && matches!(d[q], b'"' | b'\'' | b' ' | b'\t') {
+                q += 1;
+            }
+            let e = d[q..]
+                .iter()
+                .position(|b| b" \t\"',\r\n}".contains(b))
+                .map_or(d.len(), |e| q + e);
+            if generic_ok(&d[q..e], None, true, 0.0) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// Classifies the value of a keyword-anchored assignment.
 pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
     let mut v = v;
@@ -1228,6 +1280,10 @@ impl Engine {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
                         && scratch.b64.contains(&b':')
                         && scratch.b64.iter().all(|b| (0x20..0x7f).contains(b))
+                }
+                Check::DecodedSecret => {
+                    b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
+                        && decoded_secret(&scratch.b64)
                 }
                 Check::Bearer => {
                     val.iter().any(|b| b.is_ascii_digit())
