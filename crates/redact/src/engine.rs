@@ -1722,10 +1722,14 @@ impl AssignGate {
             i += 1;
         }
         let ok = match v.get(i) {
-            Some(b':') | Some(b'=') => {
-                let two = matches!(v.get(i..i + 2), Some(b":=") | Some(b"=>"));
-                value_may_start(v, i + 1, min_value)
-                    || (two && value_may_start(v, i + 2, min_value))
+            Some(b':') | Some(b'=') | Some(b'?') => {
+                // The operator's length: `:::=`, `::=`, `:=`, `?=`, `=>`.
+                let op = [&b":::="[..], b"::=", b":=", b"?=", b"=>"]
+                    .iter()
+                    .find(|o| v[i..].starts_with(o))
+                    .map_or(1, |o| o.len());
+                (v[i] != b'?' && value_may_start(v, i + 1, min_value))
+                    || (op > 1 && value_may_start(v, i + op, min_value))
             }
             _ => false,
         };

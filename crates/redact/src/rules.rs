@@ -120,7 +120,7 @@ const fn grp(
 /// turned `\"` into `"`.
 macro_rules! assign {
     () => {
-        r#"["']?\s*(?::=|=>|=|:)\s*["']?"#
+        r#"["']?\s*(?::::=|::=|:=|\?=|=>|=|:)\s*["']?"#
     };
 }
 
@@ -129,7 +129,7 @@ macro_rules! assign {
 /// passwords) while a bare one stops at them (query strings).
 macro_rules! assign_q {
     () => {
-        r#"["']?\s*(?::=|=>|=|:)\s*"#
+        r#"["']?\s*(?::::=|::=|:=|\?=|=>|=|:)\s*"#
     };
 }
 
@@ -545,6 +545,113 @@ pub fn builtin() -> Vec<RuleDef> {
             &["auth"],
             r#""auth"\s*:\s*"([A-Za-z0-9+/]{8,}={0,2})""#,
             Check::Basic,
+        ),
+        // --- More providers (issue 10's long tail) ---
+        tok(
+            "age-secret-key",
+            "age-secret-key",
+            &["age-secret-key-1"],
+            r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        ),
+        tok(
+            "alibaba-access-key-id",
+            "alibaba-key",
+            &["ltai"],
+            r"LTAI[A-Za-z0-9]{20}",
+        ),
+        tok(
+            "doppler-token",
+            "doppler-token",
+            &[
+                "dp.pt.",
+                "dp.st.",
+                "dp.sa.",
+                "dp.ct.",
+                "dp.scim.",
+                "dp.audit.",
+            ],
+            r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9_.-]{40,}",
+        ),
+        tok(
+            "dynatrace-token",
+            "dynatrace-token",
+            &["dt0c01."],
+            r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}",
+        ),
+        tok(
+            "mapbox-token",
+            "mapbox-token",
+            &["pk.", "sk.", "tk."],
+            r"(?:pk|sk|tk)\.[A-Za-z0-9]{60}\.[A-Za-z0-9_-]{22}",
+        ),
+        tok(
+            "notion-token",
+            "notion-token",
+            &["ntn_"],
+            r"ntn_[0-9]{11}[A-Za-z0-9]{32,35}",
+        ),
+        tok(
+            "sourcegraph-token",
+            "sourcegraph-token",
+            &["sgp_", "sgph_"],
+            r"sgph?_(?:[A-Za-z0-9]{16}|local)_[A-Za-z0-9]{40}|sgp_[a-fA-F0-9]{40}",
+        ),
+        grp(
+            "teams-webhook",
+            "teams-webhook",
+            &[".webhook.office.com", "outlook.office.com/webhook"],
+            r#"(?:[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/|outlook\.office\.com/webhook/)([^\s"'<>`]{20,})"#,
+            Check::None,
+        ),
+        tok(
+            "square-token",
+            "square-token",
+            &["sq0atp-", "sq0csp-", "eaaa"],
+            r"sq0atp-[A-Za-z0-9_-]{22,60}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60}",
+        ),
+        tok(
+            "postman-token",
+            "postman-token",
+            &["pmak-"],
+            r"PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}",
+        ),
+        tok(
+            "supabase-token",
+            "supabase-token",
+            &["sbp_", "sb_secret_"],
+            r"sbp_(?:v0_)?[a-f0-9]{40}|sb_secret_[A-Za-z0-9_-]{30,}",
+        ),
+        tok(
+            "tailscale-key",
+            "tailscale-key",
+            &["tskey-"],
+            r"tskey-(?:api-|auth-|client-|webhook-|scim-)?[A-Za-z0-9]{6,}-[A-Za-z0-9]{20,}",
+        ),
+        grp(
+            "wireguard-private-key",
+            "private-key",
+            &["privatekey"],
+            r"(?i)PrivateKey\s*=\s*([A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=)",
+            Check::None,
+        ),
+        tok(
+            "azure-ad-client-secret",
+            "azure-client-secret",
+            &["q~"],
+            r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}",
+        ),
+        tok(
+            "facebook-access-token",
+            "facebook-token",
+            &["eaac", "eaab"],
+            r"EAA[BC][A-Za-z0-9]{100,}",
+        ),
+        grp(
+            "nuget-config-password",
+            "password",
+            &["cleartextpassword"],
+            r#"(?i)<add\s+key\s*=\s*["']ClearTextPassword["']\s+value\s*=\s*["']([^"']{1,})["']"#,
+            Check::Password,
         ),
         // --- Transcript habits: secrets typed the way people type them ---
         grp(
