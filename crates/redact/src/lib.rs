@@ -36,7 +36,9 @@ use std::path::Path;
 
 use regex::bytes::RegexBuilder;
 
-pub use cli::{run_redact_command, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USAGE};
+pub use cli::{
+    run_redact_command, run_redact_explain, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USAGE,
+};
 pub use identity::Identity;
 pub use rules::Severity;
 
