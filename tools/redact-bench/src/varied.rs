@@ -100,7 +100,7 @@ fn json_str(s: &str) -> String {
 
 /// About `target` bytes of varied transcript JSONL.
 pub fn generate_varied(seed: u64, target: usize) -> String {
-    let mut r = Rng::new(seed ^ 0x5eed_0f_7a41);
+    let mut r = Rng::new(seed ^ 0x005e_ed0f_7a41);
     let mut out = String::with_capacity(target + 4096);
     let mut n = 0usize;
     while out.len() < target {
