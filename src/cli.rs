@@ -201,6 +201,9 @@ pub struct RedactArgs {
     /// Print findings as JSON (rule, kind, line, column, length) instead of text.
     #[arg(long)]
     pub report: bool,
+    /// Per finding: rule id, byte range and the context's shape, never the secret.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// The argument vectors the hooks use (`abcd hook VERB`, with `--json`
@@ -355,6 +358,14 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
                     .map(|i| i.root)
             });
             let input = r.file.as_deref().filter(|f| *f != "-").map(Path::new);
+            if r.explain {
+                return Ok(abcd_redact::run_redact_explain(
+                    input,
+                    root.as_deref(),
+                    out,
+                    err,
+                ));
+            }
             Ok(abcd_redact::run_redact_command(
                 input,
                 r.report || json,

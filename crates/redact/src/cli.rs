@@ -96,3 +96,91 @@ pub fn run_redact_command(
         }
     }
 }
+
+/// `abcd redact --explain`: one line per finding — rule id, kind, line,
+/// byte range and the shape of its context — so a user can report a false
+/// positive or a miss precisely. Never prints a secret: the context is
+/// shown as a shape (letters `a`/`A`, digits `9`, other ASCII
+/// punctuation kept, non-ASCII `·`) and the finding itself only as its
+/// length. Reads the whole input (a diagnostic, not a filter).
+pub fn run_redact_explain(
+    input: Option<&Path>,
+    repo_root: Option<&Path>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let scanner = Scanner::new(Identity::discover(repo_root), repo_root);
+    if let Some(reason) = scanner.degraded() {
+        let _ = writeln!(err, "abcd redact: refusing: degraded scanner: {reason}");
+        return EXIT_REFUSED;
+    }
+    let mut bytes = Vec::new();
+    let read = match input.filter(|p| *p != Path::new("-")) {
+        None => std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes),
+        Some(p) => {
+            std::fs::File::open(p).and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
+        }
+    };
+    if let Err(e) = read {
+        let _ = writeln!(err, "abcd redact: reading input: {e}");
+        return EXIT_USAGE;
+    }
+    let rep = match scanner.redact_stream(&bytes[..], std::io::sink()) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writeln!(err, "abcd redact: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let mut lines: Vec<Vec<u8>> = bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+    // Every finding's bytes become `*` first, so no context shows another
+    // finding's shape.
+    for f in &rep.findings {
+        if let Some(line) = lines.get_mut(f.line.wrapping_sub(1)) {
+            let s = f.column.saturating_sub(1).min(line.len());
+            let e = (s + f.length).min(line.len());
+            line[s..e].fill(b'*');
+        }
+    }
+    for f in &rep.findings {
+        let line: &[u8] = lines.get(f.line.wrapping_sub(1)).map_or(&[], |l| &l[..]);
+        let s = (f.column.saturating_sub(1)).min(line.len());
+        let e = (s + f.length).min(line.len());
+        let before = &line[s.saturating_sub(24)..s];
+        let after = &line[e..(e + 12).min(line.len())];
+        let _ = writeln!(
+            out,
+            "line {} bytes {}..{} rule {} kind {} context {}«{} bytes»{}",
+            f.line,
+            s,
+            e,
+            f.rule,
+            f.kind,
+            shape(before),
+            f.length,
+            shape(after)
+        );
+    }
+    let _ = writeln!(err, "abcd redact: {} finding(s)", rep.finding_count);
+    if rep.finding_count > 0 {
+        EXIT_FOUND
+    } else {
+        EXIT_CLEAN
+    }
+}
+
+/// The shape of context bytes: no letter or digit survives.
+pub fn shape(v: &[u8]) -> String {
+    v.iter()
+        .map(|&b| match b {
+            b'a'..=b'z' => 'a',
+            b'A'..=b'Z' => 'A',
+            b'0'..=b'9' => '9',
+            b'\t' => ' ',
+            0x20..=0x7e => b as char,
+            0x80..=0xff if b >= 0xc0 => '·',
+            _ => '\u{0}',
+        })
+        .filter(|&c| c != '\u{0}')
+        .collect()
+}

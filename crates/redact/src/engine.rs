@@ -675,6 +675,58 @@ fn is_code_ref(v: &[u8]) -> bool {
     dotted || (upper && snake) || (!has_digit && (snake || camel))
 }
 
+/// Does decoded base64 hold a secret? A PEM private key, a `NAME=value`
+/// line whose name says secret (a `.env` dump) with a real value, or JSON
+/// with a secret field.
+pub fn decoded_secret(d: &[u8]) -> bool {
+    if contains(d, "PRIVATE KEY-----") {
+        return true;
+    }
+    if !d
+        .iter()
+        .all(|&b| b == b'\n' || b == b'\r' || b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        return false;
+    }
+    const NAMES: &[&str] = &[
+        "secret",
+        "token",
+        "password",
+        "passwd",
+        "api_key",
+        "apikey",
+        "private_key",
+    ];
+    let l = lower(d);
+    for n in NAMES {
+        for p in memchr::memmem::find_iter(&l, n.as_bytes()) {
+            // To the end of the name, past its closing quote, to `=` or `:`.
+            let mut q = p + n.len();
+            while q < l.len() && (l[q].is_ascii_alphanumeric() || matches!(l[q], b'_' | b'-')) {
+                q += 1;
+            }
+            while q < l.len() && matches!(l[q], b'"' | b'\'' | b' ' | b'\t') {
+                q += 1;
+            }
+            if !matches!(l.get(q), Some(b'=' | b':')) {
+                continue;
+            }
+            q += 1;
+            while q < d.len() && matches!(d[q], b'"' | b'\'' | b' ' | b'\t') {
+                q += 1;
+            }
+            let e = d[q..]
+                .iter()
+                .position(|b| b" \t\"',\r\n}".contains(b))
+                .map_or(d.len(), |e| q + e);
+            if generic_ok(&d[q..e], None, true, 0.0) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// Classifies the value of a keyword-anchored assignment.
 pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
     let mut v = v;
@@ -1229,6 +1281,10 @@ impl Engine {
                         && scratch.b64.contains(&b':')
                         && scratch.b64.iter().all(|b| (0x20..0x7f).contains(b))
                 }
+                Check::DecodedSecret => {
+                    b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
+                        && decoded_secret(&scratch.b64)
+                }
                 Check::Bearer => {
                     val.iter().any(|b| b.is_ascii_digit())
                         && val.iter().any(|b| b.is_ascii_alphabetic())
@@ -1236,7 +1292,15 @@ impl Engine {
                 }
                 Check::UrlPassword => {
                     let l = lower(val);
-                    !(val.starts_with(b"$")
+                    // `host:3000/@vite/client`, `[::1]:8080/a@b`: a port and
+                    // a path, not a password holding a decoded `/`.
+                    let port_path = val.iter().position(|&b| b == b'/').is_some_and(|i| {
+                        let head = &val[..i];
+                        let last = head.rsplit(|&b| b == b':').next().unwrap_or(head);
+                        last.is_empty() || last.iter().all(u8::is_ascii_digit)
+                    });
+                    !(port_path
+                        || val.starts_with(b"$")
                         || val.starts_with(b"[")
                         || val.starts_with(b"{")
                         || matches!(&l[..], b"password" | b"pass" | b"pw" | b"secret" | b"x")
@@ -1266,7 +1330,13 @@ impl Engine {
                     let code = l
                         .split(|&b| b == b'.')
                         .any(|label| CODE_LABELS.iter().any(|c| c.as_bytes() == label));
-                    !prev.is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
+                    // `sha512-PC/…`: a subresource-integrity digest (npm
+                    // lockfiles), whose base64 may start like a machine name.
+                    let sri = ["sha1-", "sha256-", "sha384-", "sha512-"]
+                        .iter()
+                        .any(|p| l.starts_with(p.as_bytes()));
+                    !sri && !prev
+                        .is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
                         && !next.is_some_and(|b| is_alnum(b) || b == b'-')
                         && !file_ext
                         && !code
@@ -1652,10 +1722,14 @@ impl AssignGate {
             i += 1;
         }
         let ok = match v.get(i) {
-            Some(b':') | Some(b'=') => {
-                let two = matches!(v.get(i..i + 2), Some(b":=") | Some(b"=>"));
-                value_may_start(v, i + 1, min_value)
-                    || (two && value_may_start(v, i + 2, min_value))
+            Some(b':') | Some(b'=') | Some(b'?') => {
+                // The operator's length: `:::=`, `::=`, `:=`, `?=`, `=>`.
+                let op = [&b":::="[..], b"::=", b":=", b"?=", b"=>"]
+                    .iter()
+                    .find(|o| v[i..].starts_with(o))
+                    .map_or(1, |o| o.len());
+                (v[i] != b'?' && value_may_start(v, i + 1, min_value))
+                    || (op > 1 && value_may_start(v, i + op, min_value))
             }
             _ => false,
         };
@@ -1669,11 +1743,14 @@ impl AssignGate {
 fn userinfo_may_follow(v: &[u8], e: usize) -> bool {
     let rest = &v[e.min(v.len())..];
     let stop = rest.iter().position(|&b| {
-        is_ascii_space(b) || matches!(b, b'/' | b'@' | b'"' | b'\'' | b'<' | b'>' | b'`')
+        is_ascii_space(b) || matches!(b, b'/' | b'@' | b':' | b'"' | b'\'' | b'<' | b'>' | b'`')
     });
     match stop {
-        Some(i) => rest[i] == b'@' && rest[..i].contains(&b':'),
-        None => false,
+        Some(i) if rest[i] == b':' => rest[i + 1..]
+            .iter()
+            .take_while(|&&b| !is_ascii_space(b) && !matches!(b, b'"' | b'\'' | b'<' | b'>' | b'`'))
+            .any(|&b| b == b'@'),
+        _ => false,
     }
 }
 

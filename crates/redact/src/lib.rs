@@ -36,7 +36,9 @@ use std::path::Path;
 
 use regex::bytes::RegexBuilder;
 
-pub use cli::{run_redact_command, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USAGE};
+pub use cli::{
+    run_redact_command, run_redact_explain, EXIT_CLEAN, EXIT_FOUND, EXIT_REFUSED, EXIT_USAGE,
+};
 pub use identity::Identity;
 pub use rules::Severity;
 
@@ -257,7 +259,11 @@ impl Scanner {
         for def in rules::builtin() {
             let sev = raise(def.id, def.kind, def.severity, &mut b.errors);
             let meta = b.meta(def.id, def.kind, sev, def.class);
+            // ASCII-only: no built-in needs Unicode classes or word
+            // boundaries, and Unicode `\b` sends the regex crate's DFA to its
+            // slow engines on every non-ASCII line.
             match RegexBuilder::new(def.pattern)
+                .unicode(false)
                 .size_limit(BUILTIN_PATTERN_BYTES)
                 .build()
             {

@@ -36,6 +36,9 @@ pub enum Check {
     Bearer,
     /// Password inside a URL: reject obvious placeholders.
     UrlPassword,
+    /// Base64 that decodes to secret-bearing text: a PEM private key,
+    /// `NAME=value` lines naming a secret, or JSON with secret fields.
+    DecodedSecret,
     Ipv4,
     Ipv6,
     Mac,
@@ -117,7 +120,7 @@ const fn grp(
 /// turned `\"` into `"`.
 macro_rules! assign {
     () => {
-        r#"["']?\s*(?::=|=>|=|:)\s*["']?"#
+        r#"["']?\s*(?::::=|::=|:=|\?=|=>|=|:)\s*["']?"#
     };
 }
 
@@ -126,7 +129,7 @@ macro_rules! assign {
 /// passwords) while a bare one stops at them (query strings).
 macro_rules! assign_q {
     () => {
-        r#"["']?\s*(?::=|=>|=|:)\s*"#
+        r#"["']?\s*(?::::=|::=|:=|\?=|=>|=|:)\s*"#
     };
 }
 
@@ -509,7 +512,10 @@ pub fn builtin() -> Vec<RuleDef> {
             "credential-url",
             "credential-url",
             &["://"],
-            r#"[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s/:@"'<>`]{0,128}:([^\s/@"'<>`]{1,256})@[A-Za-z0-9\[\]._-]"#,
+            // The password runs to the last `@` before a host: a decoded
+            // layer turns `%40` and `%2F` into `@` and `/` (a port followed
+            // by a path is rejected by the check, not by the class).
+            r#"(?-u)[A-Za-z][A-Za-z0-9+.-]{1,30}://[^\s/:@"'<>`]{0,128}:([^\s"'<>`]{1,256})@[A-Za-z0-9\[\]._-]"#,
             Check::UrlPassword,
         ),
         grp(
@@ -539,6 +545,270 @@ pub fn builtin() -> Vec<RuleDef> {
             &["auth"],
             r#""auth"\s*:\s*"([A-Za-z0-9+/]{8,}={0,2})""#,
             Check::Basic,
+        ),
+        // --- More providers (issue 10's long tail) ---
+        tok(
+            "age-secret-key",
+            "age-secret-key",
+            &["age-secret-key-1"],
+            r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        ),
+        tok(
+            "alibaba-access-key-id",
+            "alibaba-key",
+            &["ltai"],
+            r"LTAI[A-Za-z0-9]{20}",
+        ),
+        tok(
+            "doppler-token",
+            "doppler-token",
+            &[
+                "dp.pt.",
+                "dp.st.",
+                "dp.sa.",
+                "dp.ct.",
+                "dp.scim.",
+                "dp.audit.",
+            ],
+            r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9_.-]{40,}",
+        ),
+        tok(
+            "dynatrace-token",
+            "dynatrace-token",
+            &["dt0c01."],
+            r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}",
+        ),
+        tok(
+            "mapbox-token",
+            "mapbox-token",
+            &["pk.", "sk.", "tk."],
+            r"(?:pk|sk|tk)\.[A-Za-z0-9]{60}\.[A-Za-z0-9_-]{22}",
+        ),
+        tok(
+            "notion-token",
+            "notion-token",
+            &["ntn_"],
+            r"ntn_[0-9]{11}[A-Za-z0-9]{32,35}",
+        ),
+        tok(
+            "sourcegraph-token",
+            "sourcegraph-token",
+            &["sgp_", "sgph_"],
+            r"sgph?_(?:[A-Za-z0-9]{16}|local)_[A-Za-z0-9]{40}|sgp_[a-fA-F0-9]{40}",
+        ),
+        grp(
+            "teams-webhook",
+            "teams-webhook",
+            &[".webhook.office.com", "outlook.office.com/webhook"],
+            r#"(?:[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/|outlook\.office\.com/webhook/)([^\s"'<>`]{20,})"#,
+            Check::None,
+        ),
+        tok(
+            "square-token",
+            "square-token",
+            &["sq0atp-", "sq0csp-", "eaaa"],
+            r"sq0atp-[A-Za-z0-9_-]{22,60}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60}",
+        ),
+        tok(
+            "postman-token",
+            "postman-token",
+            &["pmak-"],
+            r"PMAK-[A-Fa-f0-9]{24}-[A-Fa-f0-9]{34}",
+        ),
+        tok(
+            "supabase-token",
+            "supabase-token",
+            &["sbp_", "sb_secret_"],
+            r"sbp_(?:v0_)?[a-f0-9]{40}|sb_secret_[A-Za-z0-9_-]{30,}",
+        ),
+        tok(
+            "tailscale-key",
+            "tailscale-key",
+            &["tskey-"],
+            r"tskey-(?:api-|auth-|client-|webhook-|scim-)?[A-Za-z0-9]{6,}-[A-Za-z0-9]{20,}",
+        ),
+        grp(
+            "wireguard-private-key",
+            "private-key",
+            &["privatekey"],
+            r"(?i)PrivateKey\s*=\s*([A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=)",
+            Check::None,
+        ),
+        tok(
+            "azure-ad-client-secret",
+            "azure-client-secret",
+            &["q~"],
+            r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}",
+        ),
+        tok(
+            "facebook-access-token",
+            "facebook-token",
+            &["eaac", "eaab"],
+            r"EAA[BC][A-Za-z0-9]{100,}",
+        ),
+        grp(
+            "nuget-config-password",
+            "password",
+            &["cleartextpassword"],
+            r#"(?i)<add\s+key\s*=\s*["']ClearTextPassword["']\s+value\s*=\s*["']([^"']{1,})["']"#,
+            Check::Password,
+        ),
+        // --- Transcript habits: secrets typed the way people type them ---
+        grp(
+            "aws-cli-secret",
+            "aws-secret-key",
+            &["configure"],
+            r#"(?i)\baws\s+configure\s+set\s+(?:[A-Za-z0-9_.-]+\.)?aws_(?:secret_access_key|session_token)\s+["']?([A-Za-z0-9/+=]{40,})"#,
+            Check::None,
+        ),
+        RuleDef {
+            min_entropy: 3.5,
+            ..grp(
+                "aws-secret-after-key-id",
+                "aws-secret-key",
+                &["akia", "asia"],
+                r"(?:AKIA|ASIA)[A-Z0-9]{16}[^A-Za-z0-9/+\n]{1,6}(?:[A-Za-z_]{1,24}[^A-Za-z0-9/+\n]{1,6})?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)",
+                Check::Generic,
+            )
+        },
+        grp(
+            "registry-login-password",
+            "password",
+            &["login"],
+            r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
+        grp(
+            "cli-user-colon-password",
+            "password",
+            &["curl", "wget", " -a ", "--auth", " -a"],
+            r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{1,64}:([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "prose-secret",
+                "generic-secret",
+                // The phrases themselves: `token` alone is in every usage
+                // record.
+                &[
+                    "client secret",
+                    "client_secret",
+                    "client-secret",
+                    "clientsecret",
+                    "app secret",
+                    "app_secret",
+                    "app-secret",
+                    "appsecret",
+                    "secret key",
+                    "secret_key",
+                    "secret-key",
+                    "secretkey",
+                    "api key",
+                    "api_key",
+                    "api-key",
+                    "apikey",
+                    "api token",
+                    "api_token",
+                    "api-token",
+                    "apitoken",
+                    "access token",
+                    "access_token",
+                    "access-token",
+                    "accesstoken",
+                    "auth token",
+                    "auth_token",
+                    "auth-token",
+                    "authtoken",
+                    "access key",
+                    "access_key",
+                    "access-key",
+                    "accesskey",
+                ],
+                r#"(?i)\b(?:client[ _-]?secret|app[ _-]?secret|secret[ _-]?key|api[ _-]?key|api[ _-]?token|access[ _-]?token|auth[ _-]?token|access[ _-]?key)(?:\s+(?:for|of|to)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is\s+)?)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
+                Check::Generic,
+            )
+        },
+        grp(
+            "login-slash-password",
+            "password",
+            &[" / ", "/ "],
+            r#"(?i)\b(?:login|user(?:name)?|account|creds|credentials)\b[^\n]{0,40}?(?:\bis|:|=)\s*[A-Za-z0-9_.@-]{2,64}\s*/\s*([^\s/"'`]{6,64})"#,
+            Check::Bearer,
+        ),
+        grp(
+            "netrc-password",
+            "password",
+            &["machine", "login", "password"],
+            r#"(?i)\b(?:machine\s+[^\s]+\s+(?:login\s+[^\s]+\s+)?|login\s+[^\s]+\s+)password\s+([^\s"'`]{4,})|(?m)^[ \t]*password[ \t]+([^\s"'`]{4,})[ \t]*$"#,
+            Check::Password,
+        ),
+        // A `.env` line's unquoted value runs to the end of the line: Django
+        // keys hold `( % ! @ # & )`, which end a bare value elsewhere.
+        grp(
+            "env-line-secret",
+            "generic-secret",
+            &[
+                "secret",
+                "token=",
+                "token =",
+                "api_key",
+                "apikey",
+                "private_key",
+            ],
+            r#"(?m)(?:^|["\n])[ \t]*(?:export[ \t]+)?[A-Za-z0-9_]*(?:SECRET|TOKEN|API_KEY|APIKEY|PRIVATE_KEY)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{7,})"#,
+            Check::Generic,
+        ),
+        grp(
+            "env-line-password",
+            "password",
+            &["password", "passwd"],
+            r#"(?m)(?:^|["\n])[ \t]*(?:export[ \t]+)?[A-Za-z0-9_]*(?:PASSWORD|PASSWD)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{3,})"#,
+            Check::Password,
+        ),
+        grp(
+            "base64-app-key",
+            "generic-secret",
+            &["base64:"],
+            r#"(?i)[A-Za-z0-9_]*key["']?\s*(?:=>|[=:])\s*["']?base64:([A-Za-z0-9+/]{32,}={0,2})"#,
+            Check::None,
+        ),
+        grp(
+            "byte-string-secret",
+            "generic-secret",
+            &["&[u8", "&str", "&'static", "bytes"],
+            r#"(?i)[A-Za-z0-9_]*(?:secret|token|key|password|passwd)[A-Za-z0-9_]*\s*:\s*(?:&(?:'static\s+)?(?:\[u8(?:\s*;\s*[0-9]+)?\]|str)|bytes)\s*=\s*b?r?#*"([^"\s]{8,})""#,
+            Check::Generic,
+        ),
+        grp(
+            "base64-private-key",
+            "private-key",
+            &["ls0tls1"],
+            r"(LS0tLS1[A-Za-z0-9+/]{40,}={0,2})",
+            Check::DecodedSecret,
+        ),
+        grp(
+            "base64-encoded-secrets",
+            "encoded-secret",
+            &["data:", "base64 -d", "base64 --decode", "base64 -d"],
+            r#"(?:[A-Za-z0-9_.-]+["']?\s*:\s*["']?|echo\s+(?:-n\s+)?["']?)([A-Za-z0-9+/]{24,}={0,2})"#,
+            Check::DecodedSecret,
+        ),
+        grp(
+            "base64-json-secrets",
+            "encoded-secret",
+            &["eyj"],
+            r"(?:^|[^A-Za-z0-9+/])(eyJ[A-Za-z0-9+/]{21,}={0,2})(?:[^A-Za-z0-9+/=.]|$)",
+            Check::DecodedSecret,
+        ),
+        tok(
+            "password-hash",
+            "password-hash",
+            &[
+                "$1$", "$5$", "$6$", "$apr1$", "$2a$", "$2b$", "$2y$", "$2x$", "$y$",
+            ],
+            r"\$(?:[156]|apr1)\$(?:rounds=[0-9]+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}|\$2[abxy]\$[0-9]{2}\$[./A-Za-z0-9]{53}|\$y\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{1,86}\$[./A-Za-z0-9]{43}",
         ),
         // --- Keyword-anchored generic secrets ---
         RuleDef {

@@ -308,3 +308,30 @@ fn verify_windows_never_scan_a_cut_allowlisted_value() {
     assert!(r.text.contains(&data));
     assert!(r.text.starts_with("{\"cwd\":\"~/src\""));
 }
+
+#[test]
+fn explain_names_rule_and_range_but_never_the_secret() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = format!("ghp_{}", "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5");
+    let pw = "Winter1998#zq";
+    let f = d.path().join("in.txt");
+    std::fs::write(
+        &f,
+        format!("export GITHUB_TOKEN={tok}\nlogin zed is admin / {pw}\n"),
+    )
+    .unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = abcd_redact::run_redact_explain(Some(&f), Some(d.path()), &mut out, &mut err);
+    assert_eq!(code, EXIT_FOUND);
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("line 1 bytes 20..60 rule github-pat kind github-token"),
+        "{text}"
+    );
+    assert!(text.contains("rule login-slash-password"), "{text}");
+    assert!(
+        !text.contains(&tok[4..12]) && !text.contains("Winter"),
+        "{text}"
+    );
+    assert!(!text.contains("zed"), "context is a shape: {text}");
+}

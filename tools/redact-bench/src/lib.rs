@@ -10,6 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod varied;
+pub use varied::{generate_varied, non_ascii_line_share};
+
 /// Identity the corpus is written for; the quality and speed commands build
 /// their scanner with it.
 pub fn corpus_identity() -> abcd_redact::Identity {

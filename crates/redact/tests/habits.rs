@@ -1,0 +1,430 @@
+//! Transcript habits (issue 10): secrets typed the way people type them in
+//! prompts, shell commands and config dumps. Each class is a table of
+//! spellings; every spelling is tried bare and inside a JSON `tool_result`
+//! line, and the secret must be gone with the output still JSON.
+
+mod common;
+use common::*;
+
+fn json_line(content: &str) -> String {
+    format!(
+        "{{\"type\":\"user\",\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_01\",\"content\":{}}}]}}}}",
+        json_string(content)
+    )
+}
+
+/// (class, text, secret) — the secret must not survive.
+fn check(cases: &[(&str, String, String)]) {
+    let s = scanner();
+    let mut failures = Vec::new();
+    for (class, text, secret) in cases {
+        assert!(text.contains(secret.as_str()), "{class}: bad case");
+        for (ctx, input) in [("plain", text.clone()), ("json", json_line(text))] {
+            let r = match s.redact(&input) {
+                Ok(r) => r,
+                Err(e) => {
+                    failures.push(format!("{class} / {ctx}: refused: {e}"));
+                    continue;
+                }
+            };
+            if r.text.contains(secret.as_str())
+                || r.text.contains(json_string(secret).trim_matches('"'))
+            {
+                failures.push(format!("{class} / {ctx}: survived: {}", r.text));
+            }
+            if ctx == "json" && serde_json::from_str::<serde_json::Value>(&r.text).is_err() {
+                failures.push(format!("{class} / {ctx}: not JSON: {}", r.text));
+            }
+            if s.redact(&r.text).map(|a| a.text).ok().as_deref() != Some(r.text.as_str()) {
+                failures.push(format!("{class} / {ctx}: not idempotent"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn pw(seed: u64) -> String {
+    format!("{}{}#", rs(seed, ALNUM, 9), seed % 97)
+}
+
+#[test]
+fn aws_cli_and_prose_key_pairs() {
+    let sec = |n| rs(n, B64, 40);
+    let id = |n| format!("AKIA{}", rs(n, UPPER_NUM, 16));
+    check(&[
+        (
+            "aws configure",
+            format!("aws configure set aws_secret_access_key {}", sec(1)),
+            sec(1),
+        ),
+        (
+            "aws configure",
+            format!(
+                "$ aws configure set profile.prod.aws_secret_access_key '{}'",
+                sec(2)
+            ),
+            sec(2),
+        ),
+        (
+            "aws configure",
+            format!("aws configure set aws_session_token {}{}", sec(3), sec(4)),
+            sec(3),
+        ),
+        (
+            "aws prose",
+            format!("aws creds: {} / {}", id(5), sec(5)),
+            sec(5),
+        ),
+        (
+            "aws prose",
+            format!("key {} secret {} region eu-west-1", id(6), sec(6)),
+            sec(6),
+        ),
+        ("aws prose", format!("{},{}", id(7), sec(7)), sec(7)),
+    ]);
+}
+
+#[test]
+fn command_line_passwords() {
+    check(&[
+        (
+            "docker login",
+            format!("docker login -u bob -p {}", pw(10)),
+            pw(10),
+        ),
+        (
+            "docker login",
+            format!(
+                "docker login registry.example.com --username bob -p '{}'",
+                pw(11)
+            ),
+            pw(11),
+        ),
+        (
+            "docker login",
+            format!("podman login -u bob --password={} quay.io", pw(12)),
+            pw(12),
+        ),
+        (
+            "docker login",
+            format!("helm registry login ghcr.io -u bob -p {}", pw(13)),
+            pw(13),
+        ),
+        (
+            "curl -u",
+            format!("curl -u bob:{} https://api.example.com/v1", pw(14)),
+            pw(14),
+        ),
+        (
+            "curl -u",
+            format!(
+                "curl -s --user 'deploy:{}' -X POST https://ci.example.com",
+                pw(15)
+            ),
+            pw(15),
+        ),
+        (
+            "curl -u",
+            format!("curl -fsSL -ubob:{} https://x.example.com", pw(16)),
+            pw(16),
+        ),
+        (
+            "curl -u",
+            format!("http -a alice:{} GET api.example.com/me", pw(17)),
+            pw(17),
+        ),
+        (
+            "sshpass",
+            format!("sshpass -p {} ssh deploy@host", pw(18)),
+            pw(18),
+        ),
+        (
+            "sshpass",
+            format!("sshpass -p'{}' scp a host:b", pw(19)),
+            pw(19),
+        ),
+        (
+            "sshpass",
+            format!("sshpass -p \"{}\" rsync -a x host:y", pw(20)),
+            pw(20),
+        ),
+    ]);
+}
+
+#[test]
+fn secrets_named_in_prose() {
+    let v = |n| rs(n, ALNUM, 28);
+    let h = |n| rs(n, HEX, 32);
+    check(&[
+        ("prose", format!("client_secret {}", v(30)), v(30)),
+        ("prose", format!("the client secret is {}", v(31)), v(31)),
+        ("prose", format!("api key: {}", h(32)), h(32)),
+        (
+            "prose",
+            format!("api key for the geocoder: {}", h(33)),
+            h(33),
+        ),
+        (
+            "prose",
+            format!("here is my API key {} use it", v(34)),
+            v(34),
+        ),
+        ("prose", format!("access token = {}", v(35)), v(35)),
+        (
+            "login slash",
+            "login zed is admin / Winter1998#".to_string(),
+            "Winter1998#".to_string(),
+        ),
+        (
+            "login slash",
+            "the login for staging is root / Dragon2023!".to_string(),
+            "Dragon2023!".to_string(),
+        ),
+        (
+            "login slash",
+            "user: deploy / s3cretPass99".to_string(),
+            "s3cretPass99".to_string(),
+        ),
+        (
+            "login slash",
+            "creds = ops@example.org / Tr0ub4dor&3".to_string(),
+            "Tr0ub4dor&3".to_string(),
+        ),
+    ]);
+}
+
+#[test]
+fn netrc_lines() {
+    let h = |n| rs(n, HEX, 32);
+    check(&[
+        (
+            "netrc",
+            format!(
+                "machine api.heroku.com\n  login zed@example.org\n  password {}\n",
+                h(40)
+            ),
+            h(40),
+        ),
+        (
+            "netrc",
+            format!(
+                "machine git.heroku.com login zed@example.org password {}",
+                h(41)
+            ),
+            h(41),
+        ),
+        (
+            "netrc",
+            format!("machine ftp.example.com password {}", pw(42)),
+            pw(42),
+        ),
+        (
+            "netrc",
+            format!("default login anonymous password {}", pw(43)),
+            pw(43),
+        ),
+    ]);
+}
+
+#[test]
+fn env_and_framework_keys() {
+    let dj = format!("{}(%!@#&){}", rs(50, ALNUM, 12), rs(51, ALNUM, 20));
+    let tail = rs(51, ALNUM, 20);
+    let app = rs(52, B64, 43) + "=";
+    check(&[
+        ("django", format!("SECRET_KEY={dj}"), tail.clone()),
+        (
+            "django",
+            format!("export DJANGO_SECRET_KEY={dj}\nDEBUG=False"),
+            tail.clone(),
+        ),
+        (
+            "django",
+            format!("DEBUG=0\nSECRET_KEY={dj}\nALLOWED_HOSTS=*"),
+            dj.clone(),
+        ),
+        (
+            "django",
+            format!("DB_PASSWORD={}&x(y)", rs(53, ALNUM, 10)),
+            "&x(y)".to_string(),
+        ),
+        ("laravel", format!("APP_KEY=base64:{app}"), app.clone()),
+        ("laravel", format!("APP_KEY=\"base64:{app}\""), app.clone()),
+        ("laravel", format!("'key' => 'base64:{app}',"), app.clone()),
+        (
+            "laravel",
+            format!("ENCRYPTION_KEY: base64:{app}"),
+            app.clone(),
+        ),
+    ]);
+}
+
+#[test]
+fn byte_string_constants() {
+    let v = |n| rs(n, ALNUM, 32);
+    check(&[
+        (
+            "rust b\"\"",
+            format!("const WEBHOOK_SECRET: &[u8] = b\"{}\";", v(60)),
+            v(60),
+        ),
+        (
+            "rust b\"\"",
+            format!("pub static API_TOKEN: &'static [u8] = b\"{}\";", v(61)),
+            v(61),
+        ),
+        (
+            "rust b\"\"",
+            format!("const SIGNING_KEY: &[u8; 32] = b\"{}\";", v(62)),
+            v(62),
+        ),
+        (
+            "rust str",
+            format!("const DB_PASSWORD: &str = \"{}\";", v(63)),
+            v(63),
+        ),
+        (
+            "python bytes",
+            format!("HMAC_KEY: bytes = b\"{}\"", v(64)),
+            v(64),
+        ),
+    ]);
+}
+
+#[test]
+fn base64_of_secret_text() {
+    let body: String = (0..8).map(|i| rs(70 + i, B64, 64) + "\n").collect();
+    let pem = b64(&format!(
+        "-----BEGIN RSA PRIVATE KEY-----\n{body}-----END RSA PRIVATE KEY-----\n"
+    ));
+    let ec = b64(&format!(
+        "-----BEGIN EC PRIVATE KEY-----\n{body}-----END EC PRIVATE KEY-----\n"
+    ));
+    let env = b64(&format!(
+        "DATABASE_URL=postgres://db/app\nSTRIPE_SECRET={}\nDEBUG=0\n",
+        rs(80, ALNUM, 30)
+    ));
+    let json = b64(&format!(
+        "{{\"username\":\"svc\",\"password\":\"{}\"}}",
+        pw(81)
+    ));
+    check(&[
+        (
+            "kubeconfig",
+            format!("    client-key-data: {pem}"),
+            pem[20..60].to_string(),
+        ),
+        (
+            "secret data",
+            format!("data:\n  tls.key: {ec}\n"),
+            ec[20..60].to_string(),
+        ),
+        (
+            "env dump",
+            format!("echo {env} | base64 -d > .env"),
+            env.clone(),
+        ),
+        ("env dump", format!("data: {{.env: {env}}}"), env.clone()),
+        (
+            "json",
+            format!("  \"config.json\": \"{json}\""),
+            json.clone(),
+        ),
+    ]);
+}
+
+#[test]
+fn password_hashes() {
+    let salt = rs(
+        90,
+        "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        16,
+    );
+    let h86 = rs(
+        91,
+        "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        86,
+    );
+    let h22 = rs(
+        92,
+        "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        22,
+    );
+    let h53 = rs(
+        93,
+        "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        53,
+    );
+    check(&[
+        (
+            "shadow",
+            format!("root:$6${salt}${h86}:19000:0:99999:7:::"),
+            h86.clone(),
+        ),
+        (
+            "shadow",
+            format!("zed:$6$rounds=5000${salt}${h86}:19000::"),
+            h86.clone(),
+        ),
+        (
+            "htpasswd",
+            format!("bob:$apr1${}${h22}", &salt[..8]),
+            h22.clone(),
+        ),
+        ("htpasswd", format!("bob:$2y$10${h53}"), h53.clone()),
+        (
+            "bcrypt",
+            format!("\"password_hash\": \"$2b$12${h53}\""),
+            h53.clone(),
+        ),
+    ]);
+}
+
+/// Prose and code that look like the classes above but hold no secret.
+#[test]
+fn habit_near_misses_do_not_fire() {
+    let s = scanner();
+    let sha = rs(95, HEX, 40);
+    for input in [
+        "the api key is stored in the vault, see docs".to_string(),
+        "Set the client secret in the dashboard and restart.".to_string(),
+        "login with your account / password on the portal".to_string(),
+        "user: admin / password: (ask ops)".to_string(),
+        "docker login -u bob --password-stdin < token.txt".to_string(),
+        "curl -u $USER:$TOKEN https://api.example.com".to_string(),
+        "SECRET_KEY=${SECRET_KEY}".to_string(),
+        "API_TOKEN=$(cat /run/secrets/token)".to_string(),
+        format!("commit {sha} fixes the access token refresh"),
+        "const SECRET_LEN: usize = 32;".to_string(),
+        "key: base64:".to_string(),
+        "echo hello | base64 -d".to_string(),
+        "cost is $6 per month and $5 per seat".to_string(),
+    ] {
+        let f = s.scan(&input);
+        assert!(f.is_empty(), "{f:?} on {input}");
+    }
+}
+
+fn b64(s: &str) -> String {
+    let a = B64.as_bytes();
+    let mut out = String::new();
+    for chunk in s.as_bytes().chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(a[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}

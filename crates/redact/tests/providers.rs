@@ -1,0 +1,113 @@
+//! Providers and assignment syntaxes added for issue 10 (age, Alibaba,
+//! Doppler, Dynatrace, Mapbox, Notion, Sourcegraph, Teams, Square, Postman,
+//! Supabase, Tailscale, WireGuard, Azure AD, Facebook, NuGet; `::=`,
+//! `:::=`, `?=`). Values are random; each is tried bare and JSON-escaped.
+
+mod common;
+use common::*;
+
+const BECH: &str = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L";
+const LOWER_NUM: &str = "abcdefghijklmnopqrstuvwxyz0123456789";
+
+#[test]
+fn provider_tokens_are_redacted() {
+    let s = scanner();
+    let cases: Vec<(String, String)> = vec![
+        (
+            format!("AGE-SECRET-KEY-1{}", rs(1, BECH, 58)),
+            String::new(),
+        ),
+        (format!("LTAI{}", rs(2, ALNUM, 20)), String::new()),
+        (format!("dp.pt.{}", rs(3, LOWER_NUM, 43)), String::new()),
+        (
+            format!("dt0c01.{}.{}", rs(4, UPPER_NUM, 24), rs(5, UPPER_NUM, 64)),
+            String::new(),
+        ),
+        (
+            format!("pk.{}.{}", rs(6, LOWER_NUM, 60), rs(7, LOWER_NUM, 22)),
+            String::new(),
+        ),
+        (
+            format!("ntn_{}{}", rs(8, "0123456789", 11), rs(9, ALNUM, 35)),
+            String::new(),
+        ),
+        (
+            format!("sgp_{}_{}", rs(10, HEX, 16), rs(11, HEX, 40)),
+            String::new(),
+        ),
+        (format!("sq0atp-{}", rs(12, URLSAFE, 22)), String::new()),
+        (
+            format!("PMAK-{}-{}", rs(13, HEX, 24), rs(14, HEX, 34)),
+            String::new(),
+        ),
+        (format!("sbp_{}", rs(15, HEX, 40)), String::new()),
+        (
+            format!("tskey-auth-{}-{}", rs(16, ALNUM, 12), rs(17, ALNUM, 30)),
+            String::new(),
+        ),
+        (
+            format!("{}8Q~{}", rs(18, ALNUM, 3), rs(19, ALNUM, 34)),
+            String::new(),
+        ),
+        (format!("EAAC{}", rs(20, ALNUM, 120)), String::new()),
+        (
+            format!(
+                "https://acme.webhook.office.com/webhookb2/{}@{}/IncomingWebhook/{}/{}",
+                rs(21, HEX, 32),
+                rs(22, HEX, 32),
+                rs(23, HEX, 32),
+                rs(24, HEX, 32)
+            ),
+            rs(23, HEX, 32),
+        ),
+        (
+            format!("[Interface]\nPrivateKey = {}{}=", rs(25, B64, 42), "A"),
+            format!("{}A=", rs(25, B64, 42)),
+        ),
+        (
+            format!(
+                "<add key=\"ClearTextPassword\" value=\"{}\" />",
+                rs(26, ALNUM, 14)
+            ),
+            rs(26, ALNUM, 14),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (text, secret) in cases {
+        let secret = if secret.is_empty() {
+            text.clone()
+        } else {
+            secret
+        };
+        for input in [
+            format!("value: {text}"),
+            format!("{{\"c\":{}}}", json_string(&format!("X={text}\n"))),
+        ] {
+            let r = s.redact(&input).expect("redacts");
+            if r.text.contains(&secret) || r.text.contains(json_string(&secret).trim_matches('"')) {
+                failures.push(format!("survived: {}", r.text));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn assignment_operators_of_other_languages() {
+    let s = scanner();
+    let v = rs(30, ALNUM, 32);
+    let mut failures = Vec::new();
+    for input in [
+        format!("api_token ::= \"{v}\""),
+        format!("API_TOKEN :::= \"{v}\""),
+        format!("SERVICE_SECRET ?= {v}"),
+        format!("client_secret := '{v}'"),
+        format!("db_password ?= \"{v}\""),
+    ] {
+        let r = s.redact(&input).expect("redacts");
+        if r.text.contains(&v) {
+            failures.push(r.text);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
