@@ -75,6 +75,9 @@ pub enum HistoryCmd {
         /// Sessions with a sub-agent of this type.
         #[arg(long, value_name = "TYPE")]
         agent_type: Option<String>,
+        /// Every repository in the store, each named by its work-tree path when a transcript names it.
+        #[arg(long, conflicts_with = "session")]
+        all_repos: bool,
     },
     /// Show one record as readable text: exact file name, then agent id, then session id.
     Show {
@@ -105,6 +108,9 @@ pub enum HistoryCmd {
         /// Sessions that started before this time.
         #[arg(long, value_name = "WHEN")]
         until: Option<String>,
+        /// Every repository in the store, summed (with sessions per repository).
+        #[arg(long)]
+        all_repos: bool,
     },
     /// Export a session as Markdown, JSON or one self-contained HTML page; --all writes every session and an index page.
     Export {
@@ -367,6 +373,7 @@ fn history_cmd(
             until,
             limit,
             agent_type,
+            all_repos,
         } => {
             let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
                 match v {
@@ -383,13 +390,56 @@ fn history_cmd(
                 limit,
                 agent_type,
             };
+            if all_repos {
+                let repos = crate::overview::repos(&home()?).map_err(|e| e.to_string())?;
+                if json {
+                    let mut records = Vec::new();
+                    for r in &repos {
+                        for mut l in
+                            history::list_summaries(&r.corpus, None).map_err(|e| e.to_string())?
+                        {
+                            l.repository = Some(r.repository.clone());
+                            records.push(l);
+                        }
+                    }
+                    print_json(out, &records)?;
+                    return Ok(0);
+                }
+                let mut any = false;
+                for r in &repos {
+                    let rows =
+                        crate::overview::sessions(&r.corpus, &filter).map_err(|e| e.to_string())?;
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    if any {
+                        w(out, String::new())?;
+                    }
+                    any = true;
+                    w(
+                        out,
+                        format!(
+                            "== {} ({})",
+                            r.repository,
+                            &r.root_sha[..12.min(r.root_sha.len())]
+                        ),
+                    )?;
+                    print_session_rows(out, &rows)?;
+                }
+                if !any {
+                    w(out, "abcd history — no transcripts stored in any repository (or none matches the filters)".into())?;
+                }
+                return Ok(0);
+            }
             let (corpus, _, _) = open_corpus(repo_arg, false)?;
             if json {
-                // The record array, unchanged (scripts depend on it).
-                let records = match (&corpus, &session) {
-                    (None, _) => Vec::new(),
-                    (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
-                    (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
+                // The record array (every field scripts read is kept), each
+                // record with its summary: start, end, title, size, tokens.
+                let records = match &corpus {
+                    None => Vec::new(),
+                    Some(c) => {
+                        history::list_summaries(c, session.as_deref()).map_err(|e| e.to_string())?
+                    }
                 };
                 print_json(out, &records)?;
                 return Ok(0);
@@ -405,40 +455,7 @@ fn history_cmd(
                 }
                 return Ok(0);
             }
-            w(
-                out,
-                format!(
-                    "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
-                    "STARTED (UTC)", "DURATION", "TOKENS", "SIZE", "SESSION", "TITLE"
-                ),
-            )?;
-            for r in &rows {
-                w(out, session_line(r))?;
-                for a in &r.agents {
-                    w(
-                        out,
-                        format!(
-                            "{:>20} {}└─ {} ({}, depth {}){}  {} turn(s), {} tokens",
-                            "",
-                            "   ".repeat(a.level.saturating_sub(1)),
-                            a.agent_id,
-                            a.agent_type.as_deref().unwrap_or("type unknown"),
-                            if a.spawn_depth == 0 {
-                                "?".to_owned()
-                            } else {
-                                a.spawn_depth.to_string()
-                            },
-                            if a.placed {
-                                ""
-                            } else {
-                                " [spawn point unknown]"
-                            },
-                            a.turns,
-                            a.tokens
-                        ),
-                    )?;
-                }
-            }
+            print_session_rows(out, &rows)?;
             if let (Some(s), Some(r)) = (&session, rows.first()) {
                 w(
                     out,
@@ -551,7 +568,11 @@ fn history_cmd(
             }
             Ok(0)
         }
-        HistoryCmd::Stats { since, until } => {
+        HistoryCmd::Stats {
+            since,
+            until,
+            all_repos,
+        } => {
             let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
                 match v {
                     None => Ok(None),
@@ -565,10 +586,14 @@ fn history_cmd(
                 until_ns: when("--until", &until)?,
                 ..Default::default()
             };
-            let (corpus, _, _) = open_corpus(repo_arg, false)?;
-            let st = match &corpus {
-                None => crate::overview::Stats::default(),
-                Some(c) => crate::overview::stats(c, &filter).map_err(|e| e.to_string())?,
+            let st = if all_repos {
+                crate::overview::stats_all_repos(&home()?, &filter).map_err(|e| e.to_string())?
+            } else {
+                let (corpus, _, _) = open_corpus(repo_arg, false)?;
+                match &corpus {
+                    None => crate::overview::Stats::default(),
+                    Some(c) => crate::overview::stats(c, &filter).map_err(|e| e.to_string())?,
+                }
             };
             if json {
                 print_json(out, &st)?;
@@ -581,6 +606,9 @@ fn history_cmd(
                     st.sessions, st.sessions_without_main_thread
                 ),
             )?;
+            for (k, v) in &st.sessions_by_repository {
+                w(out, format!("  {k}: {v}"))?;
+            }
             w(out, format!("sub-agents:  {}", st.sub_agents))?;
             for (k, v) in &st.sub_agents_by_type {
                 w(out, format!("  type {k}: {v}"))?;
@@ -1054,6 +1082,50 @@ fn session_line(r: &crate::overview::SessionRow) -> String {
         r.session_id,
         title
     )
+}
+
+fn print_session_rows(
+    out: &mut dyn Write,
+    rows: &[crate::overview::SessionRow],
+) -> Result<(), String> {
+    let w = |out: &mut dyn Write, s: String| -> Result<(), String> {
+        writeln!(out, "{}", sanitize(&s)).map_err(|e| e.to_string())
+    };
+    w(
+        out,
+        format!(
+            "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
+            "STARTED (UTC)", "DURATION", "TOKENS", "SIZE", "SESSION", "TITLE"
+        ),
+    )?;
+    for r in rows {
+        w(out, session_line(r))?;
+        for a in &r.agents {
+            w(
+                out,
+                format!(
+                    "{:>20} {}└─ {} ({}, depth {}){}  {} turn(s), {} tokens",
+                    "",
+                    "   ".repeat(a.level.saturating_sub(1)),
+                    a.agent_id,
+                    a.agent_type.as_deref().unwrap_or("type unknown"),
+                    if a.spawn_depth == 0 {
+                        "?".to_owned()
+                    } else {
+                        a.spawn_depth.to_string()
+                    },
+                    if a.placed {
+                        ""
+                    } else {
+                        " [spawn point unknown]"
+                    },
+                    a.turns,
+                    a.tokens
+                ),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn list_line(r: &history::Listed) -> String {

@@ -25,5 +25,6 @@ pub mod repo;
 pub mod stage;
 pub mod staging_view;
 pub mod store;
+pub mod summary;
 pub mod telemetry;
 pub mod transcript;

@@ -473,3 +473,95 @@ fn stats_sum_sessions_once_per_message_id() {
     let o = stdout(&env.abcd(&["history", "stats"]));
     assert!(o.contains("counted once per message id"), "{o}");
 }
+
+#[test]
+fn list_reads_summaries_not_bodies() {
+    let env = captured();
+    hostile(&env);
+    let before = stdout(&env.abcd(&["history", "list"]));
+    let json_before = env.json(&["history", "list", "--json"]);
+    // Every record body gone: the listing is unchanged, so it read none.
+    for entry in fs::read_dir(env.lane().join("records")).unwrap() {
+        let p = entry.unwrap().path();
+        fs::write(&p, b"").unwrap();
+    }
+    assert_eq!(stdout(&env.abcd(&["history", "list"])), before);
+    assert_eq!(env.json(&["history", "list", "--json"]), json_before);
+    // --json: the record fields scripts read, plus each record's summary.
+    let recs = json_before.as_array().unwrap();
+    assert_eq!(recs.len(), 5, "{json_before}");
+    let main = recs
+        .iter()
+        .find(|r| r["session_id"] == SID && r.get("agent_id").is_none())
+        .unwrap();
+    assert!(
+        main["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("Give me a tour of the repository"),
+        "{main}"
+    );
+    assert_eq!(main["started_at"], "2026-06-15T10:00:01.000Z", "{main}");
+    assert!(main["source_sha256"].is_string() && main["file"].is_string());
+    let session_tokens: u64 = recs
+        .iter()
+        .filter(|r| r["session_id"] == SID)
+        .map(|r| r["tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(session_tokens, 1065);
+    let one = env.json(&["history", "list", "--json", "--session", SID]);
+    assert_eq!(one.as_array().unwrap().len(), 4);
+    assert!(one[0].get("agent_id").is_none(), "main thread first: {one}");
+}
+
+#[test]
+fn list_and_stats_across_repositories() {
+    let env = captured();
+    let other = env.repo.parent().unwrap().join("other");
+    Env::init_repo(&other, &env.home, "second");
+    let body = format!(
+        "{}\n",
+        json!({"type":"user","timestamp":"2026-08-01T00:00:00Z","cwd":other.display().to_string(),"message":{"role":"user","content":"second repo prompt"}})
+    );
+    let mut child = env
+        .command(&other)
+        .args(["history", "capture", "-", "--session", "other-0001"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    feed_stdin(&mut child, body.as_bytes());
+    assert!(child.wait_with_output().unwrap().status.success());
+    // One repository by default; both with --all-repos.
+    let o = stdout(&env.abcd(&["history", "list"]));
+    assert!(o.contains(SID) && !o.contains("other-0001"), "{o}");
+    let o = env.abcd(&["history", "list", "--all-repos"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = stdout(&o);
+    assert!(o.contains(SID) && o.contains("other-0001"), "{o}");
+    assert!(o.contains("second repo prompt"), "{o}");
+    // The second repository is named by its work tree (the transcript's cwd,
+    // redacted like the rest: the home directory may be replaced).
+    let header = o
+        .lines()
+        .find(|l| l.starts_with("== ") && l.contains("other"))
+        .unwrap_or_else(|| panic!("{o}"));
+    assert!(header.contains(&env.root_sha_of(&other)[..12]), "{header}");
+    let j = env.json(&["history", "list", "--all-repos", "--json"]);
+    assert_eq!(j.as_array().unwrap().len(), 5, "{j}");
+    assert!(j
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["repository"].is_string()));
+    let st = env.json(&["history", "stats", "--all-repos"]);
+    assert_eq!(st["sessions"], 2, "{st}");
+    assert_eq!(st["tokens"]["total"], 1065);
+    assert_eq!(
+        st["sessions_by_repository"].as_object().unwrap().len(),
+        2,
+        "{st}"
+    );
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["sessions"], 1);
+}
