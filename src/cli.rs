@@ -126,6 +126,35 @@ pub enum HistoryCmd {
         #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
     },
+    /// Full-text search over the redacted corpus (SQLite FTS5): words, "phrases", prefix*; each hit names the record, the turn and a snippet.
+    Search {
+        /// Words (all must match), "a phrase", prefix*, OR, NOT.
+        query: String,
+        /// Only this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Only sub-agents of this type.
+        #[arg(long, value_name = "TYPE")]
+        agent_type: Option<String>,
+        /// Only text of this role (tool = tool calls and their results).
+        #[arg(long, value_enum)]
+        role: Option<RoleArg>,
+        /// Only calls of (and results from) this tool.
+        #[arg(long, value_name = "NAME")]
+        tool: Option<String>,
+        /// Blocks written at or after this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Blocks written before this time.
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
+        /// Every repository in the store.
+        #[arg(long)]
+        all_repos: bool,
+        /// At most this many hits (per repository with --all-repos).
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        limit: usize,
+    },
     /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
     Staged {
         /// Survey every repository in the store (counts, sizes, names only).
@@ -163,6 +192,14 @@ pub enum HistoryCmd {
 pub enum ModeArg {
     Full,
     Spine,
+}
+
+/// `--role` of `history search`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum RoleArg {
+    User,
+    Assistant,
+    Tool,
 }
 
 /// `--format` of `history export`.
@@ -648,6 +685,93 @@ fn history_cmd(
                         ),
                     )?;
                 }
+            }
+            Ok(0)
+        }
+        HistoryCmd::Search {
+            query,
+            session,
+            agent_type,
+            role,
+            tool,
+            since,
+            until,
+            all_repos,
+            limit,
+        } => {
+            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+                match v {
+                    None => Ok(None),
+                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
+                        format!("history search: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
+                    }),
+                }
+            };
+            let q = crate::search::Query {
+                text: query,
+                session,
+                agent_type,
+                role: role.map(|r| {
+                    match r {
+                        RoleArg::User => "user",
+                        RoleArg::Assistant => "assistant",
+                        RoleArg::Tool => "tool",
+                    }
+                    .to_owned()
+                }),
+                tool,
+                since_ns: when("--since", &since)?,
+                until_ns: when("--until", &until)?,
+                limit,
+            };
+            let mut hits = Vec::new();
+            if all_repos {
+                for r in crate::overview::repos(&home()?).map_err(|e| e.to_string())? {
+                    for mut h in crate::search::search(&r.corpus, &q).map_err(|e| e.to_string())? {
+                        h.repository = Some(r.repository.clone());
+                        hits.push(h);
+                    }
+                }
+            } else if let (Some(c), _, _) = open_corpus(repo_arg, false)? {
+                hits = crate::search::search(&c, &q).map_err(|e| e.to_string())?;
+            }
+            if json {
+                print_json(out, &hits)?;
+                return Ok(0);
+            }
+            if hits.is_empty() {
+                w(
+                    out,
+                    format!("abcd history search — no match for {:?}", q.text),
+                )?;
+                return Ok(0);
+            }
+            for h in &hits {
+                let who = match (&h.agent_id, &h.agent_type) {
+                    (Some(a), Some(t)) => format!("agent {a} ({t})"),
+                    (Some(a), None) => format!("agent {a}"),
+                    (None, _) => "main thread".to_owned(),
+                };
+                let role = match &h.tool {
+                    Some(t) => format!("{} {t}", h.role),
+                    None => h.role.clone(),
+                };
+                let repo = h
+                    .repository
+                    .as_deref()
+                    .map(|r| format!("{r}  "))
+                    .unwrap_or_default();
+                w(
+                    out,
+                    format!(
+                        "{repo}{}  {who}  turn {}  {role}  {}",
+                        h.session_id,
+                        h.turn,
+                        h.timestamp.as_deref().unwrap_or("-")
+                    ),
+                )?;
+                w(out, format!("    {}", h.snippet))?;
+                w(out, format!("    record {}", h.record))?;
             }
             Ok(0)
         }

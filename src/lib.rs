@@ -22,6 +22,7 @@ pub mod reconstruct;
 pub mod record;
 pub mod render;
 pub mod repo;
+pub mod search;
 pub mod stage;
 pub mod staging_view;
 pub mod store;

@@ -565,3 +565,74 @@ fn list_and_stats_across_repositories() {
     let st = env.json(&["history", "stats"]);
     assert_eq!(st["sessions"], 1);
 }
+
+fn search(env: &Env, args: &[&str]) -> Vec<Value> {
+    let mut a = vec!["history", "search"];
+    a.extend_from_slice(args);
+    let v = env.json(&a);
+    v.as_array().unwrap_or_else(|| panic!("{v}")).clone()
+}
+
+#[test]
+fn search_finds_words_phrases_and_prefixes_with_filters() {
+    let env = captured();
+    hostile(&env);
+    // A word: the main thread's first prompt, turn 1.
+    let hits = search(&env, &["tour"]);
+    let h = hits
+        .iter()
+        .find(|h| h["session_id"] == SID && h.get("agent_id").is_none())
+        .unwrap_or_else(|| panic!("{hits:?}"));
+    assert_eq!(h["turn"], 1);
+    assert_eq!(h["role"], "user");
+    assert!(h["snippet"].as_str().unwrap().contains("[tour]"), "{h}");
+    assert!(h["record"].as_str().unwrap().ends_with(".md"));
+    // A phrase, in one sub-agent's answer (streamed over two lines).
+    let hits = search(&env, &["\"module surveyed\""]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["agent_id"], "showcol2");
+    assert_eq!(hits[0]["role"], "assistant");
+    assert_eq!(hits[0]["turn"], 2);
+    // A prefix: the prompt ("Survey") and the answer ("surveyed").
+    let hits = search(&env, &["survey*", "--session", SID]);
+    assert!(hits.len() >= 2, "{hits:?}");
+    assert!(hits.iter().all(|h| h["session_id"] == SID));
+    // Filters: role, tool, agent type, time.
+    let hits = search(&env, &["deep", "--role", "tool", "--tool", "Agent"]);
+    assert!(!hits.is_empty(), "{hits:?}");
+    assert!(hits
+        .iter()
+        .all(|h| h["tool"] == "Agent" && h["role"] == "tool" && h["agent_id"] == "showcol1"));
+    let hits = search(&env, &["deep", "--agent-type", "Explore"]);
+    assert!(
+        !hits.is_empty() && hits.iter().all(|h| h["agent_id"] == "deep01"),
+        "{hits:?}"
+    );
+    let hits = search(&env, &["click", "--since", "2026-07-01"]);
+    assert!(hits.iter().all(|h| h["session_id"] == HOSTILE) && !hits.is_empty());
+    assert!(search(&env, &["click", "--until", "2026-07-01"]).is_empty());
+    // Nothing matches: an empty array, and a sentence in text.
+    assert!(search(&env, &["xyzzyplugh"]).is_empty());
+    let o = stdout(&env.abcd(&["history", "search", "xyzzyplugh"]));
+    assert!(o.contains("no match"), "{o}");
+    // A query FTS5 refuses is retried as plain words.
+    let o = env.abcd(&["history", "search", "jobs-module\""]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Text output names the record, the turn and the snippet.
+    let o = stdout(&env.abcd(&["history", "search", "\"module surveyed\""]));
+    assert!(o.contains("agent showcol2") && o.contains("turn 2"), "{o}");
+    assert!(
+        o.contains("[module] [surveyed]") || o.contains("[module surveyed]"),
+        "{o}"
+    );
+    // The index is a projection: a rebuild clears it, the next query
+    // rebuilds it with the same hits.
+    let before = search(&env, &["survey*"]);
+    let r = env.abcd(&["journal", "replay", "--rebuild"]);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert!(!env.lane().join("index/search").exists());
+    assert_eq!(search(&env, &["survey*"]), before);
+    // Across repositories.
+    let hits = search(&env, &["tour", "--all-repos"]);
+    assert!(hits.iter().all(|h| h["repository"].is_string()) && !hits.is_empty());
+}
