@@ -623,7 +623,7 @@ fn history_cmd(
                 until_ns: when("--until", &until)?,
                 ..Default::default()
             };
-            let st = if all_repos {
+            let mut st = if all_repos {
                 crate::overview::stats_all_repos(&home()?, &filter).map_err(|e| e.to_string())?
             } else {
                 let (corpus, _, _) = open_corpus(repo_arg, false)?;
@@ -632,6 +632,9 @@ fn history_cmd(
                     Some(c) => crate::overview::stats(c, &filter).map_err(|e| e.to_string())?,
                 }
             };
+            let pricing = crate::pricing::Pricing::load(&home()?.join("pricing.json"))
+                .map_err(|e| e.to_string())?;
+            crate::overview::price(&mut st, &pricing);
             if json {
                 print_json(out, &st)?;
                 return Ok(0);
@@ -670,6 +673,47 @@ fn history_cmd(
                     st.subagent_share * 100.0
                 ),
             )?;
+            if let Some(c) = &st.cost {
+                w(
+                    out,
+                    format!(
+                        "estimated cost: ${:.2} (pricing as of {}, {}{})",
+                        c.usd,
+                        c.pricing.as_of,
+                        c.pricing.source,
+                        match &c.pricing.user_file {
+                            Some(f) => format!("; overridden by {f}"),
+                            None => String::new(),
+                        }
+                    ),
+                )?;
+                for (m, usd) in &c.by_model_usd {
+                    w(out, format!("  {m:<32} ${usd:.2}"))?;
+                }
+                if !c.unpriced_models.is_empty() {
+                    w(
+                        out,
+                        format!(
+                            "  not priced ({} tokens, no row in the table): {}",
+                            c.unpriced_tokens,
+                            c.unpriced_models.join(", ")
+                        ),
+                    )?;
+                }
+            }
+            w(
+                out,
+                format!(
+                    "captures that extended a staged transcript: {}",
+                    st.extended
+                ),
+            )?;
+            let ev: Vec<String> = st
+                .journal_events
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            w(out, format!("journal events: {}", ev.join(", ")))?;
             for (title, map) in [
                 ("by model", &st.tokens_by_model),
                 ("by agent type", &st.tokens_by_agent_type),

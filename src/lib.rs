@@ -17,6 +17,7 @@ pub mod journal_cli;
 pub mod lineage;
 pub mod naming;
 pub mod overview;
+pub mod pricing;
 pub mod projection;
 pub mod reconstruct;
 pub mod record;

@@ -378,6 +378,15 @@ pub struct Stats {
     pub subagent_tokens: crate::telemetry::Tokens,
     /// Sub-agent tokens / all tokens.
     pub subagent_share: f64,
+    /// Journal events by kind (`staged` and `restaged` are hook fires that
+    /// staged a transcript; `session_noted` a SessionStart).
+    pub journal_events: BTreeMap<String, u64>,
+    /// Captures whose drain extended a staged transcript (the source had
+    /// grown past the staged bytes and the longer prefix was stored).
+    pub extended: u64,
+    /// Estimated cost of `tokens_by_model` (set with a pricing table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::pricing::Cost>,
     /// With `--all-repos`: each repository's name and session count.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub sessions_by_repository: BTreeMap<String, usize>,
@@ -407,6 +416,10 @@ pub fn merge(into: &mut Stats, s: &Stats) {
         for (k, v) in src {
             add(dst.entry(k.clone()).or_default(), v);
         }
+    }
+    into.extended += s.extended;
+    for (k, v) in &s.journal_events {
+        *into.journal_events.entry(k.clone()).or_insert(0) += v;
     }
     for (k, v) in &s.sessions_by_repository {
         *into.sessions_by_repository.entry(k.clone()).or_insert(0) += v;
@@ -491,5 +504,40 @@ pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
     } else {
         st.subagent_tokens.total as f64 / st.tokens.total as f64
     };
+    journal_counts(corpus, &mut st)?;
     Ok(st)
+}
+
+/// Counts the repository's journal events by kind, and the captures that
+/// extended a staged transcript. Every event, whatever `--since` says (the
+/// journal's times are capture times, not session times).
+fn journal_counts(corpus: &Corpus, st: &mut Stats) -> Result<(), ReconstructError> {
+    let frames = corpus
+        .journal
+        .read_from(&corpus.journal.start())
+        .map_err(|e| history::HistoryError::from(crate::corpus::CorpusError::from(e)))?;
+    for frame in frames {
+        let frame =
+            frame.map_err(|e| history::HistoryError::from(crate::corpus::CorpusError::from(e)))?;
+        if frame.kind != abcd_journal::FrameKind::Event {
+            continue;
+        }
+        let Ok(env) = crate::event::decode(&frame.payload) else {
+            continue;
+        };
+        *st.journal_events
+            .entry(env.event.name().to_owned())
+            .or_insert(0) += 1;
+        if let crate::event::Event::Captured(c) = &env.event {
+            if c.extended {
+                st.extended += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prices `st.tokens_by_model`.
+pub fn price(st: &mut Stats, pricing: &crate::pricing::Pricing) {
+    st.cost = Some(pricing.cost(&st.tokens_by_model));
 }

@@ -636,3 +636,59 @@ fn search_finds_words_phrases_and_prefixes_with_filters() {
     let hits = search(&env, &["tour", "--all-repos"]);
     assert!(hits.iter().all(|h| h["repository"].is_string()) && !hits.is_empty());
 }
+
+#[test]
+fn stats_estimate_cost_from_the_shipped_table_or_the_users() {
+    let env = captured();
+    let st = env.json(&["history", "stats"]);
+    let cost = &st["cost"];
+    assert_eq!(cost["pricing"]["as_of"], "2026-11-30", "{st}");
+    assert!(cost["pricing"]["source"]
+        .as_str()
+        .unwrap()
+        .starts_with("https://"));
+    // The sub-agents' Haiku 4.5 tokens are priced ($1 in, $5 out per MTok):
+    // 175 + 80 + 10 tokens, of which 67 in and 198 out... summed by model.
+    let haiku = &st["tokens_by_model"]["claude-haiku-4-5-20251001"];
+    let expect = (haiku["input"].as_f64().unwrap() * 1.0
+        + haiku["output"].as_f64().unwrap() * 5.0
+        + haiku["cache_creation_input"].as_f64().unwrap() * 1.25
+        + haiku["cache_read_input"].as_f64().unwrap() * 0.1)
+        / 1e6;
+    let got = cost["by_model_usd"]["claude-haiku-4-5-20251001"]
+        .as_f64()
+        .unwrap();
+    assert!((got - expect).abs() < 1e-12, "{got} vs {expect}: {st}");
+    assert!(
+        st["journal_events"]["captured"].as_u64().unwrap() >= 4,
+        "{st}"
+    );
+    assert!(
+        st["journal_events"]["staged"].as_u64().unwrap() >= 4,
+        "{st}"
+    );
+    assert!(st["extended"].is_u64());
+    // A user file overrides the shipped rows.
+    fs::create_dir_all(&env.abcd_home).unwrap();
+    fs::write(
+        env.abcd_home.join("pricing.json"),
+        r#"{"as_of":"2030-01-01","source":"my contract","models":[{"prefix":"claude-haiku","input":1000000,"output":0,"cache_write":0,"cache_read":0}]}"#,
+    )
+    .unwrap();
+    let st = env.json(&["history", "stats"]);
+    let got = st["cost"]["by_model_usd"]["claude-haiku-4-5-20251001"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(got, haiku["input"].as_f64().unwrap(), "{st}");
+    assert_eq!(st["cost"]["pricing"]["user_as_of"], "2030-01-01");
+    let o = stdout(&env.abcd(&["history", "stats"]));
+    assert!(
+        o.contains("estimated cost: $") && o.contains("overridden by"),
+        "{o}"
+    );
+    // A broken user file is an error that names it.
+    fs::write(env.abcd_home.join("pricing.json"), "{").unwrap();
+    let o = env.abcd(&["history", "stats"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("pricing.json"), "{}", stderr(&o));
+}
