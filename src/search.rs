@@ -35,7 +35,7 @@ use crate::summary::Summary;
 use crate::transcript::{self, Block};
 
 /// Index schema: a different one is dropped and rebuilt.
-const SCHEMA: i64 = 1;
+const SCHEMA: i64 = 2;
 
 #[derive(Debug, Error)]
 pub enum SearchError {
@@ -130,6 +130,7 @@ fn open(corpus: &Corpus) -> Result<(Connection, PathBuf), SearchError> {
         db.execute_batch(
             "DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS docs;
              CREATE TABLE records(file TEXT PRIMARY KEY);
+             CREATE TABLE IF NOT EXISTS synced(id INTEGER PRIMARY KEY CHECK (id = 0), position TEXT);
              CREATE VIRTUAL TABLE docs USING fts5(
                text, file UNINDEXED, session UNINDEXED, agent UNINDEXED,
                agent_type UNINDEXED, role UNINDEXED, tool UNINDEXED,
@@ -160,11 +161,22 @@ fn indexed(db: &Connection, path: &Path) -> Result<BTreeSet<String>, SearchError
 /// doc): nothing is written when nothing changed.
 pub fn sync(corpus: &Corpus) -> Result<Synced, SearchError> {
     let (mut db, path) = open(corpus)?;
+    // The projections' position: when the index was synced at the same
+    // one, no record came or went since (one small file read).
+    let position =
+        |lane| projection::read_checkpoint(lane).map(|c| format!("{}:{}", c.seq, c.hash));
+    let synced_at: Option<String> = db
+        .query_row("SELECT position FROM synced WHERE id = 0", [], |r| r.get(0))
+        .ok();
+    if synced_at.is_some() && synced_at == position(&corpus.lane) {
+        return Ok(Synced::default());
+    }
     let live: BTreeSet<String> = projection::all_summaries(&corpus.lane)?
         .into_iter()
         .map(|s| s.file)
         .collect();
     if indexed(&db, &path)? == live {
+        record_position(&db, &path, position(&corpus.lane))?;
         return Ok(Synced::default());
     }
     // Something changed: decide again under the lock, with the
@@ -218,9 +230,24 @@ pub fn sync(corpus: &Corpus) -> Result<Synced, SearchError> {
             out.indexed_bytes += body.len() as u64;
         }
     }
+    record_position(&tx, &path, position(&corpus.lane))?;
     tx.commit().map_err(sql(&path))?;
     drop(locked);
     Ok(out)
+}
+
+fn record_position(
+    db: &Connection,
+    path: &Path,
+    position: Option<String>,
+) -> Result<(), SearchError> {
+    db.execute(
+        "INSERT INTO synced(id, position) VALUES (0, ?1)
+         ON CONFLICT(id) DO UPDATE SET position = excluded.position",
+        params![position],
+    )
+    .map_err(sql(path))?;
+    Ok(())
 }
 
 struct Doc {
@@ -299,17 +326,22 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
     sync(corpus)?;
     let (db, path) = open(corpus)?;
     let run = |text: &str| -> Result<Vec<Hit>, rusqlite::Error> {
+        // The best rows first (FTS5's `rank`, BM25), then snippets for those
+        // rows only: SQLite computes result columns before sorting, so a
+        // snippet in the ranking query would be made for every match.
         let mut st = db.prepare(
             "SELECT file, session, agent, agent_type, role, tool, turn, ts,
-                    snippet(docs, 0, '[', ']', '…', 16), bm25(docs)
-             FROM docs WHERE docs MATCH ?1
-               AND (?2 IS NULL OR session = ?2)
-               AND (?3 IS NULL OR agent_type = ?3)
-               AND (?4 IS NULL OR role = ?4)
-               AND (?5 IS NULL OR tool = ?5)
-               AND (?6 IS NULL OR ts_ns >= ?6)
-               AND (?7 IS NULL OR ts_ns < ?7)
-             ORDER BY bm25(docs), file, turn LIMIT ?8",
+                    snippet(docs, 0, '[', ']', '…', 16), rank
+             FROM docs WHERE docs MATCH ?1 AND rowid IN (
+               SELECT rowid FROM docs WHERE docs MATCH ?1
+                 AND (?2 IS NULL OR session = ?2)
+                 AND (?3 IS NULL OR agent_type = ?3)
+                 AND (?4 IS NULL OR role = ?4)
+                 AND (?5 IS NULL OR tool = ?5)
+                 AND (?6 IS NULL OR ts_ns >= ?6)
+                 AND (?7 IS NULL OR ts_ns < ?7)
+               ORDER BY rank LIMIT ?8)
+             ORDER BY rank, file, turn",
         )?;
         let rows = st.query_map(
             params![
