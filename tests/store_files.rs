@@ -168,6 +168,13 @@ fn widened_modes_are_narrowed_back() {
     assert_eq!(hook_json(&stage(&env, "r3"))["outcome"], "staged");
     env.drain();
     env.records();
+    // `history list` reads the summaries, not the records: open the record
+    // itself.
+    let record = files[5].file_name().unwrap().to_str().unwrap();
+    assert_eq!(
+        env.abcd(&["history", "show", record]).status.code(),
+        Some(0)
+    );
     for f in &files {
         let mode = fs::metadata(f).unwrap().mode() & 0o7777;
         assert_eq!(mode, 0o600, "{}", f.display());
