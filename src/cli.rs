@@ -94,6 +94,9 @@ pub enum HistoryCmd {
         /// Sessions with a sub-agent of this type.
         #[arg(long, value_name = "TYPE")]
         agent_type: Option<String>,
+        /// Every repository in the store, each named by its work-tree path when a transcript names it.
+        #[arg(long, conflicts_with = "session")]
+        all_repos: bool,
     },
     /// Show one record as readable text: exact file name, then agent id, then session id.
     Show {
@@ -125,6 +128,9 @@ pub enum HistoryCmd {
         /// Sessions that started before this time.
         #[arg(long, value_name = "WHEN")]
         until: Option<String>,
+        /// Every repository in the store, summed (with sessions per repository).
+        #[arg(long)]
+        all_repos: bool,
     },
     /// Export a session as Markdown, JSON or one self-contained HTML page; --all writes every session and an index page.
     Export {
@@ -139,6 +145,35 @@ pub enum HistoryCmd {
         /// Output file (a directory with --all); default stdout.
         #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
+    },
+    /// Full-text search over the redacted corpus (SQLite FTS5): words, "phrases", prefix*; each hit names the record, the turn and a snippet.
+    Search {
+        /// Words (all must match), "a phrase", prefix*, OR, NOT.
+        query: String,
+        /// Only this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Only sub-agents of this type.
+        #[arg(long, value_name = "TYPE")]
+        agent_type: Option<String>,
+        /// Only text of this role (tool = tool calls and their results).
+        #[arg(long, value_enum)]
+        role: Option<RoleArg>,
+        /// Only calls of (and results from) this tool.
+        #[arg(long, value_name = "NAME")]
+        tool: Option<String>,
+        /// Blocks written at or after this time (YYYY-MM-DD or RFC 3339).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Blocks written before this time.
+        #[arg(long, value_name = "WHEN")]
+        until: Option<String>,
+        /// Every repository in the store.
+        #[arg(long)]
+        all_repos: bool,
+        /// At most this many hits (per repository with --all-repos).
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        limit: usize,
     },
     /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
     Staged {
@@ -178,6 +213,14 @@ pub enum HistoryCmd {
 pub enum ModeArg {
     Full,
     Spine,
+}
+
+/// `--role` of `history search`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum RoleArg {
+    User,
+    Assistant,
+    Tool,
 }
 
 /// `--format` of `history export`.
@@ -487,6 +530,7 @@ fn history_cmd(
             until,
             limit,
             agent_type,
+            all_repos,
         } => {
             let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
                 match v {
@@ -503,13 +547,56 @@ fn history_cmd(
                 limit,
                 agent_type,
             };
+            if all_repos {
+                let repos = crate::overview::repos(&home()?).map_err(|e| e.to_string())?;
+                if json {
+                    let mut records = Vec::new();
+                    for r in &repos {
+                        for mut l in
+                            history::list_summaries(&r.corpus, None).map_err(|e| e.to_string())?
+                        {
+                            l.repository = Some(r.repository.clone());
+                            records.push(l);
+                        }
+                    }
+                    print_json(out, &records)?;
+                    return Ok(0);
+                }
+                let mut any = false;
+                for r in &repos {
+                    let rows =
+                        crate::overview::sessions(&r.corpus, &filter).map_err(|e| e.to_string())?;
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    if any {
+                        w(out, String::new())?;
+                    }
+                    any = true;
+                    w(
+                        out,
+                        format!(
+                            "== {} ({})",
+                            r.repository,
+                            &r.root_sha[..12.min(r.root_sha.len())]
+                        ),
+                    )?;
+                    print_session_rows(out, &rows)?;
+                }
+                if !any {
+                    w(out, "abcd history — no transcripts stored in any repository (or none matches the filters)".into())?;
+                }
+                return Ok(0);
+            }
             let (corpus, _, _) = open_corpus(repo_arg, false)?;
             if json {
-                // The record array, unchanged (scripts depend on it).
-                let records = match (&corpus, &session) {
-                    (None, _) => Vec::new(),
-                    (Some(c), Some(s)) => history::list_session(c, s).map_err(|e| e.to_string())?,
-                    (Some(c), None) => history::list(c).map_err(|e| e.to_string())?,
+                // The record array (every field scripts read is kept), each
+                // record with its summary: start, end, title, size, tokens.
+                let records = match &corpus {
+                    None => Vec::new(),
+                    Some(c) => {
+                        history::list_summaries(c, session.as_deref()).map_err(|e| e.to_string())?
+                    }
                 };
                 // A session asked for by name and not found is a miss, as
                 // `history show` treats one: exit 1 (an empty corpus is not).
@@ -531,40 +618,7 @@ fn history_cmd(
                 }
                 return Ok(0);
             }
-            w(
-                out,
-                format!(
-                    "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
-                    "STARTED (UTC)", "DURATION", "TOKENS", "SIZE", "SESSION", "TITLE"
-                ),
-            )?;
-            for r in &rows {
-                w(out, session_line(r))?;
-                for a in &r.agents {
-                    w(
-                        out,
-                        format!(
-                            "{:>20} {}└─ {} ({}, depth {}){}  {} turn(s), {} tokens",
-                            "",
-                            "   ".repeat(a.level.saturating_sub(1)),
-                            a.agent_id,
-                            a.agent_type.as_deref().unwrap_or("type unknown"),
-                            if a.spawn_depth == 0 {
-                                "?".to_owned()
-                            } else {
-                                a.spawn_depth.to_string()
-                            },
-                            if a.placed {
-                                ""
-                            } else {
-                                " [spawn point unknown]"
-                            },
-                            a.turns,
-                            a.tokens
-                        ),
-                    )?;
-                }
-            }
+            print_session_rows(out, &rows)?;
             if let (Some(s), Some(r)) = (&session, rows.first()) {
                 w(
                     out,
@@ -687,7 +741,11 @@ fn history_cmd(
             }
             Ok(0)
         }
-        HistoryCmd::Stats { since, until } => {
+        HistoryCmd::Stats {
+            since,
+            until,
+            all_repos,
+        } => {
             let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
                 match v {
                     None => Ok(None),
@@ -701,11 +759,18 @@ fn history_cmd(
                 until_ns: when("--until", &until)?,
                 ..Default::default()
             };
-            let (corpus, _, _) = open_corpus(repo_arg, false)?;
-            let st = match &corpus {
-                None => crate::overview::Stats::default(),
-                Some(c) => crate::overview::stats(c, &filter).map_err(|e| e.to_string())?,
+            let mut st = if all_repos {
+                crate::overview::stats_all_repos(&home()?, &filter).map_err(|e| e.to_string())?
+            } else {
+                let (corpus, _, _) = open_corpus(repo_arg, false)?;
+                match &corpus {
+                    None => crate::overview::Stats::default(),
+                    Some(c) => crate::overview::stats(c, &filter).map_err(|e| e.to_string())?,
+                }
             };
+            let pricing = crate::pricing::Pricing::load(&home()?.join("pricing.json"))
+                .map_err(|e| e.to_string())?;
+            crate::overview::price(&mut st, &pricing);
             if json {
                 print_json(out, &st)?;
                 return Ok(0);
@@ -717,6 +782,9 @@ fn history_cmd(
                     st.sessions, st.sessions_without_main_thread
                 ),
             )?;
+            for (k, v) in &st.sessions_by_repository {
+                w(out, format!("  {k}: {v}"))?;
+            }
             w(out, format!("sub-agents:  {}", st.sub_agents))?;
             for (k, v) in &st.sub_agents_by_type {
                 w(out, format!("  type {k}: {v}"))?;
@@ -741,6 +809,47 @@ fn history_cmd(
                     st.subagent_share * 100.0
                 ),
             )?;
+            if let Some(c) = &st.cost {
+                w(
+                    out,
+                    format!(
+                        "estimated cost: ${:.2} (pricing as of {}, {}{})",
+                        c.usd,
+                        c.pricing.as_of,
+                        c.pricing.source,
+                        match &c.pricing.user_file {
+                            Some(f) => format!("; overridden by {f}"),
+                            None => String::new(),
+                        }
+                    ),
+                )?;
+                for (m, usd) in &c.by_model_usd {
+                    w(out, format!("  {m:<32} ${usd:.2}"))?;
+                }
+                if !c.unpriced_models.is_empty() {
+                    w(
+                        out,
+                        format!(
+                            "  not priced ({} tokens, no row in the table): {}",
+                            c.unpriced_tokens,
+                            c.unpriced_models.join(", ")
+                        ),
+                    )?;
+                }
+            }
+            w(
+                out,
+                format!(
+                    "captures that extended a staged transcript: {}",
+                    st.extended
+                ),
+            )?;
+            let ev: Vec<String> = st
+                .journal_events
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            w(out, format!("journal events: {}", ev.join(", ")))?;
             for (title, map) in [
                 ("by model", &st.tokens_by_model),
                 ("by agent type", &st.tokens_by_agent_type),
@@ -756,6 +865,93 @@ fn history_cmd(
                         ),
                     )?;
                 }
+            }
+            Ok(0)
+        }
+        HistoryCmd::Search {
+            query,
+            session,
+            agent_type,
+            role,
+            tool,
+            since,
+            until,
+            all_repos,
+            limit,
+        } => {
+            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+                match v {
+                    None => Ok(None),
+                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
+                        format!("history search: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
+                    }),
+                }
+            };
+            let q = crate::search::Query {
+                text: query,
+                session,
+                agent_type,
+                role: role.map(|r| {
+                    match r {
+                        RoleArg::User => "user",
+                        RoleArg::Assistant => "assistant",
+                        RoleArg::Tool => "tool",
+                    }
+                    .to_owned()
+                }),
+                tool,
+                since_ns: when("--since", &since)?,
+                until_ns: when("--until", &until)?,
+                limit,
+            };
+            let mut hits = Vec::new();
+            if all_repos {
+                for r in crate::overview::repos(&home()?).map_err(|e| e.to_string())? {
+                    for mut h in crate::search::search(&r.corpus, &q).map_err(|e| e.to_string())? {
+                        h.repository = Some(r.repository.clone());
+                        hits.push(h);
+                    }
+                }
+            } else if let (Some(c), _, _) = open_corpus(repo_arg, false)? {
+                hits = crate::search::search(&c, &q).map_err(|e| e.to_string())?;
+            }
+            if json {
+                print_json(out, &hits)?;
+                return Ok(0);
+            }
+            if hits.is_empty() {
+                w(
+                    out,
+                    format!("abcd history search — no match for {:?}", q.text),
+                )?;
+                return Ok(0);
+            }
+            for h in &hits {
+                let who = match (&h.agent_id, &h.agent_type) {
+                    (Some(a), Some(t)) => format!("agent {a} ({t})"),
+                    (Some(a), None) => format!("agent {a}"),
+                    (None, _) => "main thread".to_owned(),
+                };
+                let role = match &h.tool {
+                    Some(t) => format!("{} {t}", h.role),
+                    None => h.role.clone(),
+                };
+                let repo = h
+                    .repository
+                    .as_deref()
+                    .map(|r| format!("{r}  "))
+                    .unwrap_or_default();
+                w(
+                    out,
+                    format!(
+                        "{repo}{}  {who}  turn {}  {role}  {}",
+                        h.session_id,
+                        h.turn,
+                        h.timestamp.as_deref().unwrap_or("-")
+                    ),
+                )?;
+                w(out, format!("    {}", h.snippet))?;
+                w(out, format!("    record {}", h.record))?;
             }
             Ok(0)
         }
@@ -1196,6 +1392,50 @@ fn session_line(r: &crate::overview::SessionRow) -> String {
         r.session_id,
         title
     )
+}
+
+fn print_session_rows(
+    out: &mut dyn Write,
+    rows: &[crate::overview::SessionRow],
+) -> Result<(), String> {
+    let w = |out: &mut dyn Write, s: String| -> Result<(), String> {
+        writeln!(out, "{}", sanitize(&s)).map_err(|e| e.to_string())
+    };
+    w(
+        out,
+        format!(
+            "{:<20} {:>9} {:>10} {:>9}  {:<36}  {}",
+            "STARTED (UTC)", "DURATION", "TOKENS", "SIZE", "SESSION", "TITLE"
+        ),
+    )?;
+    for r in rows {
+        w(out, session_line(r))?;
+        for a in &r.agents {
+            w(
+                out,
+                format!(
+                    "{:>20} {}└─ {} ({}, depth {}){}  {} turn(s), {} tokens",
+                    "",
+                    "   ".repeat(a.level.saturating_sub(1)),
+                    a.agent_id,
+                    a.agent_type.as_deref().unwrap_or("type unknown"),
+                    if a.spawn_depth == 0 {
+                        "?".to_owned()
+                    } else {
+                        a.spawn_depth.to_string()
+                    },
+                    if a.placed {
+                        ""
+                    } else {
+                        " [spawn point unknown]"
+                    },
+                    a.turns,
+                    a.tokens
+                ),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn list_line(r: &history::Listed) -> String {

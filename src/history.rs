@@ -197,6 +197,84 @@ pub fn session_bodies(
         .collect())
 }
 
+/// Record summaries (`index/summary/`): every live record's, or one
+/// session's. Reads no record.
+pub fn summaries(
+    corpus: &Corpus,
+    session_id: Option<&str>,
+) -> Result<Vec<crate::summary::Summary>, HistoryError> {
+    Ok(match session_id {
+        Some(s) => crate::projection::session_summaries(&corpus.lane, s)?,
+        None => crate::projection::all_summaries(&corpus.lane)?,
+    })
+}
+
+/// A record as `history list --json` prints it: the record's metadata and
+/// its summary's facts.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedSummary {
+    #[serde(flatten)]
+    pub record: Listed,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub bytes: u64,
+    pub tokens: u64,
+    pub turns: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// With `--all-repos`: the repository's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+}
+
+impl ListedSummary {
+    pub fn new(corpus: &Corpus, s: crate::summary::Summary) -> ListedSummary {
+        let path = corpus.lane.records_dir().join(&s.file);
+        ListedSummary {
+            record: Listed {
+                file: s.file,
+                path: path.display().to_string(),
+                meta: RecordView::from(&s.meta),
+            },
+            started_at: s.started_at,
+            ended_at: s.ended_at,
+            title: s.title,
+            bytes: s.bytes,
+            tokens: s.tokens,
+            turns: s.turns,
+            cwd: s.cwd,
+            repository: None,
+        }
+    }
+}
+
+/// `history list --json`: every record (or one session's), newest capture
+/// first (a session's main thread first), from the summaries alone.
+pub fn list_summaries(
+    corpus: &Corpus,
+    session_id: Option<&str>,
+) -> Result<Vec<ListedSummary>, HistoryError> {
+    let mut v: Vec<ListedSummary> = summaries(corpus, session_id)?
+        .into_iter()
+        .map(|s| ListedSummary::new(corpus, s))
+        .collect();
+    v.sort_by(|a, b| {
+        b.record
+            .meta
+            .captured_at_ns
+            .cmp(&a.record.meta.captured_at_ns)
+            .then_with(|| b.record.file.cmp(&a.record.file))
+    });
+    if session_id.is_some() {
+        v.sort_by_key(|l| l.record.meta.agent_id.is_some());
+    }
+    Ok(v)
+}
+
 /// A record with its body.
 #[derive(Debug, Clone, Serialize)]
 pub struct Shown {

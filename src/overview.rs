@@ -3,19 +3,22 @@
 //! and tokens, and its sub-agents as a tree.
 //!
 //! Owns: the filters (`--since`, `--until`, `--limit`, `--agent-type`, one
-//! session) and the row shape. Reads every record of each session it shows
-//! (titles and tokens are in the bodies), through `reconstruct::load`.
+//! session) and the row shape. `list` reads the record summaries the
+//! projection keeps (`index/summary/`), never a body; `stats` reads bodies
+//! through `reconstruct::load`.
 //!
 //! Must never: write anything.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::clock::parse_rfc3339;
 use crate::corpus::Corpus;
 use crate::history;
-use crate::reconstruct::{self, ReconstructError, Session};
+use crate::reconstruct::{self, ReconstructError};
+use crate::store;
+use crate::summary::Summary;
 
 /// Which sessions to show.
 #[derive(Debug, Clone, Default)]
@@ -57,106 +60,226 @@ pub struct SessionRow {
     pub bytes: u64,
     pub tokens: u64,
     pub main_thread: bool,
+    /// Where the session ran (the transcript's `cwd`), when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
     /// Depth-first: each agent follows its parent.
     pub agents: Vec<AgentRow>,
 }
 
-fn walk(
-    s: &Session,
-    host: Option<&str>,
-    level: usize,
-    seen: &mut BTreeSet<String>,
-    out: &mut Vec<AgentRow>,
-) {
-    for k in s.children_of(host) {
-        let id = k.key().to_owned();
-        if !seen.insert(id.clone()) {
-            continue;
-        }
-        out.push(row(s, k, level, true));
-        walk(s, k.agent_id(), level + 1, seen, out);
+/// One session's summaries, one per agent (the longest body, then the
+/// newest capture, then the file name — as `reconstruct` chooses).
+struct Group {
+    session_id: String,
+    records: usize,
+    bytes: u64,
+    chosen: Vec<Summary>,
+}
+
+impl Group {
+    fn main(&self) -> Option<&Summary> {
+        self.chosen.iter().find(|s| s.agent_id().is_none())
+    }
+    fn started_ns(&self) -> Option<u64> {
+        self.chosen
+            .iter()
+            .filter_map(|s| s.started_at.as_deref().and_then(parse_rfc3339))
+            .min()
+    }
+    fn ended_ns(&self) -> Option<u64> {
+        self.chosen
+            .iter()
+            .filter_map(|s| s.ended_at.as_deref().and_then(parse_rfc3339))
+            .max()
+    }
+    fn started_at(&self) -> Option<String> {
+        self.chosen
+            .iter()
+            .filter_map(|s| s.started_at.clone())
+            .min_by_key(|t| parse_rfc3339(t).unwrap_or(u64::MAX))
+    }
+    /// The turn at which `host` spawned `agent`, if its summary shows it.
+    fn spawn_turn(host: &Summary, agent: &Summary) -> Option<usize> {
+        let id = agent.agent_id()?;
+        host.spawns
+            .iter()
+            .find(|sp| {
+                agent.meta.spawn_tool_use_id.as_deref() == Some(sp.tool_use_id.as_str())
+                    || sp.agent_id.as_deref() == Some(id)
+            })
+            .map(|sp| sp.turn)
     }
 }
 
-fn row(s: &Session, t: &reconstruct::Thread, level: usize, placed: bool) -> AgentRow {
+fn group(all: Vec<Summary>) -> Vec<Group> {
+    let mut by_session: BTreeMap<String, Vec<Summary>> = BTreeMap::new();
+    for s in all {
+        by_session
+            .entry(s.session_id().to_owned())
+            .or_default()
+            .push(s);
+    }
+    by_session
+        .into_iter()
+        .map(|(session_id, v)| {
+            let records = v.len();
+            let bytes = v.iter().map(|s| s.bytes).sum();
+            let mut best: BTreeMap<Option<String>, Summary> = BTreeMap::new();
+            for s in v {
+                let key = s.agent_id().map(str::to_owned);
+                let better = |cur: &Summary| {
+                    (s.bytes, s.meta.captured_at_ns, &s.file)
+                        > (cur.bytes, cur.meta.captured_at_ns, &cur.file)
+                };
+                let replace = match best.get(&key) {
+                    Some(cur) => better(cur),
+                    None => true,
+                };
+                if replace {
+                    best.insert(key, s);
+                }
+            }
+            Group {
+                session_id,
+                records,
+                bytes,
+                chosen: best.into_values().collect(),
+            }
+        })
+        .collect()
+}
+
+fn agent_row(s: &Summary, level: usize, placed: bool) -> AgentRow {
     AgentRow {
-        agent_id: t.key().to_owned(),
-        agent_type: t.record.meta.agent_type.clone(),
-        spawn_depth: t.record.meta.spawn_depth,
+        agent_id: s.agent_id().unwrap_or("main").to_owned(),
+        agent_type: s.meta.agent_type.clone(),
+        spawn_depth: s.meta.spawn_depth,
         level,
-        turns: t.turns.len(),
-        tokens: s
-            .tokens
-            .by_thread
-            .get(t.key())
-            .map(|x| x.tokens.total)
-            .unwrap_or(0),
+        turns: s.turns,
+        tokens: s.tokens,
         placed,
     }
 }
 
-fn summarise(s: &Session, bytes: u64) -> SessionRow {
-    let mut agents = Vec::new();
-    let mut seen = BTreeSet::new();
-    walk(s, None, 1, &mut seen, &mut agents);
-    // Sub-agents not placed in the tree: listed after it, level 1.
-    for t in s.threads.iter().filter(|t| !t.is_main()) {
-        if !seen.contains(t.key()) {
-            seen.insert(t.key().to_owned());
-            agents.push(row(s, t, 1, false));
-            walk(s, t.agent_id(), 2, &mut seen, &mut agents);
+/// The sub-agent tree: each agent under its host (its recorded parent, else
+/// the main thread) when the host's summary shows the spawning call; the
+/// others after the tree, level 1.
+fn tree(g: &Group) -> Vec<AgentRow> {
+    let agents: Vec<&Summary> = g.chosen.iter().filter(|s| s.agent_id().is_some()).collect();
+    let host_of = |a: &Summary| -> Option<&Summary> {
+        match a.meta.parent_agent_id.as_deref() {
+            Some(p) => g.chosen.iter().find(|s| s.agent_id() == Some(p)),
+            None => g.main(),
+        }
+    };
+    // (host agent id or None for main) → [(turn, agent)]
+    let mut children: BTreeMap<Option<String>, Vec<(usize, &Summary)>> = BTreeMap::new();
+    let mut unplaced = Vec::new();
+    for a in &agents {
+        match host_of(a).and_then(|h| Group::spawn_turn(h, a).map(|t| (h, t))) {
+            Some((h, t)) => children
+                .entry(h.agent_id().map(str::to_owned))
+                .or_default()
+                .push((t, a)),
+            None => unplaced.push(*a),
         }
     }
-    let started = s.started_at();
-    let ended = s.ended_at();
-    let duration_seconds = match (
-        started.as_deref().and_then(parse_rfc3339),
-        ended.as_deref().and_then(parse_rfc3339),
+    for v in children.values_mut() {
+        v.sort_by(|x, y| {
+            (x.0, x.1.started_at.as_deref(), x.1.agent_id()).cmp(&(
+                y.0,
+                y.1.started_at.as_deref(),
+                y.1.agent_id(),
+            ))
+        });
+    }
+    fn walk(
+        children: &BTreeMap<Option<String>, Vec<(usize, &Summary)>>,
+        host: Option<&str>,
+        level: usize,
+        seen: &mut BTreeSet<String>,
+        out: &mut Vec<AgentRow>,
     ) {
+        let Some(kids) = children.get(&host.map(str::to_owned)) else {
+            return;
+        };
+        for (_, k) in kids {
+            let id = k.agent_id().unwrap_or_default().to_owned();
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            out.push(agent_row(k, level, true));
+            walk(children, Some(&id), level + 1, seen, out);
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    walk(&children, None, 1, &mut seen, &mut out);
+    unplaced.sort_by(|x, y| {
+        (x.meta.spawn_depth, x.started_at.as_deref(), x.agent_id()).cmp(&(
+            y.meta.spawn_depth,
+            y.started_at.as_deref(),
+            y.agent_id(),
+        ))
+    });
+    for a in unplaced {
+        let id = a.agent_id().unwrap_or_default().to_owned();
+        if seen.insert(id.clone()) {
+            out.push(agent_row(a, 1, false));
+            walk(&children, Some(&id), 2, &mut seen, &mut out);
+        }
+    }
+    // Placed under a host that is itself in no tree (a cycle of parents).
+    for a in agents {
+        let id = a.agent_id().unwrap_or_default().to_owned();
+        if seen.insert(id) {
+            out.push(agent_row(a, 1, false));
+        }
+    }
+    out
+}
+
+fn summarise(g: &Group) -> SessionRow {
+    let duration_seconds = match (g.started_ns(), g.ended_ns()) {
         (Some(a), Some(b)) if b >= a => ((b - a) / 1_000_000_000) as f64,
         _ => 0.0,
     };
+    let main = g.main();
     SessionRow {
-        session_id: s.session_id.clone(),
-        started_at: started,
+        session_id: g.session_id.clone(),
+        started_at: g.started_at(),
         duration_seconds,
-        title: s.main().and_then(reconstruct::Thread::title),
-        records: s.records_found,
-        bytes,
-        tokens: s.tokens.tokens.total,
-        main_thread: s.main().is_some(),
-        agents,
+        title: main.and_then(|m| m.title.clone()),
+        records: g.records,
+        bytes: g.bytes,
+        tokens: g.chosen.iter().map(|s| s.tokens).sum(),
+        main_thread: main.is_some(),
+        cwd: g
+            .chosen
+            .iter()
+            .filter(|s| s.cwd.is_some())
+            .min_by_key(|s| s.agent_id().is_some())
+            .and_then(|s| s.cwd.clone()),
+        agents: tree(g),
     }
 }
 
-/// Sessions newest first (by start time), filtered.
+/// Sessions newest first (by start time), filtered. Reads the record
+/// summaries only (`index/summary/`), never a record body.
 pub fn sessions(corpus: &Corpus, f: &Filter) -> Result<Vec<SessionRow>, ReconstructError> {
-    let listed = match &f.session {
-        Some(s) => history::list_session(corpus, s)?,
-        None => history::list(corpus)?,
-    };
-    let mut ids: Vec<String> = Vec::new();
-    let mut seen = BTreeSet::new();
-    for l in &listed {
-        if seen.insert(l.meta.session_id.clone()) {
-            ids.push(l.meta.session_id.clone());
-        }
-    }
+    let all = history::summaries(corpus, f.session.as_deref())?;
     let mut rows = Vec::new();
-    for id in ids {
-        let bodies = history::session_bodies(corpus, &id)?;
-        let bytes = bodies.iter().map(|(_, b)| b.len() as u64).sum();
-        let s = reconstruct::build(&id, bodies)?;
+    for g in group(all) {
         if let Some(ty) = &f.agent_type {
-            if !s
-                .threads
+            if !g
+                .chosen
                 .iter()
-                .any(|t| t.record.meta.agent_type.as_deref() == Some(ty.as_str()))
+                .any(|s| s.meta.agent_type.as_deref() == Some(ty.as_str()))
             {
                 continue;
             }
         }
-        let start = s.started_at().as_deref().and_then(parse_rfc3339);
+        let start = g.started_ns();
         if let Some(since) = f.since_ns {
             if start.is_none_or_lt(since) {
                 continue;
@@ -167,17 +290,57 @@ pub fn sessions(corpus: &Corpus, f: &Filter) -> Result<Vec<SessionRow>, Reconstr
                 continue;
             }
         }
-        rows.push(summarise(&s, bytes));
+        rows.push(summarise(&g));
     }
-    rows.sort_by(|a, b| {
-        let k = |r: &SessionRow| r.started_at.as_deref().and_then(parse_rfc3339).unwrap_or(0);
-        k(b).cmp(&k(a))
-            .then_with(|| a.session_id.cmp(&b.session_id))
+    rows.sort_by_cached_key(|r| {
+        (
+            std::cmp::Reverse(r.started_at.as_deref().and_then(parse_rfc3339).unwrap_or(0)),
+            r.session_id.clone(),
+        )
     });
     if let Some(n) = f.limit {
         rows.truncate(n);
     }
     Ok(rows)
+}
+
+/// One repository of the store, for `--all-repos`.
+pub struct Repo {
+    pub root_sha: String,
+    /// Its work-tree path when a transcript names it (the newest session's
+    /// `cwd`), else the registry name, else the root commit.
+    pub repository: String,
+    pub corpus: Corpus,
+}
+
+/// Every repository under `home` with a corpus, caught up, by name.
+pub fn repos(home: &std::path::Path) -> Result<Vec<Repo>, ReconstructError> {
+    let mut out = Vec::new();
+    for sha in store::list_lanes(home).map_err(history::HistoryError::from)? {
+        let Some(corpus) =
+            Corpus::open_existing(home, &sha).map_err(history::HistoryError::from)?
+        else {
+            continue;
+        };
+        corpus.refresh().map_err(history::HistoryError::from)?;
+        let cwd = history::summaries(&corpus, None)?
+            .into_iter()
+            .filter(|s| s.cwd.is_some())
+            .max_by(|a, b| {
+                (a.started_at.as_deref(), &a.file).cmp(&(b.started_at.as_deref(), &b.file))
+            })
+            .and_then(|s| s.cwd);
+        let repository = cwd
+            .or_else(|| store::repo_name(home, &sha))
+            .unwrap_or_else(|| sha.clone());
+        out.push(Repo {
+            root_sha: sha,
+            repository,
+            corpus,
+        });
+    }
+    out.sort_by(|a, b| (&a.repository, &a.root_sha).cmp(&(&b.repository, &b.root_sha)));
+    Ok(out)
 }
 
 trait Before {
@@ -201,20 +364,83 @@ pub struct Stats {
     pub sessions_without_main_thread: usize,
     pub sub_agents: usize,
     /// agent type → count (`unknown` when not recorded).
-    pub sub_agents_by_type: std::collections::BTreeMap<String, u64>,
+    pub sub_agents_by_type: BTreeMap<String, u64>,
     /// spawn depth → count (0 = unknown).
-    pub sub_agents_by_depth: std::collections::BTreeMap<u32, u64>,
+    pub sub_agents_by_depth: BTreeMap<u32, u64>,
     /// Once per API message id across every thread of a session.
     pub tokens: crate::telemetry::Tokens,
     pub naive_tokens: crate::telemetry::Tokens,
     pub api_responses: u64,
     pub usage_without_message_id: u64,
-    pub tokens_by_model: std::collections::BTreeMap<String, crate::telemetry::Tokens>,
-    pub tokens_by_agent_type: std::collections::BTreeMap<String, crate::telemetry::Tokens>,
-    pub tokens_by_day: std::collections::BTreeMap<String, crate::telemetry::Tokens>,
+    pub tokens_by_model: BTreeMap<String, crate::telemetry::Tokens>,
+    pub tokens_by_agent_type: BTreeMap<String, crate::telemetry::Tokens>,
+    pub tokens_by_day: BTreeMap<String, crate::telemetry::Tokens>,
     pub subagent_tokens: crate::telemetry::Tokens,
     /// Sub-agent tokens / all tokens.
     pub subagent_share: f64,
+    /// Journal events by kind (`staged` and `restaged` are hook fires that
+    /// staged a transcript; `session_noted` a SessionStart).
+    pub journal_events: BTreeMap<String, u64>,
+    /// Captures whose drain extended a staged transcript (the source had
+    /// grown past the staged bytes and the longer prefix was stored).
+    pub extended: u64,
+    /// Estimated cost of `tokens_by_model` (set with a pricing table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::pricing::Cost>,
+    /// With `--all-repos`: each repository's name and session count.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions_by_repository: BTreeMap<String, usize>,
+}
+
+/// Adds one repository's numbers to `into` (the share is recomputed).
+pub fn merge(into: &mut Stats, s: &Stats) {
+    into.sessions += s.sessions;
+    into.sessions_without_main_thread += s.sessions_without_main_thread;
+    into.sub_agents += s.sub_agents;
+    for (k, v) in &s.sub_agents_by_type {
+        *into.sub_agents_by_type.entry(k.clone()).or_insert(0) += v;
+    }
+    for (k, v) in &s.sub_agents_by_depth {
+        *into.sub_agents_by_depth.entry(*k).or_insert(0) += v;
+    }
+    add(&mut into.tokens, &s.tokens);
+    add(&mut into.naive_tokens, &s.naive_tokens);
+    add(&mut into.subagent_tokens, &s.subagent_tokens);
+    into.api_responses += s.api_responses;
+    into.usage_without_message_id += s.usage_without_message_id;
+    for (dst, src) in [
+        (&mut into.tokens_by_model, &s.tokens_by_model),
+        (&mut into.tokens_by_agent_type, &s.tokens_by_agent_type),
+        (&mut into.tokens_by_day, &s.tokens_by_day),
+    ] {
+        for (k, v) in src {
+            add(dst.entry(k.clone()).or_default(), v);
+        }
+    }
+    into.extended += s.extended;
+    for (k, v) in &s.journal_events {
+        *into.journal_events.entry(k.clone()).or_insert(0) += v;
+    }
+    for (k, v) in &s.sessions_by_repository {
+        *into.sessions_by_repository.entry(k.clone()).or_insert(0) += v;
+    }
+    into.subagent_share = if into.tokens.total == 0 {
+        0.0
+    } else {
+        into.subagent_tokens.total as f64 / into.tokens.total as f64
+    };
+}
+
+/// `history stats --all-repos`: every repository's numbers summed.
+pub fn stats_all_repos(home: &std::path::Path, f: &Filter) -> Result<Stats, ReconstructError> {
+    let mut st = Stats::default();
+    for r in repos(home)? {
+        let mut one = stats(&r.corpus, f)?;
+        one.sessions_by_repository
+            .insert(r.repository.clone(), one.sessions);
+        merge(&mut st, &one);
+    }
+    Ok(st)
 }
 
 fn add(into: &mut crate::telemetry::Tokens, t: &crate::telemetry::Tokens) {
@@ -278,5 +504,40 @@ pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
     } else {
         st.subagent_tokens.total as f64 / st.tokens.total as f64
     };
+    journal_counts(corpus, &mut st)?;
     Ok(st)
+}
+
+/// Counts the repository's journal events by kind, and the captures that
+/// extended a staged transcript. Every event, whatever `--since` says (the
+/// journal's times are capture times, not session times).
+fn journal_counts(corpus: &Corpus, st: &mut Stats) -> Result<(), ReconstructError> {
+    let frames = corpus
+        .journal
+        .read_from(&corpus.journal.start())
+        .map_err(|e| history::HistoryError::from(crate::corpus::CorpusError::from(e)))?;
+    for frame in frames {
+        let frame =
+            frame.map_err(|e| history::HistoryError::from(crate::corpus::CorpusError::from(e)))?;
+        if frame.kind != abcd_journal::FrameKind::Event {
+            continue;
+        }
+        let Ok(env) = crate::event::decode(&frame.payload) else {
+            continue;
+        };
+        *st.journal_events
+            .entry(env.event.name().to_owned())
+            .or_insert(0) += 1;
+        if let crate::event::Event::Captured(c) = &env.event {
+            if c.extended {
+                st.extended += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prices `st.tokens_by_model`.
+pub fn price(st: &mut Stats, pricing: &crate::pricing::Pricing) {
+    st.cost = Some(pricing.cost(&st.tokens_by_model));
 }

@@ -43,11 +43,19 @@ use crate::naming;
 use crate::record::{self, RecordMeta};
 use crate::staging_view::StageSidecar;
 use crate::store::Lane;
+use crate::summary::Summary;
 
 /// Version of the projection layout. A checkpoint written by another layout
 /// version forces a rebuild instead of a catch-up. 2: every file name
 /// derived from an id is bounded by `naming` (see [`UNBOUNDED_NAMES_FORMAT`]).
-pub const PROJECTION_FORMAT: u32 = 2;
+/// 3: every live record has a line in `index/summary/` (see
+/// [`SUMMARYLESS_FORMAT`]).
+pub const PROJECTION_FORMAT: u32 = 3;
+
+/// The layout before record summaries. Its checkpoints are still read: the
+/// first catch-up writes the summary of every record in `records/` (each
+/// read once; the same bytes a replay writes) and carries on.
+pub const SUMMARYLESS_FORMAT: u32 = 2;
 
 /// The layout before names were bounded. Its checkpoints are still read:
 /// projections of ordinary ids are identical in both layouts, so the first
@@ -351,6 +359,149 @@ fn record_keys(meta: &RecordMeta) -> Vec<(&'static str, String)> {
     keys
 }
 
+/// The summary table: [`SUMMARY_SHARDS`] files, each holding one JSON line
+/// per live record of the sessions whose key falls in it, sorted by record
+/// name. Listing a store reads 256 small files however many records and
+/// sessions it holds; a capture rewrites one shard (1/256 of the lines).
+const SUMMARY_TABLE: &str = "summary";
+
+/// Number of shard files (the first two hex digits of the session key).
+pub const SUMMARY_SHARDS: usize = 256;
+
+/// Cap on one shard file (a line is under a kilobyte plus the spawn calls:
+/// 256 MiB over 256 shards is millions of records).
+const SUMMARY_READ_CAP: u64 = 256 << 20;
+
+fn summary_path(lane: &Lane, session_id: &str) -> PathBuf {
+    let key = key_hash(&["summary", session_id]);
+    lane.index_dir().join(SUMMARY_TABLE).join(&key[..2])
+}
+
+/// The record name of a summary line, without parsing the rest of it.
+fn line_file(line: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct FileOnly {
+        file: String,
+    }
+    serde_json::from_str::<FileOnly>(line).ok().map(|f| f.file)
+}
+
+fn read_shard(path: &Path) -> Result<Vec<String>, ProjectionError> {
+    match fsutil::read_private(path, SUMMARY_READ_CAP) {
+        Ok(b) => Ok(String::from_utf8_lossy(&b)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()),
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Rewrites one shard without the line of record `file`, and with `add`.
+fn update_shard(
+    lane: &Lane,
+    session_id: &str,
+    file: &str,
+    add: Option<&Summary>,
+) -> Result<(), ProjectionError> {
+    let p = summary_path(lane, session_id);
+    let lines = read_shard(&p)?;
+    let before = lines.len();
+    let mut items: Vec<(String, String)> = lines
+        .into_iter()
+        .filter_map(|l| line_file(&l).map(|f| (f, l)))
+        .filter(|(f, _)| f != file)
+        .collect();
+    if add.is_none() && items.len() == before {
+        return Ok(());
+    }
+    if let Some(s) = add {
+        items.push((s.file.clone(), s.to_line()));
+    }
+    if items.is_empty() {
+        fsutil::remove_file_if_exists(&p)?;
+        return Ok(());
+    }
+    items.sort();
+    ensure_dir(p.parent().expect("summary path has a parent"))?;
+    let mut text = String::new();
+    for (_, l) in &items {
+        text.push_str(l);
+        text.push('\n');
+    }
+    fsutil::write_atomic(&p, text.as_bytes(), false)?;
+    Ok(())
+}
+
+/// Inserts or replaces the summary of one record.
+fn write_summary(lane: &Lane, summary: &Summary) -> Result<(), ProjectionError> {
+    update_shard(lane, summary.session_id(), &summary.file, Some(summary))
+}
+
+fn remove_summary(lane: &Lane, session_id: &str, file: &str) -> Result<(), ProjectionError> {
+    update_shard(lane, session_id, file, None)
+}
+
+/// The summaries of one session's live records, by record name.
+pub fn session_summaries(lane: &Lane, session_id: &str) -> Result<Vec<Summary>, ProjectionError> {
+    Ok(read_shard(&summary_path(lane, session_id))?
+        .iter()
+        .filter_map(|l| Summary::from_line(l))
+        .filter(|s| s.session_id() == session_id)
+        .collect())
+}
+
+/// The summaries of every live record (at most [`SUMMARY_SHARDS`] small
+/// files read; no record is opened).
+pub fn all_summaries(lane: &Lane) -> Result<Vec<Summary>, ProjectionError> {
+    let dir = lane.index_dir().join(SUMMARY_TABLE);
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("list", &dir)(e)),
+    };
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(io_err("list", &dir))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        out.extend(
+            read_shard(&entry.path())?
+                .iter()
+                .filter_map(|l| Summary::from_line(l)),
+        );
+    }
+    Ok(out)
+}
+
+/// Writes the summary of every record in `records/` (the upgrade from
+/// [`SUMMARYLESS_FORMAT`]): what applying their events would have written.
+fn backfill_summaries(lane: &Lane) -> Result<(), ProjectionError> {
+    let dir = lane.records_dir();
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err("list", &dir)(e)),
+    };
+    for entry in rd {
+        let entry = entry.map_err(io_err("list", &dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".md") || name.starts_with('.') {
+            continue;
+        }
+        let Ok(bytes) = fsutil::read_private(&entry.path(), RECORD_READ_CAP) else {
+            continue;
+        };
+        if let Ok((meta, body)) = record::parse(&bytes) {
+            write_summary(lane, &Summary::of(&name, &meta, body))?;
+        }
+    }
+    Ok(())
+}
+
 /// Index key of a staged entry.
 pub fn staged_key(session_id: &str, agent_id: Option<&str>) -> String {
     key_hash(&["staged", session_id, agent_id.unwrap_or("")])
@@ -537,9 +688,11 @@ impl<'a> Projector<'a> {
                 })?;
                 let body = body.to_vec();
                 self.unindex_record(&index, &name, &old)?;
+                remove_summary(self.lane, &old.session_id, &name)?;
                 let rendered = record::render(&m.meta, &body);
                 self.write(&path, &rendered)?;
                 self.index_record(&index, &name, &m.meta)?;
+                write_summary(self.lane, &Summary::of(&name, &m.meta, &body))?;
             }
             Event::SessionNoted(n) => {
                 let dir = self.lane.sessions_dir();
@@ -612,7 +765,8 @@ impl<'a> Projector<'a> {
     ) -> Result<(), ProjectionError> {
         let path = self.lane.records_dir().join(name);
         self.write(&path, &record::render(meta, body.as_bytes()))?;
-        self.index_record(index, name, meta)
+        self.index_record(index, name, meta)?;
+        write_summary(self.lane, &Summary::of(name, meta, body.as_bytes()))
     }
 
     fn index_record(
@@ -654,6 +808,7 @@ impl<'a> Projector<'a> {
         };
         if let Ok((meta, _)) = record::parse(&bytes) {
             self.unindex_record(index, name, &meta)?;
+            remove_summary(self.lane, &meta.session_id, name)?;
         }
         self.remove(&path)?;
         Ok(())
@@ -766,7 +921,10 @@ fn try_read_cp(path: &Path) -> Result<Option<Checkpoint>, FsError> {
     let Ok(c) = serde_json::from_slice::<Checkpoint>(&b) else {
         return Ok(None);
     };
-    Ok((c.format == PROJECTION_FORMAT || c.format == UNBOUNDED_NAMES_FORMAT).then_some(c))
+    Ok((c.format == PROJECTION_FORMAT
+        || c.format == SUMMARYLESS_FORMAT
+        || c.format == UNBOUNDED_NAMES_FORMAT)
+        .then_some(c))
 }
 /// True when a projection directory holds a name an older abcd derived
 /// from an over-long id: a record or session note over
@@ -885,6 +1043,13 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         if names_over_the_bound(lane)? {
             return rebuild(lane, journal);
         }
+        upgraded = true;
+    }
+    if trusted
+        .as_ref()
+        .is_some_and(|c| c.format != PROJECTION_FORMAT)
+    {
+        backfill_summaries(lane)?;
         upgraded = true;
     }
     let start = match trusted.and_then(|c| c.position()) {

@@ -28,8 +28,7 @@ use crate::transcript::{self, Block, Line};
 pub const SCHEMA: u32 = 1;
 /// Default cap of one tool input or result in the artefact.
 pub const DEFAULT_MAX_BLOCK_BYTES: usize = 8 << 10;
-/// Longest label (title, agent type) put on one line.
-const LABEL_CAP: usize = 120;
+pub use crate::summary::label;
 
 #[derive(Debug, Error)]
 pub enum ReconstructError {
@@ -185,24 +184,6 @@ fn span_seconds(a: Option<&str>, b: Option<&str>) -> f64 {
     match (a.and_then(parse_rfc3339), b.and_then(parse_rfc3339)) {
         (Some(a), Some(b)) if b >= a => ((b - a) / 1_000_000) as f64 / 1000.0,
         _ => 0.0,
-    }
-}
-
-/// One line, control characters removed, at most [`LABEL_CAP`] characters.
-pub fn label(s: &str) -> String {
-    let one: String = s
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect();
-    if one.chars().count() > LABEL_CAP {
-        let mut t: String = one.chars().take(LABEL_CAP - 1).collect();
-        t.push('…');
-        t
-    } else {
-        one
     }
 }
 

@@ -418,7 +418,7 @@ fn an_older_layout_is_rebuilt_only_when_it_holds_an_over_long_name() {
     let before = env.snapshot(&["records", "sessions"]);
     let r = env.json(&["journal", "replay"]);
     assert_eq!(r["rebuilt"], false, "{r}");
-    assert_eq!(checkpoint_format(&env), 2);
+    assert_eq!(checkpoint_format(&env), abcd::projection::PROJECTION_FORMAT);
     assert_eq!(before, env.snapshot(&["records", "sessions"]));
 
     // Names an older abcd could still write (under 255 bytes, over the
@@ -501,7 +501,7 @@ fn an_older_layout_is_rebuilt_only_when_it_holds_an_over_long_name() {
     set_old_layout(&env);
     let r = env.json(&["journal", "replay"]);
     assert_eq!(r["rebuilt"], true, "{r}");
-    assert_eq!(checkpoint_format(&env), 2);
+    assert_eq!(checkpoint_format(&env), abcd::projection::PROJECTION_FORMAT);
     for (dir, short, long) in [
         (
             "staging",

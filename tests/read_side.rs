@@ -473,3 +473,222 @@ fn stats_sum_sessions_once_per_message_id() {
     let o = stdout(&env.abcd(&["history", "stats"]));
     assert!(o.contains("counted once per message id"), "{o}");
 }
+
+#[test]
+fn list_reads_summaries_not_bodies() {
+    let env = captured();
+    hostile(&env);
+    let before = stdout(&env.abcd(&["history", "list"]));
+    let json_before = env.json(&["history", "list", "--json"]);
+    // Every record body gone: the listing is unchanged, so it read none.
+    for entry in fs::read_dir(env.lane().join("records")).unwrap() {
+        let p = entry.unwrap().path();
+        fs::write(&p, b"").unwrap();
+    }
+    assert_eq!(stdout(&env.abcd(&["history", "list"])), before);
+    assert_eq!(env.json(&["history", "list", "--json"]), json_before);
+    // --json: the record fields scripts read, plus each record's summary.
+    let recs = json_before.as_array().unwrap();
+    assert_eq!(recs.len(), 5, "{json_before}");
+    let main = recs
+        .iter()
+        .find(|r| r["session_id"] == SID && r.get("agent_id").is_none())
+        .unwrap();
+    assert!(
+        main["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("Give me a tour of the repository"),
+        "{main}"
+    );
+    assert_eq!(main["started_at"], "2026-06-15T10:00:01.000Z", "{main}");
+    assert!(main["source_sha256"].is_string() && main["file"].is_string());
+    let session_tokens: u64 = recs
+        .iter()
+        .filter(|r| r["session_id"] == SID)
+        .map(|r| r["tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(session_tokens, 1065);
+    let one = env.json(&["history", "list", "--json", "--session", SID]);
+    assert_eq!(one.as_array().unwrap().len(), 4);
+    assert!(one[0].get("agent_id").is_none(), "main thread first: {one}");
+}
+
+#[test]
+fn list_and_stats_across_repositories() {
+    let env = captured();
+    let other = env.repo.parent().unwrap().join("other");
+    Env::init_repo(&other, &env.home, "second");
+    let body = format!(
+        "{}\n",
+        json!({"type":"user","timestamp":"2026-08-01T00:00:00Z","cwd":other.display().to_string(),"message":{"role":"user","content":"second repo prompt"}})
+    );
+    let mut child = env
+        .command(&other)
+        .args(["history", "capture", "-", "--session", "other-0001"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    feed_stdin(&mut child, body.as_bytes());
+    assert!(child.wait_with_output().unwrap().status.success());
+    // One repository by default; both with --all-repos.
+    let o = stdout(&env.abcd(&["history", "list"]));
+    assert!(o.contains(SID) && !o.contains("other-0001"), "{o}");
+    let o = env.abcd(&["history", "list", "--all-repos"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = stdout(&o);
+    assert!(o.contains(SID) && o.contains("other-0001"), "{o}");
+    assert!(o.contains("second repo prompt"), "{o}");
+    // The second repository is named by its work tree (the transcript's cwd,
+    // redacted like the rest: the home directory may be replaced).
+    let header = o
+        .lines()
+        .find(|l| l.starts_with("== ") && l.contains("other"))
+        .unwrap_or_else(|| panic!("{o}"));
+    assert!(header.contains(&env.root_sha_of(&other)[..12]), "{header}");
+    let j = env.json(&["history", "list", "--all-repos", "--json"]);
+    assert_eq!(j.as_array().unwrap().len(), 5, "{j}");
+    assert!(j
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["repository"].is_string()));
+    let st = env.json(&["history", "stats", "--all-repos"]);
+    assert_eq!(st["sessions"], 2, "{st}");
+    assert_eq!(st["tokens"]["total"], 1065);
+    assert_eq!(
+        st["sessions_by_repository"].as_object().unwrap().len(),
+        2,
+        "{st}"
+    );
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["sessions"], 1);
+}
+
+fn search(env: &Env, args: &[&str]) -> Vec<Value> {
+    let mut a = vec!["history", "search"];
+    a.extend_from_slice(args);
+    let v = env.json(&a);
+    v.as_array().unwrap_or_else(|| panic!("{v}")).clone()
+}
+
+#[test]
+fn search_finds_words_phrases_and_prefixes_with_filters() {
+    let env = captured();
+    hostile(&env);
+    // A word: the main thread's first prompt, turn 1.
+    let hits = search(&env, &["tour"]);
+    let h = hits
+        .iter()
+        .find(|h| h["session_id"] == SID && h.get("agent_id").is_none())
+        .unwrap_or_else(|| panic!("{hits:?}"));
+    assert_eq!(h["turn"], 1);
+    assert_eq!(h["role"], "user");
+    assert!(h["snippet"].as_str().unwrap().contains("[tour]"), "{h}");
+    assert!(h["record"].as_str().unwrap().ends_with(".md"));
+    // A phrase, in one sub-agent's answer (streamed over two lines).
+    let hits = search(&env, &["\"module surveyed\""]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["agent_id"], "showcol2");
+    assert_eq!(hits[0]["role"], "assistant");
+    assert_eq!(hits[0]["turn"], 2);
+    // A prefix: the prompt ("Survey") and the answer ("surveyed").
+    let hits = search(&env, &["survey*", "--session", SID]);
+    assert!(hits.len() >= 2, "{hits:?}");
+    assert!(hits.iter().all(|h| h["session_id"] == SID));
+    // Filters: role, tool, agent type, time.
+    let hits = search(&env, &["deep", "--role", "tool", "--tool", "Agent"]);
+    assert!(!hits.is_empty(), "{hits:?}");
+    assert!(hits
+        .iter()
+        .all(|h| h["tool"] == "Agent" && h["role"] == "tool" && h["agent_id"] == "showcol1"));
+    let hits = search(&env, &["deep", "--agent-type", "Explore"]);
+    assert!(
+        !hits.is_empty() && hits.iter().all(|h| h["agent_id"] == "deep01"),
+        "{hits:?}"
+    );
+    let hits = search(&env, &["click", "--since", "2026-07-01"]);
+    assert!(hits.iter().all(|h| h["session_id"] == HOSTILE) && !hits.is_empty());
+    assert!(search(&env, &["click", "--until", "2026-07-01"]).is_empty());
+    // Nothing matches: an empty array, and a sentence in text.
+    assert!(search(&env, &["xyzzyplugh"]).is_empty());
+    let o = stdout(&env.abcd(&["history", "search", "xyzzyplugh"]));
+    assert!(o.contains("no match"), "{o}");
+    // A query FTS5 refuses is retried as plain words.
+    let o = env.abcd(&["history", "search", "jobs-module\""]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Text output names the record, the turn and the snippet.
+    let o = stdout(&env.abcd(&["history", "search", "\"module surveyed\""]));
+    assert!(o.contains("agent showcol2") && o.contains("turn 2"), "{o}");
+    assert!(
+        o.contains("[module] [surveyed]") || o.contains("[module surveyed]"),
+        "{o}"
+    );
+    // The index is a projection: a rebuild clears it, the next query
+    // rebuilds it with the same hits.
+    let before = search(&env, &["survey*"]);
+    let r = env.abcd(&["journal", "replay", "--rebuild"]);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert!(!env.lane().join("index/search").exists());
+    assert_eq!(search(&env, &["survey*"]), before);
+    // Across repositories.
+    let hits = search(&env, &["tour", "--all-repos"]);
+    assert!(hits.iter().all(|h| h["repository"].is_string()) && !hits.is_empty());
+}
+
+#[test]
+fn stats_estimate_cost_from_the_shipped_table_or_the_users() {
+    let env = captured();
+    let st = env.json(&["history", "stats"]);
+    let cost = &st["cost"];
+    assert_eq!(cost["pricing"]["as_of"], "2026-11-30", "{st}");
+    assert!(cost["pricing"]["source"]
+        .as_str()
+        .unwrap()
+        .starts_with("https://"));
+    // The sub-agents' Haiku 4.5 tokens are priced ($1 in, $5 out per MTok):
+    // 175 + 80 + 10 tokens, of which 67 in and 198 out... summed by model.
+    let haiku = &st["tokens_by_model"]["claude-haiku-4-5-20251001"];
+    let expect = (haiku["input"].as_f64().unwrap() * 1.0
+        + haiku["output"].as_f64().unwrap() * 5.0
+        + haiku["cache_creation_input"].as_f64().unwrap() * 1.25
+        + haiku["cache_read_input"].as_f64().unwrap() * 0.1)
+        / 1e6;
+    let got = cost["by_model_usd"]["claude-haiku-4-5-20251001"]
+        .as_f64()
+        .unwrap();
+    assert!((got - expect).abs() < 1e-12, "{got} vs {expect}: {st}");
+    assert!(
+        st["journal_events"]["captured"].as_u64().unwrap() >= 4,
+        "{st}"
+    );
+    assert!(
+        st["journal_events"]["staged"].as_u64().unwrap() >= 4,
+        "{st}"
+    );
+    assert!(st["extended"].is_u64());
+    // A user file overrides the shipped rows.
+    fs::create_dir_all(&env.abcd_home).unwrap();
+    fs::write(
+        env.abcd_home.join("pricing.json"),
+        r#"{"as_of":"2030-01-01","source":"my contract","models":[{"prefix":"claude-haiku","input":1000000,"output":0,"cache_write":0,"cache_read":0}]}"#,
+    )
+    .unwrap();
+    let st = env.json(&["history", "stats"]);
+    let got = st["cost"]["by_model_usd"]["claude-haiku-4-5-20251001"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(got, haiku["input"].as_f64().unwrap(), "{st}");
+    assert_eq!(st["cost"]["pricing"]["user_as_of"], "2030-01-01");
+    let o = stdout(&env.abcd(&["history", "stats"]));
+    assert!(
+        o.contains("estimated cost: $") && o.contains("overridden by"),
+        "{o}"
+    );
+    // A broken user file is an error that names it.
+    fs::write(env.abcd_home.join("pricing.json"), "{").unwrap();
+    let o = env.abcd(&["history", "stats"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("pricing.json"), "{}", stderr(&o));
+}

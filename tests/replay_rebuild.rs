@@ -51,6 +51,18 @@ fn rebuild_reproduces_every_projection_byte_for_byte() {
     assert!(before.keys().any(|k| k.starts_with("records/")));
     assert!(before.keys().any(|k| k.starts_with("quarantine/")));
     assert!(before.keys().any(|k| k.ends_with(".stage.json")));
+    // One summary file for the session, one line per live record (the
+    // superseded main thread's is gone with it).
+    let summaries: Vec<_> = before
+        .iter()
+        .filter(|(k, _)| k.starts_with("index/summary/"))
+        .collect();
+    assert_eq!(summaries.len(), 1, "{:?}", before.keys());
+    let records = before.keys().filter(|k| k.starts_with("records/")).count();
+    assert_eq!(
+        String::from_utf8_lossy(summaries[0].1).lines().count(),
+        records
+    );
 
     let out = env.abcd(&["--json", "journal", "replay", "--rebuild"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -138,4 +150,31 @@ fn after_a_power_loss_unsynced_projection_writes_are_reapplied() {
         "the lost record is re-applied from the journal"
     );
     assert_eq!(fs::read(&record).unwrap(), bytes);
+}
+
+#[test]
+fn a_store_without_summaries_gets_them_on_its_next_open() {
+    let env = Env::new();
+    let sid = "cafe0000-0000-4000-8000-000000000002";
+    let m = env.main_transcript(sid, &jsonl(&[&line(sid, "first prompt")]));
+    env.hook("session-end", &env.end_payload(sid, &m));
+    let p = env.agent_transcript(sid, "a1", &jsonl(&[&line(sid, "agent")]), None);
+    env.hook("subagent-stop", &env.subagent_payload(sid, "a1", &p));
+    env.drain();
+    let before = env.snapshot(&["index/summary"]);
+    assert_eq!(before.len(), 1, "{:?}", before.keys());
+    // As the layout before summaries left it: no summary table, format 2.
+    fs::remove_dir_all(env.lane().join("index/summary")).unwrap();
+    for name in ["checkpoint.json", "checkpoint.synced.json"] {
+        let p = env.lane().join("index").join(name);
+        let Ok(b) = fs::read(&p) else { continue };
+        let mut c: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        c["format"] = serde_json::json!(2);
+        fs::write(&p, c.to_string()).unwrap();
+    }
+    let r = env.json(&["journal", "replay"]);
+    assert_eq!(r["rebuilt"], false, "an upgrade, not a rebuild: {r}");
+    assert_eq!(env.snapshot(&["index/summary"]), before);
+    let o = stdout(&env.abcd(&["history", "list"]));
+    assert!(o.contains("first prompt"), "{o}");
 }

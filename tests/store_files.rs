@@ -168,6 +168,13 @@ fn widened_modes_are_narrowed_back() {
     assert_eq!(hook_json(&stage(&env, "r3"))["outcome"], "staged");
     env.drain();
     env.records();
+    // `history list` reads the summaries, not the records: open the record
+    // itself.
+    let record = files[5].file_name().unwrap().to_str().unwrap();
+    assert_eq!(
+        env.abcd(&["history", "show", record]).status.code(),
+        Some(0)
+    );
     for f in &files {
         let mode = fs::metadata(f).unwrap().mode() & 0o7777;
         assert_eq!(mode, 0o600, "{}", f.display());
@@ -282,4 +289,25 @@ fn dead_writers_temporaries_are_swept_by_drain_repair_and_rebuild() {
             assert!(live.exists(), "{verb:?} removed a live writer's temporary");
         }
     }
+}
+
+/// SQLite opens the search index itself; it is proven like every store file
+/// first, so a symlinked index is refused and the file it points to is never
+/// written.
+#[test]
+fn a_symlinked_search_index_is_refused() {
+    let env = store();
+    let first = env.abcd(&["history", "search", "r1"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let index = env.lane().join("index/search/fts.sqlite");
+    assert!(index.is_file());
+    let (outside, bytes) = swap_for_symlink(&env, &index);
+    // A new record makes the next search write to the index.
+    assert_eq!(hook_json(&stage(&env, "r3"))["outcome"], "staged");
+    env.drain();
+    let o = env.abcd(&["history", "search", "r3"]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = stderr(&o);
+    assert!(err.contains("symlink") && err.contains("fts.sqlite"), "{err}");
+    assert_eq!(fs::read(&outside).unwrap(), bytes, "written through the link");
 }

@@ -1,0 +1,130 @@
+//! `history list` on a store of N records (default 10,000): the listing
+//! reads the record summaries (`index/summary/`), never a body, so it must
+//! stay far below the 100 ms target however big the bodies are.
+//!
+//! Usage: cargo build --release -p abcd-capture-bench &&
+//!        target/release/list-scale [N] [RECORDS_PER_SESSION] [BODY_BYTES] [RUNS]
+//! The store is populated through the real journal (batched `Captured`
+//! appends) and the real projection rebuild (which writes the summaries),
+//! then `overview::sessions` — the whole of `history list` but the
+//! printing — and `history::list_summaries` (`--json`) are timed.
+
+use std::time::Instant;
+
+use abcd::corpus::Corpus;
+use abcd::event::{self, CaptureOutcome, Captured, Event};
+use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
+use abcd::projection;
+use abcd::record::RecordMeta;
+use abcd_capture_bench::*;
+use abcd_journal::EventId;
+
+fn body(session: &str, i: usize, bytes: usize) -> String {
+    let mut s = format!(
+        "{{\"type\":\"user\",\"timestamp\":\"2026-06-{:02}T10:00:00Z\",\"sessionId\":\"{session}\",\"cwd\":\"/work/app\",\"message\":{{\"role\":\"user\",\"content\":\"prompt number {i}: fix the flaky test\"}}}}\n",
+        1 + i % 28
+    );
+    let mut n = 0;
+    while s.len() < bytes {
+        s.push_str(&format!(
+            "{{\"type\":\"assistant\",\"timestamp\":\"2026-06-{:02}T10:{:02}:00Z\",\"message\":{{\"id\":\"msg_{i}_{n}\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}],\"usage\":{{\"input_tokens\":100,\"output_tokens\":20}}}}}}\n",
+            1 + i % 28,
+            n % 60,
+            "lorem ipsum dolor sit amet ".repeat(20)
+        ));
+        n += 1;
+    }
+    s
+}
+
+fn populate(corpus: &Corpus, n: usize, per_session: usize, bytes: usize) {
+    let t = Instant::now();
+    let mut batch: Vec<(EventId, Vec<u8>)> = Vec::new();
+    for i in 0..n {
+        let session = format!("list-{:08}", i / per_session);
+        let main = i % per_session == 0;
+        let agent = format!("ag{i:08}");
+        let lin = if main {
+            Lineage::main_thread(&session, LineageSource::Hook)
+        } else {
+            Lineage {
+                session_id: session.clone(),
+                agent_id: Some(agent.clone()),
+                agent_type: Some("Explore".into()),
+                lineage_source: Some(LineageSource::Hook),
+                spawn_attribution: Some(SpawnAttribution::Unattributed),
+                ..Lineage::default()
+            }
+        };
+        let meta = RecordMeta::native(
+            &lin,
+            &corpus.lane.root_sha,
+            1_700_000_000_000_000_000 + i as u64,
+            &format!("{i:064x}"),
+        );
+        let ev = Event::Captured(Box::new(Captured {
+            outcome: CaptureOutcome::Stored {
+                record_name: abcd::record::record_filename(
+                    meta.captured_at_ns,
+                    &session,
+                    (!main).then_some(agent.as_str()),
+                ),
+                meta: Box::new(meta),
+                body: body(&session, i, bytes),
+                supersedes: vec![],
+            },
+            retires: None,
+            extended: false,
+        }));
+        batch.push((EventId::random(), event::encode(0, &ev).unwrap()));
+        if batch.len() == 500 || i + 1 == n {
+            let refs: Vec<(EventId, &[u8])> =
+                batch.iter().map(|(id, p)| (*id, p.as_slice())).collect();
+            corpus.journal.append_batch(&refs).unwrap();
+            batch.clear();
+        }
+    }
+    let appended = t.elapsed();
+    let r = projection::rebuild(&corpus.lane, &corpus.journal).unwrap();
+    println!(
+        "populated {n} records ({per_session} per session, ~{bytes} body bytes each): journal appends {:.1}s, projection rebuild of {} events {:.1}s",
+        appended.as_secs_f64(),
+        r.applied,
+        t.elapsed().as_secs_f64() - appended.as_secs_f64()
+    );
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut next = |d: usize| args.next().and_then(|s| s.parse().ok()).unwrap_or(d);
+    let n = next(10_000);
+    let per_session = next(8).max(1);
+    let bytes = next(16 << 10);
+    let runs = next(15);
+    let env = BenchEnv::new();
+    let corpus = Corpus::open(&env.abcd_home, &"2".repeat(40)).unwrap();
+    populate(&corpus, n, per_session, bytes);
+    let (mut text, mut json) = (Vec::new(), Vec::new());
+    let mut rows = 0;
+    let mut recs = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        rows = abcd::overview::sessions(&corpus, &abcd::overview::Filter::default())
+            .unwrap()
+            .len();
+        text.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        recs = abcd::history::list_summaries(&corpus, None).unwrap().len();
+        json.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!(
+        "history list over {n} records ({rows} sessions), median of {runs} warm runs: {:.1} ms (p90 {:.1} ms)",
+        median(&mut text.clone()),
+        percentile(&mut text, 0.9)
+    );
+    println!(
+        "history list --json ({recs} records): {:.1} ms (p90 {:.1} ms)",
+        median(&mut json.clone()),
+        percentile(&mut json, 0.9)
+    );
+}
