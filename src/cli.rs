@@ -274,6 +274,16 @@ pub fn hook_fast_path(args: &[std::ffi::OsString]) -> Option<Cli> {
     })
 }
 
+/// Parses a `--since`/`--until` value of `history VERB`.
+fn time_flag(verb: &str, flag: &str, v: &Option<String>) -> Result<Option<u64>, String> {
+    match v {
+        None => Ok(None),
+        Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
+            format!("history {verb}: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
+        }),
+    }
+}
+
 /// Runs the CLI; returns the process exit status.
 pub fn main_with(cli: Cli) -> i32 {
     let out = &mut io::stdout().lock();
@@ -532,14 +542,7 @@ fn history_cmd(
             agent_type,
             all_repos,
         } => {
-            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
-                match v {
-                    None => Ok(None),
-                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
-                        format!("history list: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
-                    }),
-                }
-            };
+            let when = |flag: &str, v: &Option<String>| time_flag("list", flag, v);
             let filter = crate::overview::Filter {
                 session: session.clone(),
                 since_ns: when("--since", &since)?,
@@ -746,14 +749,7 @@ fn history_cmd(
             until,
             all_repos,
         } => {
-            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
-                match v {
-                    None => Ok(None),
-                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
-                        format!("history stats: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
-                    }),
-                }
-            };
+            let when = |flag: &str, v: &Option<String>| time_flag("stats", flag, v);
             let filter = crate::overview::Filter {
                 since_ns: when("--since", &since)?,
                 until_ns: when("--until", &until)?,
@@ -879,14 +875,7 @@ fn history_cmd(
             all_repos,
             limit,
         } => {
-            let when = |flag: &str, v: &Option<String>| -> Result<Option<u64>, String> {
-                match v {
-                    None => Ok(None),
-                    Some(t) => crate::overview::parse_when(t).map(Some).ok_or_else(|| {
-                        format!("history search: {flag} {t:?} is not a date (YYYY-MM-DD) or an RFC 3339 time")
-                    }),
-                }
-            };
+            let when = |flag: &str, v: &Option<String>| time_flag("search", flag, v);
             let q = crate::search::Query {
                 text: query,
                 session,

@@ -308,6 +308,13 @@ fn a_symlinked_search_index_is_refused() {
     let o = env.abcd(&["history", "search", "r3"]);
     assert_ne!(o.status.code(), Some(0));
     let err = stderr(&o);
-    assert!(err.contains("symlink") && err.contains("fts.sqlite"), "{err}");
-    assert_eq!(fs::read(&outside).unwrap(), bytes, "written through the link");
+    assert!(
+        err.contains("symlink") && err.contains("fts.sqlite"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read(&outside).unwrap(),
+        bytes,
+        "written through the link"
+    );
 }
