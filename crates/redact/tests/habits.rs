@@ -410,21 +410,3 @@ fn habit_near_misses_do_not_fire() {
     }
 }
 
-fn b64(s: &str) -> String {
-    let a = B64.as_bytes();
-    let mut out = String::new();
-    for chunk in s.as_bytes().chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(a[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
