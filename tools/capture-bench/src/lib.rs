@@ -94,3 +94,63 @@ pub fn abcd_bin(arg: Option<String>) -> PathBuf {
         exe.parent().unwrap_or(Path::new(".")).join("abcd")
     })
 }
+
+/// What [`populate`] did.
+pub struct Populated {
+    pub append_secs: f64,
+    pub rebuild_secs: f64,
+    pub applied: u64,
+}
+
+/// Builds a store of `n` records the way the real journal holds them:
+/// `record(i)` gives each record's lineage and (already redacted) body, the
+/// `Captured` events are appended in batches of `batch`, then every
+/// projection is rebuilt from the journal.
+pub fn populate(
+    corpus: &abcd::corpus::Corpus,
+    n: usize,
+    batch: usize,
+    mut record: impl FnMut(usize) -> (abcd::lineage::Lineage, String),
+) -> Populated {
+    use abcd::event::{self, CaptureOutcome, Captured, Event};
+    use abcd_journal::EventId;
+    let t = std::time::Instant::now();
+    let mut pending: Vec<(EventId, Vec<u8>)> = Vec::new();
+    for i in 0..n {
+        let (lineage, body) = record(i);
+        let meta = abcd::record::RecordMeta::native(
+            &lineage,
+            &corpus.lane.root_sha,
+            1_700_000_000_000_000_000 + i as u64,
+            &format!("{i:064x}"),
+        );
+        let ev = Event::Captured(Box::new(Captured {
+            outcome: CaptureOutcome::Stored {
+                record_name: abcd::record::record_filename(
+                    meta.captured_at_ns,
+                    &lineage.session_id,
+                    lineage.agent_id.as_deref(),
+                ),
+                meta: Box::new(meta),
+                body,
+                supersedes: vec![],
+            },
+            retires: None,
+            extended: false,
+        }));
+        pending.push((EventId::random(), event::encode(0, &ev).expect("encode")));
+        if pending.len() == batch || i + 1 == n {
+            let refs: Vec<(EventId, &[u8])> =
+                pending.iter().map(|(id, p)| (*id, p.as_slice())).collect();
+            corpus.journal.append_batch(&refs).expect("append");
+            pending.clear();
+        }
+    }
+    let append_secs = t.elapsed().as_secs_f64();
+    let r = abcd::projection::rebuild(&corpus.lane, &corpus.journal).expect("rebuild");
+    Populated {
+        append_secs,
+        rebuild_secs: t.elapsed().as_secs_f64() - append_secs,
+        applied: r.applied,
+    }
+}

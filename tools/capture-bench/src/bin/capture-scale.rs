@@ -12,13 +12,9 @@ use std::time::Instant;
 
 use abcd::capture;
 use abcd::corpus::Corpus;
-use abcd::event::{self, CaptureOutcome, Captured, Event};
 use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
-use abcd::projection;
-use abcd::record::RecordMeta;
 use abcd::record::KIND_NATIVE;
 use abcd_capture_bench::*;
-use abcd_journal::EventId;
 
 fn lineage(session: &str, agent: &str) -> Lineage {
     Lineage {
@@ -32,47 +28,17 @@ fn lineage(session: &str, agent: &str) -> Lineage {
 }
 
 fn populate(corpus: &Corpus, n: usize) {
-    let t = Instant::now();
-    let mut batch: Vec<(EventId, Vec<u8>)> = Vec::new();
-    for i in 0..n {
+    let p = abcd_capture_bench::populate(corpus, n, 2000, |i| {
         let session = format!("pop-{:08}", i / 8);
         let agent = format!("ag{i:08}");
-        let body = format!("{{\"type\":\"user\",\"n\":{i}}}\n");
-        let meta = RecordMeta::native(
-            &lineage(&session, &agent),
-            &corpus.lane.root_sha,
-            1_700_000_000_000_000_000 + i as u64,
-            &format!("{i:064x}"),
-        );
-        let ev = Event::Captured(Box::new(Captured {
-            outcome: CaptureOutcome::Stored {
-                record_name: abcd::record::record_filename(
-                    meta.captured_at_ns,
-                    &session,
-                    Some(&agent),
-                ),
-                meta: Box::new(meta),
-                body,
-                supersedes: vec![],
-            },
-            retires: None,
-            extended: false,
-        }));
-        batch.push((EventId::random(), event::encode(0, &ev).unwrap()));
-        if batch.len() == 2000 || i + 1 == n {
-            let refs: Vec<(EventId, &[u8])> =
-                batch.iter().map(|(id, p)| (*id, p.as_slice())).collect();
-            corpus.journal.append_batch(&refs).unwrap();
-            batch.clear();
-        }
-    }
-    let appended = t.elapsed();
-    let r = projection::rebuild(&corpus.lane, &corpus.journal).unwrap();
+        (
+            lineage(&session, &agent),
+            format!("{{\"type\":\"user\",\"n\":{i}}}\n"),
+        )
+    });
     println!(
         "populated {n} records: journal appends {:.1}s, projection rebuild of {} events {:.1}s",
-        appended.as_secs_f64(),
-        r.applied,
-        t.elapsed().as_secs_f64() - appended.as_secs_f64()
+        p.append_secs, p.applied, p.rebuild_secs
     );
 }
 

@@ -12,12 +12,8 @@
 use std::time::Instant;
 
 use abcd::corpus::Corpus;
-use abcd::event::{self, CaptureOutcome, Captured, Event};
 use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
-use abcd::projection;
-use abcd::record::RecordMeta;
 use abcd_capture_bench::*;
-use abcd_journal::EventId;
 
 fn body(session: &str, i: usize, bytes: usize) -> String {
     let mut s = format!(
@@ -38,59 +34,26 @@ fn body(session: &str, i: usize, bytes: usize) -> String {
 }
 
 fn populate(corpus: &Corpus, n: usize, per_session: usize, bytes: usize) {
-    let t = Instant::now();
-    let mut batch: Vec<(EventId, Vec<u8>)> = Vec::new();
-    for i in 0..n {
+    let p = abcd_capture_bench::populate(corpus, n, 500, |i| {
         let session = format!("list-{:08}", i / per_session);
-        let main = i % per_session == 0;
-        let agent = format!("ag{i:08}");
-        let lin = if main {
+        let lin = if i % per_session == 0 {
             Lineage::main_thread(&session, LineageSource::Hook)
         } else {
             Lineage {
                 session_id: session.clone(),
-                agent_id: Some(agent.clone()),
+                agent_id: Some(format!("ag{i:08}")),
                 agent_type: Some("Explore".into()),
                 lineage_source: Some(LineageSource::Hook),
                 spawn_attribution: Some(SpawnAttribution::Unattributed),
                 ..Lineage::default()
             }
         };
-        let meta = RecordMeta::native(
-            &lin,
-            &corpus.lane.root_sha,
-            1_700_000_000_000_000_000 + i as u64,
-            &format!("{i:064x}"),
-        );
-        let ev = Event::Captured(Box::new(Captured {
-            outcome: CaptureOutcome::Stored {
-                record_name: abcd::record::record_filename(
-                    meta.captured_at_ns,
-                    &session,
-                    (!main).then_some(agent.as_str()),
-                ),
-                meta: Box::new(meta),
-                body: body(&session, i, bytes),
-                supersedes: vec![],
-            },
-            retires: None,
-            extended: false,
-        }));
-        batch.push((EventId::random(), event::encode(0, &ev).unwrap()));
-        if batch.len() == 500 || i + 1 == n {
-            let refs: Vec<(EventId, &[u8])> =
-                batch.iter().map(|(id, p)| (*id, p.as_slice())).collect();
-            corpus.journal.append_batch(&refs).unwrap();
-            batch.clear();
-        }
-    }
-    let appended = t.elapsed();
-    let r = projection::rebuild(&corpus.lane, &corpus.journal).unwrap();
+        let b = body(&session, i, bytes);
+        (lin, b)
+    });
     println!(
         "populated {n} records ({per_session} per session, ~{bytes} body bytes each): journal appends {:.1}s, projection rebuild of {} events {:.1}s",
-        appended.as_secs_f64(),
-        r.applied,
-        t.elapsed().as_secs_f64() - appended.as_secs_f64()
+        p.append_secs, p.applied, p.rebuild_secs
     );
 }
 

@@ -12,25 +12,14 @@ use std::process::Command;
 use std::time::Instant;
 
 use abcd::corpus::Corpus;
-use abcd::event::{self, CaptureOutcome, Captured, Event};
 use abcd::lineage::{Lineage, LineageSource};
-use abcd::projection;
-use abcd::record::RecordMeta;
 use abcd::search::{self, Query};
 use abcd_capture_bench::*;
-use abcd_journal::EventId;
 
 fn populate(corpus: &Corpus, n: usize, bytes: usize) -> u64 {
     let mut total = 0u64;
-    let mut batch: Vec<(EventId, Vec<u8>)> = Vec::new();
-    for i in 0..n {
+    abcd_capture_bench::populate(corpus, n, 200, |i| {
         let session = format!("srch-{i:08}");
-        let meta = RecordMeta::native(
-            &Lineage::main_thread(&session, LineageSource::Hook),
-            &corpus.lane.root_sha,
-            1_700_000_000_000_000_000 + i as u64,
-            &format!("{i:064x}"),
-        );
         let mut body = transcript(&session, bytes, i as u64);
         // One rare word per 1,000 records, for a selective query.
         if i % 1000 == 0 {
@@ -39,25 +28,8 @@ fn populate(corpus: &Corpus, n: usize, bytes: usize) -> u64 {
             ));
         }
         total += body.len() as u64;
-        let ev = Event::Captured(Box::new(Captured {
-            outcome: CaptureOutcome::Stored {
-                record_name: abcd::record::record_filename(meta.captured_at_ns, &session, None),
-                meta: Box::new(meta),
-                body,
-                supersedes: vec![],
-            },
-            retires: None,
-            extended: false,
-        }));
-        batch.push((EventId::random(), event::encode(0, &ev).unwrap()));
-        if batch.len() == 200 || i + 1 == n {
-            let refs: Vec<(EventId, &[u8])> =
-                batch.iter().map(|(id, p)| (*id, p.as_slice())).collect();
-            corpus.journal.append_batch(&refs).unwrap();
-            batch.clear();
-        }
-    }
-    projection::rebuild(&corpus.lane, &corpus.journal).unwrap();
+        (Lineage::main_thread(&session, LineageSource::Hook), body)
+    });
     total
 }
 
