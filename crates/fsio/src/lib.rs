@@ -264,6 +264,12 @@ pub enum Access {
 /// widened mode is narrowed back with fchmod; see ARCHITECTURE.md). A FIFO,
 /// socket or device planted at the path is refused without blocking.
 pub fn open(path: &Path, access: Access) -> R<File> {
+    open_sized(path, access).map(|(f, _)| f)
+}
+
+/// [`open`], also returning the file's size from the same `fstat` that
+/// proved it (callers that need the size make no second call).
+fn open_sized(path: &Path, access: Access) -> R<(File, u64)> {
     fault::check(Op::Open, path).map_err(|e| FsError::io("open", path, e))?;
     let mut o = OpenOptions::new();
     match access {
@@ -278,12 +284,13 @@ pub fn open(path: &Path, access: Access) -> R<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| open_error("open", path, e, false))?;
-    prove_file(&f, path)?;
-    Ok(f)
+    let len = prove_file(&f, path)?;
+    Ok((f, len))
 }
 
-/// The descriptor checks of [`open`]: regular, ours, exactly 0600.
-pub fn prove_file(f: &File, path: &Path) -> R<()> {
+/// The descriptor checks of [`open`]: regular, ours, exactly 0600. Returns
+/// the file's size.
+pub fn prove_file(f: &File, path: &Path) -> R<u64> {
     let meta = f.metadata().map_err(|e| FsError::io("inspect", path, e))?;
     if !meta.file_type().is_file() {
         return Err(FsError::NotRegular {
@@ -297,14 +304,14 @@ pub fn prove_file(f: &File, path: &Path) -> R<()> {
         f.set_permissions(Permissions::from_mode(FILE_MODE))
             .map_err(|e| FsError::io("narrow the mode of", path, e))?;
     }
-    Ok(())
+    Ok(meta.len())
 }
 
 /// Reads a store file whole through [`open`], refusing anything over `cap`
 /// bytes (never a truncated copy).
 pub fn read_private(path: &Path, cap: u64) -> R<Vec<u8>> {
-    let f = open(path, Access::Read)?;
-    read_whole(f, path, cap)
+    let (f, len) = open_sized(path, Access::Read)?;
+    read_whole(f, len, path, cap)
 }
 
 /// The first `max` bytes of a store file, through [`open`] (a record's
@@ -318,11 +325,7 @@ pub fn read_private_head(path: &Path, max: u64) -> R<Vec<u8>> {
     Ok(buf)
 }
 
-fn read_whole(f: File, path: &Path, cap: u64) -> R<Vec<u8>> {
-    let len = f
-        .metadata()
-        .map_err(|e| FsError::io("inspect", path, e))?
-        .len();
+fn read_whole(f: File, len: u64, path: &Path, cap: u64) -> R<Vec<u8>> {
     if len > cap {
         return Err(FsError::OverCap {
             path: path.to_path_buf(),
@@ -413,11 +416,7 @@ fn write_then_rename(tmp: &Path, path: &Path, bytes: &[u8], durable: bool) -> R<
 /// nothing — when the file is missing, a symlink, not ours, not a regular
 /// file or of another size; the caller then falls back to [`write_atomic`].
 pub fn overwrite_in_place(path: &Path, bytes: &[u8]) -> R<()> {
-    let f = open(path, Access::ReadWrite)?;
-    let len = f
-        .metadata()
-        .map_err(|e| FsError::io("inspect", path, e))?
-        .len();
+    let (f, len) = open_sized(path, Access::ReadWrite)?;
     if len != bytes.len() as u64 {
         return Err(FsError::io(
             "overwrite",

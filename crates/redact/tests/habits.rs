@@ -409,4 +409,3 @@ fn habit_near_misses_do_not_fire() {
         assert!(f.is_empty(), "{f:?} on {input}");
     }
 }
-

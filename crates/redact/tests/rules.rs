@@ -133,7 +133,6 @@ fn discord() -> String {
     )
 }
 
-
 fn variants(case: &Case) -> Vec<(String, String)> {
     let ctx = &case.ctx;
     let mut v = vec![
