@@ -141,8 +141,8 @@ pub fn prepare(
     meta.redacted_secrets = secrets;
     meta.redacted_home_paths = homes;
     // The stored scalars are the redacted ones.
-    meta.agent_type = non_empty(&out[4].text);
-    meta.spawn_tool_use_id = non_empty(&out[5].text);
+    meta.lineage.agent_type = non_empty(&out[4].text);
+    meta.lineage.spawn_tool_use_id = non_empty(&out[5].text);
     Ok(Prepared { meta, body })
 }
 
@@ -179,29 +179,48 @@ pub fn commit(
     retires: Option<StagedRef>,
     extended: bool,
 ) -> Result<CaptureResult, CaptureError> {
-    let Prepared { mut meta, body } = prepared;
+    let Prepared { mut meta, mut body } = prepared;
+    // Values forgotten in this repository stay forgotten: read under the
+    // lock, so a forget that just finished is seen.
+    let forgotten = crate::projection::read_forgotten(locked.lane());
+    if !forgotten.is_empty() {
+        let (b, n) = crate::forgotten::redact_forgotten(&body, &forgotten);
+        body = b;
+        meta.redacted_secrets += n;
+        for v in [
+            &mut meta.lineage.agent_type,
+            &mut meta.lineage.spawn_tool_use_id,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let (t, n) = crate::forgotten::redact_forgotten(v, &forgotten);
+            *v = t;
+            meta.redacted_secrets += n;
+        }
+    }
     let index = locked.index();
-    let agent = meta.agent_id.as_deref();
+    let agent = meta.lineage.agent_id.as_deref();
     let result =
         |record: String, wrote: bool, superseded: Vec<String>, meta: &RecordMeta| CaptureResult {
             record,
             wrote,
             superseded,
-            session_id: meta.session_id.clone(),
-            agent_id: meta.agent_id.clone(),
+            session_id: meta.lineage.session_id.clone(),
+            agent_id: meta.lineage.agent_id.clone(),
             redacted_secrets: meta.redacted_secrets,
             redacted_home_paths: meta.redacted_home_paths,
         };
     let idem = idem_key(
         &meta.source_sha256,
-        &meta.session_id,
+        &meta.lineage.session_id,
         agent,
         &meta.source_kind,
     );
     let mut already = index.record_for_idem(&idem)?;
     let mut supersedes = Vec::new();
     if already.is_none() {
-        let stream = stream_key(&meta.session_id, agent, &meta.source_kind);
+        let stream = stream_key(&meta.lineage.session_id, agent, &meta.source_kind);
         for name in index.stream_records(&stream)? {
             let path = locked.lane().records_dir().join(&name);
             let Ok(bytes) = fsutil::read_private(&path, RECORD_READ_CAP) else {
@@ -232,17 +251,20 @@ pub fn commit(
         None => {
             let records = locked.lane().records_dir();
             let mut at = clock::now_unix_ns();
-            let mut name = record::record_filename(at, &meta.session_id, agent);
+            let mut name = record::record_filename(at, &meta.lineage.session_id, agent);
             while records.join(&name).exists() {
                 at += 1;
-                name = record::record_filename(at, &meta.session_id, agent);
+                name = record::record_filename(at, &meta.lineage.session_id, agent);
             }
             meta.captured_at_ns = at;
             let r = result(name.clone(), true, supersedes.clone(), &meta);
+            // The record file goes to `bodies/` (durably) before the event
+            // that names it is appended.
+            let file = record::render(&meta, body.as_bytes());
+            let body = crate::body::put(locked.lane(), &file).map_err(CorpusError::from)?;
             (
                 CaptureOutcome::Stored {
                     record_name: name,
-                    meta: Box::new(meta),
                     body,
                     supersedes,
                 },

@@ -192,6 +192,29 @@ pub enum HistoryCmd {
         #[arg(long)]
         yes: bool,
     },
+    /// Remove values, or whole records, from every byte the store holds for
+    /// this repository (journaled; later captures keep them out).
+    Forget {
+        /// Text to remove everywhere it occurs (repeatable; at least 8
+        /// characters unless --force-short). It is never stored: only its
+        /// digests are kept, so a later capture redacts it too.
+        #[arg(long = "value", value_name = "VALUE")]
+        values: Vec<String>,
+        /// A record to remove whole (and what it superseded): a record file
+        /// name, an agent id or a session id, resolved as `history show`
+        /// does (repeatable).
+        #[arg(long = "record", value_name = "KEY")]
+        records: Vec<String>,
+        /// Apply the values to every repository in the store.
+        #[arg(long)]
+        all_repos: bool,
+        /// Accept a value shorter than 8 characters.
+        #[arg(long)]
+        force_short: bool,
+        /// Do it (without it, only report what would change).
+        #[arg(long)]
+        yes: bool,
+    },
     /// Capture a transcript file directly (redacted, then stored).
     Capture {
         /// A transcript file, or - for stdin.
@@ -1271,6 +1294,102 @@ fn history_cmd(
                 for r in &rep.removed {
                     w(out, format!("  removed: {r}"))?;
                 }
+            }
+            Ok(0)
+        }
+        HistoryCmd::Forget {
+            values,
+            records,
+            all_repos,
+            force_short,
+            yes,
+        } => {
+            let req = crate::forget::Request {
+                values,
+                records,
+                force_short,
+                yes,
+            };
+            crate::forget::check(&req).map_err(|e| e.to_string())?;
+            if all_repos && !req.records.is_empty() {
+                return Err("history forget: --record names a record of one repository; use it without --all-repos".into());
+            }
+            let tty = progress_enabled();
+            let progress = |done: u64, total: u64| {
+                if tty && total > 0 {
+                    eprint!("\rforget: {done}/{total} bodies scanned");
+                    if done >= total {
+                        eprintln!();
+                    }
+                }
+            };
+            let mut reports = Vec::new();
+            if all_repos {
+                let home = home()?;
+                for sha in store::list_lanes(&home).map_err(|e| e.to_string())? {
+                    if let Some(c) =
+                        Corpus::open_existing(&home, &sha).map_err(|e| e.to_string())?
+                    {
+                        c.refresh().map_err(|e| e.to_string())?;
+                        reports.push(
+                            crate::forget::run(&c, None, &req, &progress)
+                                .map_err(|e| e.to_string())?,
+                        );
+                    }
+                }
+            } else {
+                let (corpus, info, _) = open_corpus(repo_arg, false)?;
+                let Some(corpus) = corpus else {
+                    return Err("history forget: nothing is stored for this repository".into());
+                };
+                reports.push(
+                    crate::forget::run(&corpus, Some(&info.root), &req, &progress)
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            if json {
+                print_json(out, &reports)?;
+                return Ok(0);
+            }
+            for r in &reports {
+                let verb = if r.applied { "removed" } else { "would remove" };
+                let found: u64 = r.occurrences.iter().sum();
+                w(out, format!(
+                    "abcd history forget ({}) — {verb}: {found} occurrence(s) of {} value(s) in {} record(s), {} record(s) whole; {} stored bodies {}",
+                    r.repository,
+                    r.occurrences.len(),
+                    r.records_rewritten.len(),
+                    r.records_removed.len(),
+                    r.bodies,
+                    if r.applied { "rewritten" } else { "to rewrite" }
+                ))?;
+                for (i, n) in r.occurrences.iter().enumerate() {
+                    w(out, format!("  value {}: {n} occurrence(s)", i + 1))?;
+                }
+                for n in &r.records_rewritten {
+                    w(out, format!("  rewrite: {n}"))?;
+                }
+                for n in &r.records_removed {
+                    w(out, format!("  remove:  {n}"))?;
+                }
+                if r.staged_drained > 0 {
+                    w(
+                        out,
+                        format!(
+                            "  {} staged transcript(s) drained first, with the value redacted",
+                            r.staged_drained
+                        ),
+                    )?;
+                }
+                for q in &r.quarantined_holding {
+                    w(out, format!("  quarantined {q} holds a value (raw, unredacted): `abcd history discard {q} --yes` removes it"))?;
+                }
+            }
+            if reports.iter().any(|r| !r.applied) {
+                w(
+                    out,
+                    "Nothing changed: re-run with --yes to apply.".to_string(),
+                )?;
             }
             Ok(0)
         }

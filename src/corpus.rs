@@ -13,7 +13,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use abcd_journal::{Appended, EventId, Journal, JournalError};
 use thiserror::Error;
@@ -23,15 +22,10 @@ use crate::event::{self, Event, EventError, Staged};
 use crate::fsutil::{self, FileLock, FsError};
 use crate::lineage::{Lineage, SpawnAttribution};
 use crate::projection::{self, CatchUp, Index, ProjectionError};
-use crate::staging_view::{parse_blob_stem, StageSidecar, RAW_CAP};
+use crate::staging_view::{meta_path, parse_blob_stem, StageSidecar, StagedMeta, RAW_CAP};
 use crate::store::{Lane, StoreError};
 
-/// How long a writer waits for the store lock. Hooks hold it for about a
-/// millisecond (one append and one small projection write), so even 200
-/// sub-agents stopping at once clear in well under a second; the margin
-/// covers slow-disk windows (fdatasync stalls of 0.1–0.4 s were measured
-/// here) and a drain applying a 64 MiB record.
-pub const STORE_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+pub use crate::store::STORE_LOCK_TIMEOUT;
 
 #[derive(Debug, Error)]
 pub enum CorpusError {
@@ -45,6 +39,10 @@ pub enum CorpusError {
     Projection(#[from] ProjectionError),
     #[error(transparent)]
     Event(#[from] EventError),
+    #[error(transparent)]
+    Body(#[from] crate::body::BodyError),
+    #[error(transparent)]
+    Upgrade(Box<crate::upgrade::UpgradeError>),
     #[error("{why}; the event was spooled to {} and will be appended by the next writer", spool_path.display())]
     Spooled { why: String, spool_path: PathBuf },
     /// The append succeeded (the event is durable in the journal) but the
@@ -83,6 +81,7 @@ impl Corpus {
     /// Opens (creating as needed) the corpus of the repository `root_sha`.
     pub fn open(home: &Path, root_sha: &str) -> Result<Corpus, CorpusError> {
         let lane = Lane::open(home, root_sha)?;
+        crate::upgrade::ensure(&lane)?;
         let journal = Journal::open(&lane.journal_dir())?;
         Ok(Corpus {
             home: home.to_path_buf(),
@@ -99,6 +98,7 @@ impl Corpus {
         // The lane exists: make sure every leaf does too (an older abcd
         // created fewer of them).
         let lane = Lane::open(home, root_sha)?;
+        crate::upgrade::ensure(&lane)?;
         let journal = Journal::open(&lane.journal_dir())?;
         Ok(Some(Corpus {
             home: home.to_path_buf(),
@@ -166,14 +166,15 @@ impl Corpus {
             else {
                 continue;
             };
-            let Ok((meta, body)) = crate::record::parse(&bytes) else {
+            if crate::record::parse(&bytes).is_err() {
                 continue; // kept aside by the rebuild, never deleted
-            };
+            }
+            // The file as it is: the body is its exact bytes.
+            let body = crate::body::put(&self.lane, &bytes)?;
             let ev = Event::Captured(Box::new(crate::event::Captured {
                 outcome: crate::event::CaptureOutcome::Stored {
                     record_name: name.clone(),
-                    meta: Box::new(meta),
-                    body: String::from_utf8_lossy(body).into_owned(),
+                    body,
                     supersedes: Vec::new(),
                 },
                 retires: None,
@@ -201,12 +202,18 @@ impl Corpus {
             else {
                 continue;
             };
+            let meta = StagedMeta {
+                lineage: sc.lineage.clone(),
+                source_path: sc.source_path.clone(),
+            };
+            let meta_sha256 = write_staged_meta(&staging, &stem, &meta)?;
             let ev = Event::Staged(Staged {
                 stem: stem.clone(),
                 raw_sha256: fsutil::sha256_hex(&bytes),
                 bytes: bytes.len() as u64,
-                lineage: sc.lineage(),
-                source_path: sc.source_path.clone(),
+                session_id: sc.lineage.session_id.clone(),
+                agent_id: sc.lineage.agent_id.clone(),
+                meta_sha256,
                 staged_at_ns: sc.staged_at_ns(),
                 adopted: true,
             });
@@ -416,18 +423,32 @@ impl Locked<'_> {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or_else(clock::now_unix_ns);
-            let lineage = Lineage {
-                session_id,
-                spawn_attribution: agent_id.as_ref().map(|_| SpawnAttribution::Unattributed),
-                agent_id,
-                ..Lineage::default()
+            // The writer that died wrote the metadata blob before the raw
+            // blob: use it when it names this key, else the ids alone.
+            let meta = StagedMeta::read(&meta_path(&dir, &stem), "")
+                .ok()
+                .filter(|m| m.lineage.session_id == session_id && m.lineage.agent_id == agent_id)
+                .unwrap_or_else(|| StagedMeta {
+                    lineage: Lineage {
+                        session_id: session_id.clone(),
+                        spawn_attribution: agent_id
+                            .as_ref()
+                            .map(|_| SpawnAttribution::Unattributed),
+                        agent_id: agent_id.clone(),
+                        ..Lineage::default()
+                    },
+                    source_path: None,
+                });
+            let Ok(meta_sha256) = write_staged_meta(&dir, &stem, &meta) else {
+                continue;
             };
             let ev = Event::Staged(Staged {
                 stem: stem.clone(),
                 raw_sha256: fsutil::sha256_hex(&bytes),
                 bytes: bytes.len() as u64,
-                lineage,
-                source_path: None,
+                session_id,
+                agent_id,
+                meta_sha256,
                 staged_at_ns,
                 adopted: true,
             });
@@ -447,6 +468,20 @@ impl Locked<'_> {
         }
         Ok(self)
     }
+}
+
+impl From<crate::upgrade::UpgradeError> for CorpusError {
+    fn from(e: crate::upgrade::UpgradeError) -> Self {
+        CorpusError::Upgrade(Box::new(e))
+    }
+}
+
+/// Writes the staging metadata blob of `stem` in `dir` (0600, durable: the
+/// event that names it follows) and returns its digest.
+pub fn write_staged_meta(dir: &Path, stem: &str, meta: &StagedMeta) -> Result<String, CorpusError> {
+    let bytes = meta.to_bytes();
+    fsutil::write_atomic(&meta_path(dir, stem), &bytes, true)?;
+    Ok(fsutil::sha256_hex(&bytes))
 }
 
 /// Reads back the sidecar of a stem, for callers that hold the lock.

@@ -211,7 +211,7 @@ fn finish(
     let Some(sidecar) = &entry.sidecar else {
         return;
     };
-    let mut lineage = sidecar.lineage();
+    let mut lineage = sidecar.lineage.clone();
     // A nested agent's sidecar names the spawning tool call but not the
     // agent that made it: find that call in a sibling transcript.
     if lineage.spawn_depth >= 2 && lineage.parent_agent_id.is_none() {
@@ -251,7 +251,7 @@ fn finish(
                     bytes: staged.len() as u64,
                     replaced_sha256: current.raw_sha256.clone(),
                     replaced_bytes: current.bytes,
-                    source_path: None,
+                    meta_sha256: String::new(),
                     staged_at_ns: current.staged_at_ns(),
                     adopted: true,
                 }))?;

@@ -17,16 +17,17 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::lineage::Lineage;
-use crate::record::RecordMeta;
-
 /// Version of the envelope and event encoding. Bumped on any change to the
 /// bincode layout; a reader refuses a newer version rather than misreading it.
-pub const EVENT_SCHEMA: u16 = 1;
+/// 2: no free text in any event — record files live in `bodies/` named by
+/// digest, the harness's metadata in a staging blob named by digest, and
+/// `Forgotten` exists. Schema 1 is decoded only by the upgrade ([`v1`]).
+pub const EVENT_SCHEMA: u16 = 2;
 
 /// Upper bound on a decoded event, so a hostile or damaged payload cannot make
-/// bincode allocate without limit. A record body is at most 64 MiB of
-/// transcript; redaction placeholders can lengthen it a little.
+/// bincode allocate without limit. A schema-1 record body is at most 64 MiB of
+/// transcript; redaction placeholders can lengthen it a little. Schema-2
+/// events are small (digests and ids) but share the bound.
 pub const MAX_EVENT_BYTES: u64 = 96 << 20;
 
 /// What is written as one journal frame's payload.
@@ -67,6 +68,9 @@ pub enum Event {
     SessionNoted(SessionNoted),
     /// The harness fired SubagentStop without an agent_transcript_path.
     SubagentGapSighted(GapSighted),
+    /// `history forget`: values removed from every body, or whole records
+    /// removed. Names what it removed by digest only.
+    Forgotten(Box<Forgotten>),
 }
 
 impl Event {
@@ -81,19 +85,27 @@ impl Event {
             Event::LineageMigrated(_) => "lineage-migrated",
             Event::SessionNoted(_) => "session-noted",
             Event::SubagentGapSighted(_) => "subagent-gap-sighted",
+            Event::Forgotten(_) => "forgotten",
         }
     }
 }
 
+/// A staged transcript. Everything the harness supplied beyond the two ids
+/// (agent type, parent, tool-use id, depth, source path, cwd) is in the
+/// metadata blob `staging/<stem>.meta.json`, named here by digest: it
+/// enters the journal only after redaction, inside the record `Captured`
+/// names. The ids passed the id rule and the secret check before staging.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Staged {
     /// File stem of the blob and its sidecar: `<stamp>-<session>[-agent-<agent>]`.
     pub stem: String,
     pub raw_sha256: String,
     pub bytes: u64,
-    pub lineage: Lineage,
-    /// The harness file the bytes came from (re-read at drain time).
-    pub source_path: Option<String>,
+    pub session_id: String,
+    pub agent_id: Option<String>,
+    /// SHA-256 of the metadata blob (empty: none was written, as for a blob
+    /// adopted without one).
+    pub meta_sha256: String,
     pub staged_at_ns: u64,
     /// True when the blob was found on disk without a journal entry (a crash
     /// between writing it and journaling it, or an older binary) and adopted.
@@ -107,9 +119,18 @@ pub struct Restaged {
     pub bytes: u64,
     pub replaced_sha256: String,
     pub replaced_bytes: u64,
-    pub source_path: Option<String>,
+    /// The metadata blob written with these bytes (empty: unchanged).
+    pub meta_sha256: String,
     pub staged_at_ns: u64,
     pub adopted: bool,
+}
+
+/// A record file (frontmatter and body, exactly the bytes of
+/// `records/<name>`) stored as `bodies/<sha256>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodyRef {
+    pub sha256: String,
+    pub bytes: u64,
 }
 
 /// The outcome a capture decided under the store lock.
@@ -120,8 +141,7 @@ pub enum CaptureOutcome {
     /// and are removed.
     Stored {
         record_name: String,
-        meta: Box<RecordMeta>,
-        body: String,
+        body: BodyRef,
         supersedes: Vec<String>,
     },
     /// The same source (or a longer re-arrival) is already stored: nothing
@@ -163,10 +183,11 @@ pub struct Discarded {
     pub bytes: u64,
 }
 
+/// A record rewritten with new lineage: its new file is `body`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineageMigrated {
     pub record_name: String,
-    pub meta: RecordMeta,
+    pub body: BodyRef,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,12 +202,45 @@ pub struct GapSighted {
     pub seen_at_ns: u64,
 }
 
+/// A forgotten value, by digest: its length, SHA-256 and a 64-bit rolling
+/// hash (the prefilter that lets a later capture find it again without the
+/// value). Never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueDigest {
+    pub len: u32,
+    pub sha256: String,
+    pub rolling: u64,
+}
+
+/// One body a forget replaced: every event that names `from` reads `to`
+/// from then on (replay included); `to: None` when the record is removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rewrite {
+    pub from: String,
+    pub to: Option<BodyRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forgotten {
+    pub values: Vec<ValueDigest>,
+    /// Every body that held a value (live and superseded) or belonged to a
+    /// removed record.
+    pub rewrites: Vec<Rewrite>,
+    /// Live records rewritten in place (their new file is their body's `to`).
+    pub rewritten_records: Vec<String>,
+    /// Live records removed whole (`--record`).
+    pub removed_records: Vec<String>,
+    pub forgotten_at_ns: u64,
+}
+
 #[derive(Debug, Error)]
 pub enum EventError {
     #[error("event payload could not be decoded ({0}); the journal frame is intact but its content is not an abcd event")]
     Decode(String),
     #[error("event schema {found} is newer than this binary understands ({EVENT_SCHEMA}); upgrade abcd before touching this store")]
     NewerSchema { found: u16 },
+    #[error("event schema {found} is from an older abcd; run `abcd journal upgrade` (any verb that opens the store does it)")]
+    OlderSchema { found: u16 },
     #[error("event could not be encoded: {0}")]
     Encode(String),
 }
@@ -228,6 +282,9 @@ pub fn decode(payload: &[u8]) -> Result<Envelope, EventError> {
         if found > EVENT_SCHEMA {
             return Err(EventError::NewerSchema { found });
         }
+        if found == v1::SCHEMA {
+            return Err(EventError::OlderSchema { found });
+        }
         if found != EVENT_SCHEMA {
             return Err(EventError::Decode(format!("unknown event schema {found}")));
         }
@@ -244,5 +301,150 @@ pub fn fuzz_decode(data: &[u8]) {
         let again = encode(env.at_ns, &env.event).expect("a decoded event re-encodes");
         // Canonical encoding: a decodable payload is its own encoding.
         assert_eq!(again, data, "event encoding is not canonical");
+    }
+}
+
+/// Schema 1, frozen: what the journal held before `bodies/` existed (record
+/// bodies and the harness's lineage scalars inside the events). Decoded only
+/// by the upgrade (`crate::upgrade`); never written. The layouts below are
+/// the wire format of every v1 journal: never reorder or retype a field.
+pub mod v1 {
+    use serde::{Deserialize, Serialize};
+
+    use super::{options, BlobPlace, EventError, GapSighted, Quarantined, SessionNoted, StagedRef};
+    use crate::lineage::{LineageSource, SpawnAttribution};
+
+    pub const SCHEMA: u16 = 1;
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Envelope {
+        pub schema: u16,
+        pub at_ns: u64,
+        pub event: Event,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Event {
+        Staged(Staged),
+        Restaged(Restaged),
+        Captured(Box<Captured>),
+        Quarantined(Quarantined),
+        Discarded(Discarded),
+        LineageMigrated(Box<LineageMigrated>),
+        SessionNoted(SessionNoted),
+        SubagentGapSighted(GapSighted),
+    }
+
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Lineage {
+        pub session_id: String,
+        pub agent_id: Option<String>,
+        pub parent_agent_id: Option<String>,
+        pub agent_type: Option<String>,
+        pub spawn_depth: u32,
+        pub spawn_tool_use_id: Option<String>,
+        pub lineage_source: Option<LineageSource>,
+        pub spawn_attribution: Option<SpawnAttribution>,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Staged {
+        pub stem: String,
+        pub raw_sha256: String,
+        pub bytes: u64,
+        pub lineage: Lineage,
+        pub source_path: Option<String>,
+        pub staged_at_ns: u64,
+        pub adopted: bool,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Restaged {
+        pub stem: String,
+        pub raw_sha256: String,
+        pub bytes: u64,
+        pub replaced_sha256: String,
+        pub replaced_bytes: u64,
+        pub source_path: Option<String>,
+        pub staged_at_ns: u64,
+        pub adopted: bool,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RecordMeta {
+        pub schema: u32,
+        pub session_id: String,
+        pub root_commit: String,
+        pub captured_at_ns: u64,
+        pub source_kind: String,
+        pub source_tool: Option<String>,
+        pub source_sha256: String,
+        pub redacted_secrets: u64,
+        pub redacted_home_paths: u64,
+        pub agent_id: Option<String>,
+        pub parent_agent_id: Option<String>,
+        pub agent_type: Option<String>,
+        pub spawn_tool_use_id: Option<String>,
+        pub lineage_source: Option<LineageSource>,
+        pub spawn_attribution: Option<SpawnAttribution>,
+        pub adopted_project: Option<String>,
+        pub spawn_depth: u32,
+        pub context_stamps: Vec<String>,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum CaptureOutcome {
+        Stored {
+            record_name: String,
+            meta: Box<RecordMeta>,
+            body: String,
+            supersedes: Vec<String>,
+        },
+        AlreadyStored {
+            record_name: String,
+        },
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Captured {
+        pub outcome: CaptureOutcome,
+        pub retires: Option<StagedRef>,
+        pub extended: bool,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Discarded {
+        pub stem: String,
+        pub place: BlobPlace,
+        pub bytes: u64,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct LineageMigrated {
+        pub record_name: String,
+        pub meta: RecordMeta,
+    }
+
+    /// Decodes a schema-1 payload.
+    pub fn decode(payload: &[u8]) -> Result<Envelope, EventError> {
+        use bincode::Options;
+        if payload.len() >= 2 && u16::from_le_bytes([payload[0], payload[1]]) != SCHEMA {
+            return Err(EventError::Decode("not a schema-1 event".into()));
+        }
+        options()
+            .deserialize::<Envelope>(payload)
+            .map_err(|e| EventError::Decode(e.to_string()))
+    }
+
+    /// Encodes a schema-1 event: only the tests that build v1 journals use it.
+    pub fn encode(at_ns: u64, event: &Event) -> Result<Vec<u8>, EventError> {
+        use bincode::Options;
+        options()
+            .serialize(&Envelope {
+                schema: SCHEMA,
+                at_ns,
+                event: event.clone(),
+            })
+            .map_err(|e| EventError::Encode(e.to_string()))
     }
 }

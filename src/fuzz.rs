@@ -16,7 +16,7 @@ pub fn record_parse(data: &[u8]) {
     if let Ok((meta, body)) = crate::record::parse(data) {
         let again = crate::record::render(&meta, body);
         if let Ok((meta2, body2)) = crate::record::parse(&again) {
-            assert_eq!(meta2.session_id, meta.session_id);
+            assert_eq!(meta2.lineage.session_id, meta.lineage.session_id);
             assert_eq!(meta2.source_sha256, meta.source_sha256);
             assert!(body2.starts_with(body) || body.starts_with(body2));
         }

@@ -86,20 +86,20 @@ impl From<&RecordMeta> for RecordView {
     fn from(m: &RecordMeta) -> Self {
         RecordView {
             schema: m.schema,
-            session_id: m.session_id.clone(),
+            session_id: m.lineage.session_id.clone(),
             root_commit: m.root_commit.clone(),
             captured_at: crate::clock::rfc3339_nanos(m.captured_at_ns),
             source_kind: m.source_kind.clone(),
             source_sha256: m.source_sha256.clone(),
             redacted_secrets: m.redacted_secrets,
             redacted_home_paths: m.redacted_home_paths,
-            agent_id: m.agent_id.clone(),
-            parent_agent_id: m.parent_agent_id.clone(),
-            agent_type: m.agent_type.clone(),
-            spawn_depth: m.spawn_depth,
-            spawn_tool_use_id: m.spawn_tool_use_id.clone(),
-            lineage_source: m.lineage_source.map(|s| s.as_str().to_owned()),
-            spawn_attribution: m.spawn_attribution.map(|s| s.as_str().to_owned()),
+            agent_id: m.lineage.agent_id.clone(),
+            parent_agent_id: m.lineage.parent_agent_id.clone(),
+            agent_type: m.lineage.agent_type.clone(),
+            spawn_depth: m.lineage.spawn_depth,
+            spawn_tool_use_id: m.lineage.spawn_tool_use_id.clone(),
+            lineage_source: m.lineage.lineage_source.map(|s| s.as_str().to_owned()),
+            spawn_attribution: m.lineage.spawn_attribution.map(|s| s.as_str().to_owned()),
             captured_at_ns: m.captured_at_ns,
         }
     }
@@ -450,7 +450,7 @@ pub fn discard(corpus: &Corpus, name: &str, yes: bool) -> Result<DiscardReport, 
     }
     let bytes = fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
     let dir = path.parent().expect("has parent").to_path_buf();
-    let removed: Vec<String> = ["raw", "stage.json", "quarantine.json"]
+    let removed: Vec<String> = ["raw", "meta.json", "stage.json", "quarantine.json"]
         .iter()
         .map(|ext| dir.join(format!("{stem}.{ext}")))
         .filter(|p| p.exists())

@@ -43,6 +43,10 @@ pub enum JournalCmd {
     },
     /// Frame, byte and event counts.
     Stats,
+    /// Upgrade a store an older abcd wrote (journal format 1) to this
+    /// release's format, proving every file unchanged. Any verb that opens
+    /// the store does it too; this says what it did.
+    Upgrade,
 }
 
 fn lane_journal(repo_arg: &Option<PathBuf>) -> Result<(store::Lane, PathBuf), String> {
@@ -56,6 +60,19 @@ fn lane_journal(repo_arg: &Option<PathBuf>) -> Result<(store::Lane, PathBuf), St
                 info.root_sha
             )
         })?;
+    // An older release's store is upgraded first (every verb does it); a
+    // damaged one stays as it is, so verify and repair can work on it.
+    match crate::upgrade::ensure(&lane) {
+        Ok(Some(r)) if r.events > 0 => eprintln!(
+            "abcd: upgraded this store to journal format {} ({} events, {} bodies; every file compared unchanged)",
+            abcd_journal::FORMAT_VERSION,
+            r.events,
+            r.bodies
+        ),
+        Ok(_) => {}
+        Err(e @ crate::upgrade::UpgradeError::Damaged { .. }) => eprintln!("abcd: {e}"),
+        Err(e) => return Err(e.to_string()),
+    }
     let dir = lane.journal_dir();
     Ok((lane, dir))
 }
@@ -85,13 +102,13 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
             format!(
                 "{} session={} agent={} bytes={} sha256={}{}",
                 s.stem,
-                s.lineage.session_id,
-                s.lineage.agent_id.as_deref().unwrap_or("-"),
+                s.session_id,
+                s.agent_id.as_deref().unwrap_or("-"),
                 s.bytes,
                 &s.raw_sha256[..12.min(s.raw_sha256.len())],
                 if s.adopted { " adopted" } else { "" }
             ),
-            json!({"stem": s.stem, "session_id": s.lineage.session_id, "agent_id": s.lineage.agent_id, "bytes": s.bytes, "raw_sha256": s.raw_sha256, "adopted": s.adopted}),
+            json!({"stem": s.stem, "session_id": s.session_id, "agent_id": s.agent_id, "bytes": s.bytes, "raw_sha256": s.raw_sha256, "meta_sha256": s.meta_sha256, "adopted": s.adopted}),
         ),
         Event::Restaged(r) => (
             format!(
@@ -107,15 +124,15 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
                     record_name,
                     body,
                     supersedes,
-                    meta,
                 } => (
                     format!(
-                        "stored {record_name} body_bytes={} supersedes={} retires={}",
-                        body.len(),
+                        "stored {record_name} body={} bytes={} supersedes={} retires={}",
+                        &body.sha256[..12.min(body.sha256.len())],
+                        body.bytes,
                         supersedes.len(),
                         retires.as_deref().unwrap_or("-")
                     ),
-                    json!({"outcome": "stored", "record": record_name, "session_id": meta.session_id, "agent_id": meta.agent_id, "body_bytes": body.len(), "supersedes": supersedes, "retires": retires, "extended": c.extended}),
+                    json!({"outcome": "stored", "record": record_name, "body_sha256": body.sha256, "body_bytes": body.bytes, "supersedes": supersedes, "retires": retires, "extended": c.extended}),
                 ),
                 CaptureOutcome::AlreadyStored { record_name } => (
                     format!(
@@ -134,7 +151,24 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
             format!("{} place={:?} bytes={}", d.stem, d.place, d.bytes),
             json!({"stem": d.stem, "place": format!("{:?}", d.place).to_lowercase(), "bytes": d.bytes}),
         ),
-        Event::LineageMigrated(m) => (m.record_name.clone(), json!({"record": m.record_name})),
+        Event::LineageMigrated(m) => (
+            format!(
+                "{} body={}",
+                m.record_name,
+                &m.body.sha256[..12.min(m.body.sha256.len())]
+            ),
+            json!({"record": m.record_name, "body_sha256": m.body.sha256}),
+        ),
+        Event::Forgotten(f) => (
+            format!(
+                "values={} bodies={} rewritten={} removed={}",
+                f.values.len(),
+                f.rewrites.len(),
+                f.rewritten_records.len(),
+                f.removed_records.len()
+            ),
+            json!({"values": f.values.len(), "bodies": f.rewrites.len(), "rewritten_records": f.rewritten_records, "removed_records": f.removed_records}),
+        ),
         Event::SessionNoted(n) => (n.session_id.clone(), json!({"session_id": n.session_id})),
         Event::SubagentGapSighted(g) => (
             g.hook_event_name.clone(),
@@ -215,6 +249,16 @@ pub fn run(
             if code == 0 && !faults.is_empty() {
                 code = EXIT_PROJECTION_FAULTS;
             }
+            // The bodies the events name: present and matching their digests.
+            let bodies = Journal::open_existing(&dir)
+                .ok()
+                .and_then(|j| crate::body::check(&lane, &j).ok())
+                .unwrap_or_default();
+            if code == 0 && !bodies.problems.is_empty() {
+                code = 4;
+            } else if code == 0 && bodies.forget_pending {
+                code = EXIT_PROJECTION_FAULTS;
+            }
             let damage_json = |d: &abcd_journal::Damage| {
                 json!({
                     "offset": d.offset,
@@ -247,6 +291,7 @@ pub fn run(
                     "frames_status": status_name(r.frames_status),
                     "frame_damage": r.frame_damage.as_ref().map(damage_json),
                     "unjournaled_records": unjournaled,
+                    "bodies": bodies,
                 });
                 w(out, v.to_string())?;
                 return Ok(code);
@@ -316,6 +361,14 @@ pub fn run(
                 for line in fault_lines(&faults) {
                     w(out, line)?;
                 }
+            }
+            for p in &bodies.problems {
+                w(out, format!("body {} is {} (records: {}); those records cannot be rebuilt from the journal — `abcd journal repair` names them", p.sha256, if p.problem == "missing" { "MISSING" } else { "DAMAGED (does not match its digest)" }, p.records.join(", ")))?;
+            }
+            if bodies.forget_pending {
+                w(out, format!("a `history forget` stopped after journaling and before deleting the {} body file(s) it replaced, which still hold the forgotten text: run the same forget again, or `abcd journal repair --yes`", bodies.unreferenced.len()))?;
+            } else if !bodies.unreferenced.is_empty() {
+                w(out, format!("note: {} body file(s) in bodies/ are named by no event (a capture whose append failed); `abcd journal repair --yes` deletes them", bodies.unreferenced.len()))?;
             }
             if let Some(n) = &notice {
                 w(out, n.clone())?;
@@ -451,6 +504,50 @@ pub fn run(
             }
             let faults_left = projection::read_faults(&lane);
             let unjournaled = projection::unjournaled_records(&lane);
+            // Bodies: a bad one cannot be repaired (its records are named);
+            // one no event needs is deleted with --yes.
+            let mut body_check = Journal::open_existing(&dir)
+                .ok()
+                .and_then(|j| crate::body::check(&lane, &j).ok())
+                .unwrap_or_default();
+            let mut bodies_removed = 0usize;
+            if !body_check.unreferenced.is_empty() || body_check.forget_pending {
+                if yes {
+                    let _lock = crate::fsutil::FileLock::acquire(
+                        &lane.lock_path(),
+                        crate::corpus::STORE_LOCK_TIMEOUT,
+                    )
+                    .map_err(|e| e.to_string())?;
+                    for sha in &body_check.unreferenced {
+                        if crate::body::remove(&lane, sha).map_err(|e| e.to_string())? {
+                            bodies_removed += 1;
+                        }
+                    }
+                    crate::fsutil::remove_file_if_exists(&crate::body::forget_marker(&lane))
+                        .map_err(|e| e.to_string())?;
+                    r.plan.retain(|l| !l.starts_with("nothing to do"));
+                    r.plan.push(format!(
+                        "deleted {bodies_removed} body file(s) no event names"
+                    ));
+                    body_check.unreferenced.clear();
+                    body_check.forget_pending = false;
+                } else {
+                    r.plan.retain(|l| !l.starts_with("nothing to do"));
+                    r.plan.push(format!(
+                        "delete {} body file(s) no event names",
+                        body_check.unreferenced.len()
+                    ));
+                }
+            }
+            for p in &body_check.problems {
+                r.plan.retain(|l| !l.starts_with("nothing to do"));
+                r.plan.push(format!(
+                    "cannot restore body {} ({}): records {} stay as they are in records/ and are not rebuilt from the journal",
+                    p.sha256,
+                    p.problem,
+                    p.records.join(", ")
+                ));
+            }
             let lost: Vec<serde_json::Value> = r
                 .lost
                 .iter()
@@ -492,6 +589,8 @@ pub fn run(
                         "lost": lost,
                         "set_aside_records": set_aside,
                         "unjournaled_records": unjournaled,
+                        "bodies": body_check,
+                        "bodies_removed": bodies_removed,
                     })
                     .to_string(),
                 )?;
@@ -501,7 +600,10 @@ pub fn run(
                         out,
                         format!(
                             "{}{line}",
-                            if r.applied || retried {
+                            if r.applied
+                                || retried
+                                || (yes && bodies_removed > 0 && line.starts_with("deleted"))
+                            {
                                 "done: "
                             } else {
                                 "would: "
@@ -548,6 +650,36 @@ pub fn run(
                         w(out, n)?;
                     }
                     let _ = writeln!(err, "abcd journal repair: nothing changed; re-run with --yes to apply this plan");
+                }
+            }
+            Ok(0)
+        }
+        JournalCmd::Upgrade => {
+            let home = store::abcd_home().map_err(|e| e.to_string())?;
+            let info =
+                repo::resolve_user_repo(repo_arg.as_deref(), &home).map_err(|e| e.to_string())?;
+            let Some(lane) =
+                store::Lane::open_existing(&home, &info.root_sha).map_err(|e| e.to_string())?
+            else {
+                return Err(format!(
+                    "nothing is stored for this repository ({}) yet; there is nothing to upgrade",
+                    info.root_sha
+                ));
+            };
+            let r = crate::upgrade::upgrade(&lane).map_err(|e| e.to_string())?;
+            if json_out {
+                w(
+                    out,
+                    json!({"upgraded": r.as_ref().is_some_and(|r| r.events > 0), "report": r})
+                        .to_string(),
+                )?;
+            } else {
+                match r {
+                    Some(r) if r.events > 0 => w(out, format!(
+                        "upgraded to journal format {}: {} event(s), {} body file(s), {} staging metadata file(s); {} projection file(s) compared byte for byte, all unchanged; {} non-event frame(s) not carried",
+                        abcd_journal::FORMAT_VERSION, r.events, r.bodies, r.staged_metadata, r.files_compared, r.frames_dropped
+                    ))?,
+                    _ => w(out, format!("nothing to do: this store is already in journal format {}", abcd_journal::FORMAT_VERSION))?,
                 }
             }
             Ok(0)

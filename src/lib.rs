@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the code map.
 
+pub mod body;
 pub mod capture;
 pub mod cli;
 pub mod clock;
@@ -10,6 +11,8 @@ pub mod doctor;
 pub mod drain;
 pub mod event;
 pub mod export;
+pub mod forget;
+pub mod forgotten;
 pub mod fsutil;
 pub mod fuzz;
 pub mod history;
@@ -32,3 +35,4 @@ pub mod store;
 pub mod summary;
 pub mod telemetry;
 pub mod transcript;
+pub mod upgrade;

@@ -167,6 +167,9 @@ pub enum LineageError {
     },
     #[error("{field} is present but empty; omit it instead")]
     Empty { field: &'static str },
+    /// The value is never echoed: it may be a live credential.
+    #[error("{field} has the shape of a secret (redaction rule {kind} matches it); an identifier names files and journal entries, so it is refused and nothing is written")]
+    SecretId { field: &'static str, kind: String },
     #[error("{field} contains a line break, which would forge a frontmatter field; refused")]
     LineBreak { field: &'static str },
     #[error("{field} is {len} bytes, over the {MAX_SCALAR_BYTES}-byte cap")]
@@ -188,18 +191,34 @@ pub enum LineageError {
 
 /// The lineage of one transcript: which session, which agent (none on the
 /// main thread), who spawned it and how it was placed.
+///
+/// The one definition of the lineage fields: a record's metadata, the
+/// staging view and the staging metadata blob all embed it (flattened in
+/// their JSON). Its serde form is JSON only (absent fields are skipped);
+/// the frozen schema-1 event layout is `event::v1::Lineage`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lineage {
     pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub parent_agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub agent_type: Option<String>,
     /// 0 on the main thread. On a sub-agent, 0 means the harness did not
     /// state a depth (see [`read_harness_sidecar`]).
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub spawn_depth: u32,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub spawn_tool_use_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub lineage_source: Option<LineageSource>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub spawn_attribution: Option<SpawnAttribution>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Lineage {
@@ -275,6 +294,43 @@ impl Lineage {
             }
             Some(_) => Ok(()),
         }
+    }
+}
+
+/// Identifiers the harness issues in its own shapes, which no redaction
+/// rule can take for a secret: a UUID (session ids), or `a` followed by hex
+/// (Claude Code's agent ids). Anything else is checked by the scanner.
+fn harness_id_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let hex = |c: &u8| c.is_ascii_digit() || (b'a'..=b'f').contains(c);
+    let uuid = b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                *c == b'-'
+            } else {
+                hex(c)
+            }
+        });
+    let agent = b.len() > 1 && b[0] == b'a' && b[1..].iter().all(hex);
+    uuid || agent || b.len() < 12
+}
+
+/// Refuses an identifier that redaction would change: ids are written to
+/// the journal and into file names unredacted (they key the corpus), so one
+/// that looks like a token (`ghp_…` as a session id) must never get there.
+/// The scanner is only built for ids outside the harness's own shapes.
+pub fn check_id_not_secret(field: &'static str, v: Option<&str>) -> Result<(), LineageError> {
+    let Some(v) = v.filter(|v| !harness_id_shape(v)) else {
+        return Ok(());
+    };
+    let scanner = abcd_redact::Scanner::new(abcd_redact::Identity::default(), None);
+    let findings = scanner.scan(v);
+    match findings.first() {
+        None => Ok(()),
+        Some(f) => Err(LineageError::SecretId {
+            field,
+            kind: f.kind.clone(),
+        }),
     }
 }
 
@@ -714,12 +770,14 @@ mod tests {
     }
 
     #[test]
-    fn lineage_serde_round_trips_through_bincode() {
+    fn lineage_json_round_trips_and_skips_absent_fields() {
         let mut l = subagent(Some(SpawnAttribution::Sidecar));
         l.spawn_depth = 2;
         l.parent_agent_id = Some("parent1".into());
-        let bytes = bincode::serialize(&l).unwrap();
-        assert_eq!(bincode::deserialize::<Lineage>(&bytes).unwrap(), l);
+        let bytes = serde_json::to_vec(&l).unwrap();
+        assert_eq!(serde_json::from_slice::<Lineage>(&bytes).unwrap(), l);
+        let main = serde_json::to_string(&Lineage::main_thread("s1", LineageSource::Hook)).unwrap();
+        assert_eq!(main, r#"{"session_id":"s1","lineage_source":"hook"}"#);
     }
 
     #[test]

@@ -104,7 +104,7 @@ impl Group {
         host.spawns
             .iter()
             .find(|sp| {
-                agent.meta.spawn_tool_use_id.as_deref() == Some(sp.tool_use_id.as_str())
+                agent.meta.lineage.spawn_tool_use_id.as_deref() == Some(sp.tool_use_id.as_str())
                     || sp.agent_id.as_deref() == Some(id)
             })
             .map(|sp| sp.turn)
@@ -152,8 +152,8 @@ fn group(all: Vec<Summary>) -> Vec<Group> {
 fn agent_row(s: &Summary, level: usize, placed: bool) -> AgentRow {
     AgentRow {
         agent_id: s.agent_id().unwrap_or("main").to_owned(),
-        agent_type: s.meta.agent_type.clone(),
-        spawn_depth: s.meta.spawn_depth,
+        agent_type: s.meta.lineage.agent_type.clone(),
+        spawn_depth: s.meta.lineage.spawn_depth,
         level,
         turns: s.turns,
         tokens: s.tokens,
@@ -167,7 +167,7 @@ fn agent_row(s: &Summary, level: usize, placed: bool) -> AgentRow {
 fn tree(g: &Group) -> Vec<AgentRow> {
     let agents: Vec<&Summary> = g.chosen.iter().filter(|s| s.agent_id().is_some()).collect();
     let host_of = |a: &Summary| -> Option<&Summary> {
-        match a.meta.parent_agent_id.as_deref() {
+        match a.meta.lineage.parent_agent_id.as_deref() {
             Some(p) => g.chosen.iter().find(|s| s.agent_id() == Some(p)),
             None => g.main(),
         }
@@ -216,11 +216,16 @@ fn tree(g: &Group) -> Vec<AgentRow> {
     let mut seen = BTreeSet::new();
     walk(&children, None, 1, &mut seen, &mut out);
     unplaced.sort_by(|x, y| {
-        (x.meta.spawn_depth, x.started_at.as_deref(), x.agent_id()).cmp(&(
-            y.meta.spawn_depth,
-            y.started_at.as_deref(),
-            y.agent_id(),
-        ))
+        (
+            x.meta.lineage.spawn_depth,
+            x.started_at.as_deref(),
+            x.agent_id(),
+        )
+            .cmp(&(
+                y.meta.lineage.spawn_depth,
+                y.started_at.as_deref(),
+                y.agent_id(),
+            ))
     });
     for a in unplaced {
         let id = a.agent_id().unwrap_or_default().to_owned();
@@ -274,7 +279,7 @@ pub fn sessions(corpus: &Corpus, f: &Filter) -> Result<Vec<SessionRow>, Reconstr
             if !g
                 .chosen
                 .iter()
-                .any(|s| s.meta.agent_type.as_deref() == Some(ty.as_str()))
+                .any(|s| s.meta.lineage.agent_type.as_deref() == Some(ty.as_str()))
             {
                 continue;
             }

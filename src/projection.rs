@@ -36,12 +36,15 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+use crate::body;
 use crate::clock;
-use crate::event::{self, BlobPlace, CaptureOutcome, Envelope, Event, EventError};
+use crate::event::{
+    self, BlobPlace, BodyRef, CaptureOutcome, Envelope, Event, EventError, Forgotten, ValueDigest,
+};
 use crate::fsutil::{self, FsError};
 use crate::naming;
 use crate::record::{self, RecordMeta};
-use crate::staging_view::StageSidecar;
+use crate::staging_view::{meta_path, StageSidecar, StagedMeta};
 use crate::store::Lane;
 use crate::summary::Summary;
 
@@ -91,6 +94,8 @@ pub enum ProjectionError {
     Record { path: PathBuf, why: String },
     #[error("projection checkpoint {path} is unreadable ({why}); it will be rebuilt")]
     Checkpoint { path: PathBuf, why: String },
+    #[error(transparent)]
+    Body(#[from] crate::body::BodyError),
 }
 
 impl ProjectionError {
@@ -105,10 +110,15 @@ impl ProjectionError {
             |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENAMETOOLONG | libc::EILSEQ));
         match self {
             ProjectionError::Event {
-                source: EventError::Decode(_),
+                source: EventError::Decode(_) | EventError::OlderSchema { .. },
                 ..
             } => true,
             ProjectionError::Io { source, .. } => deterministic_io(source),
+            // A body missing or not matching its digest: reported by
+            // `journal verify`, named by `journal repair`.
+            ProjectionError::Body(
+                crate::body::BodyError::Missing { .. } | crate::body::BodyError::Mismatch { .. },
+            ) => true,
             ProjectionError::Fs(FsError::Io { source, .. }) => deterministic_io(source),
             _ => false,
         }
@@ -343,15 +353,15 @@ impl<'a> Index<'a> {
 
 /// Every index entry a record has: (table, key).
 fn record_keys(meta: &RecordMeta) -> Vec<(&'static str, String)> {
-    let agent = meta.agent_id.as_deref();
+    let agent = meta.lineage.agent_id.as_deref();
     let kind = meta.source_kind.as_str();
     let mut keys = vec![
         (
             "idem",
-            idem_key(&meta.source_sha256, &meta.session_id, agent, kind),
+            idem_key(&meta.source_sha256, &meta.lineage.session_id, agent, kind),
         ),
-        ("stream", stream_key(&meta.session_id, agent, kind)),
-        ("session", key_hash(&[&meta.session_id])),
+        ("stream", stream_key(&meta.lineage.session_id, agent, kind)),
+        ("session", key_hash(&[&meta.lineage.session_id])),
     ];
     if let Some(a) = agent {
         keys.push(("agent", key_hash(&[a])));
@@ -543,6 +553,11 @@ fn ensure_dir(path: &Path) -> Result<(), ProjectionError> {
 /// the journal (see `Checkpoint::boot_id` and `sync`).
 pub struct Projector<'a> {
     lane: &'a Lane,
+    journal: &'a Journal,
+    /// Every body a forget replaced (`from` → `to`, `None` when removed),
+    /// read from the journal the first time an event names a body that is
+    /// no longer there.
+    forwards: std::cell::RefCell<Option<std::collections::HashMap<String, Option<BodyRef>>>>,
 }
 
 /// Gap state kept in the index so re-applying a sighting is idempotent.
@@ -578,8 +593,41 @@ pub struct QuarantineNote {
 }
 
 impl<'a> Projector<'a> {
-    pub fn new(lane: &'a Lane) -> Projector<'a> {
-        Projector { lane }
+    pub fn new(lane: &'a Lane, journal: &'a Journal) -> Projector<'a> {
+        Projector {
+            lane,
+            journal,
+            forwards: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// The bytes of the record file `r` names, or of the body a forget put
+    /// in its place; `None` when a forget removed the record.
+    fn body_bytes(&self, r: &BodyRef) -> Result<Option<Vec<u8>>, ProjectionError> {
+        let first = match body::read(self.lane, &r.sha256) {
+            Ok(b) => return Ok(Some(b)),
+            Err(e) if e.is_missing() => e,
+            Err(e) => return Err(e.into()),
+        };
+        if self.forwards.borrow().is_none() {
+            *self.forwards.borrow_mut() = Some(forwards(self.journal)?);
+        }
+        let map = self.forwards.borrow();
+        let map = map.as_ref().expect("loaded above");
+        let mut cur = r.sha256.clone();
+        // A chain is at most as long as the map (each forget names new bodies).
+        for _ in 0..=map.len() {
+            match map.get(&cur) {
+                Some(Some(to)) => match body::read(self.lane, &to.sha256) {
+                    Ok(b) => return Ok(Some(b)),
+                    Err(e) if e.is_missing() => cur = to.sha256.clone(),
+                    Err(e) => return Err(e.into()),
+                },
+                Some(None) => return Ok(None),
+                None => break,
+            }
+        }
+        Err(first.into())
     }
 
     fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), ProjectionError> {
@@ -615,19 +663,32 @@ impl<'a> Projector<'a> {
         match &env.event {
             Event::Staged(s) => {
                 let stem = self.disk_stem(&s.stem)?;
-                let sidecar = StageSidecar::from_staged(s);
+                // The metadata blob is gone once the entry was captured or
+                // discarded (a replay): the view then holds the ids alone,
+                // and a later event of the same replay removes it.
+                // In a replay, a quarantined entry's blob is already in
+                // quarantine/ (the Quarantined event moved it there).
+                let meta = if s.meta_sha256.is_empty() {
+                    None
+                } else {
+                    [self.lane.staging_dir(), self.lane.quarantine_dir()]
+                        .iter()
+                        .find_map(|d| StagedMeta::read(&meta_path(d, &stem), &s.meta_sha256).ok())
+                };
+                let sidecar = StageSidecar::from_staged(s, meta);
                 self.write(
                     &self.lane.staging_dir().join(format!("{stem}.stage.json")),
                     &sidecar.to_bytes(),
                 )?;
-                let key = staged_key(&s.lineage.session_id, s.lineage.agent_id.as_deref());
+                let key = staged_key(&s.session_id, s.agent_id.as_deref());
                 index.write_list("staged", &key, &[stem])?;
             }
             Event::Restaged(r) => {
                 let stem = self.disk_stem(&r.stem)?;
                 let path = self.lane.staging_dir().join(format!("{stem}.stage.json"));
                 // The sidecar written by the Staged event carries the lineage;
-                // a restage changes only the bytes, digest, source and time.
+                // a restage changes the bytes, digest and time, and the
+                // lineage and source when it wrote a new metadata blob.
                 let mut sidecar =
                     StageSidecar::read(&path).map_err(|why| ProjectionError::Record {
                         path: path.clone(),
@@ -636,20 +697,35 @@ impl<'a> Projector<'a> {
                 sidecar.raw_sha256 = r.raw_sha256.clone();
                 sidecar.bytes = r.bytes;
                 sidecar.staged_at = clock::rfc3339_nanos(r.staged_at_ns);
-                if r.source_path.is_some() {
-                    sidecar.source_path = r.source_path.clone();
+                if !r.meta_sha256.is_empty() {
+                    let dir = self.lane.staging_dir();
+                    if let Ok(m) = StagedMeta::read(&meta_path(&dir, &stem), &r.meta_sha256) {
+                        // The key (session, agent) is the stem's; it never changes.
+                        let (session, agent) = (
+                            sidecar.lineage.session_id.clone(),
+                            sidecar.lineage.agent_id.clone(),
+                        );
+                        sidecar.lineage = m.lineage;
+                        sidecar.lineage.session_id = session;
+                        sidecar.lineage.agent_id = agent;
+                        if m.source_path.is_some() {
+                            sidecar.source_path = m.source_path;
+                        }
+                    }
                 }
                 self.write(&path, &sidecar.to_bytes())?;
             }
             Event::Captured(c) => {
                 if let CaptureOutcome::Stored {
                     record_name,
-                    meta,
                     body,
                     supersedes,
                 } = &c.outcome
                 {
-                    self.store_record(&index, &naming::record_name(record_name), meta, body)?;
+                    // None: a later forget removed this record.
+                    if let Some(file) = self.body_bytes(body)? {
+                        self.store_record(&index, &naming::record_name(record_name), &file)?;
+                    }
                     for old in supersedes {
                         self.drop_record(&index, &naming::record_name(old))?;
                     }
@@ -668,32 +744,19 @@ impl<'a> Projector<'a> {
                 if d.place == BlobPlace::Staging {
                     self.retire_staged(&index, &stem)?;
                 } else {
-                    for ext in ["raw", "stage.json", "quarantine.json"] {
+                    for ext in ["raw", "meta.json", "stage.json", "quarantine.json"] {
                         self.remove(&dir.join(format!("{stem}.{ext}")))?;
                     }
                 }
             }
             Event::LineageMigrated(m) => {
                 let name = naming::record_name(&m.record_name);
-                let path = self.lane.records_dir().join(&*name);
-                let bytes = fsutil::read_private(&path, RECORD_READ_CAP).map_err(|e| {
-                    ProjectionError::Record {
-                        path: path.clone(),
-                        why: e.to_string(),
-                    }
-                })?;
-                let (old, body) = record::parse(&bytes).map_err(|e| ProjectionError::Record {
-                    path: path.clone(),
-                    why: e.to_string(),
-                })?;
-                let body = body.to_vec();
-                self.unindex_record(&index, &name, &old)?;
-                remove_summary(self.lane, &old.session_id, &name)?;
-                let rendered = record::render(&m.meta, &body);
-                self.write(&path, &rendered)?;
-                self.index_record(&index, &name, &m.meta)?;
-                write_summary(self.lane, &Summary::of(&name, &m.meta, &body))?;
+                if let Some(file) = self.body_bytes(&m.body)? {
+                    self.drop_record(&index, &name)?;
+                    self.store_record(&index, &name, &file)?;
+                }
             }
+            Event::Forgotten(f) => self.forget(&index, f)?,
             Event::SessionNoted(n) => {
                 let dir = self.lane.sessions_dir();
                 let text = format!("{}\n", clock::rfc3339_nanos(n.noted_at_ns));
@@ -756,17 +819,72 @@ impl<'a> Projector<'a> {
         Ok(())
     }
 
+    /// Writes a record file (exactly `file`, as its body holds it) and its
+    /// index entries and summary.
     fn store_record(
         &self,
         index: &Index<'_>,
         name: &str,
-        meta: &RecordMeta,
-        body: &str,
+        file: &[u8],
     ) -> Result<(), ProjectionError> {
         let path = self.lane.records_dir().join(name);
-        self.write(&path, &record::render(meta, body.as_bytes()))?;
-        self.index_record(index, name, meta)?;
-        write_summary(self.lane, &Summary::of(name, meta, body.as_bytes()))
+        let (meta, body) = record::parse(file).map_err(|e| ProjectionError::Record {
+            path: path.clone(),
+            why: format!("its body does not parse as a record: {e}"),
+        })?;
+        self.write(&path, file)?;
+        self.index_record(index, name, &meta)?;
+        write_summary(self.lane, &Summary::of(name, &meta, body))
+    }
+
+    /// Applies a forget: live records rewritten from their new bodies or
+    /// removed, the forgotten values added to the repository's set, and the
+    /// search index (which may hold the values) cleared for a rebuild.
+    fn forget(&self, index: &Index<'_>, f: &Forgotten) -> Result<(), ProjectionError> {
+        let to: std::collections::HashMap<&str, &Option<BodyRef>> = f
+            .rewrites
+            .iter()
+            .map(|r| (r.from.as_str(), &r.to))
+            .collect();
+        for name in &f.rewritten_records {
+            let name = naming::record_name(name);
+            let path = self.lane.records_dir().join(&*name);
+            let current = match fsutil::read_private(&path, RECORD_READ_CAP) {
+                Ok(b) => b,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    return Err(ProjectionError::Record {
+                        path,
+                        why: e.to_string(),
+                    })
+                }
+            };
+            // Already the new body (a replay resolved it through the
+            // forwards, or a re-application): nothing to do.
+            let Some(Some(new)) = to.get(fsutil::sha256_hex(&current).as_str()) else {
+                continue;
+            };
+            let file = body::read(self.lane, &new.sha256)?;
+            self.drop_record(index, &name)?;
+            self.store_record(index, &name, &file)?;
+        }
+        for name in &f.removed_records {
+            self.drop_record(index, &naming::record_name(name))?;
+        }
+        let mut set = read_forgotten(self.lane);
+        for v in &f.values {
+            if !set.contains(v) {
+                set.push(v.clone());
+            }
+        }
+        let mut text = serde_json::to_vec(&set).expect("forgotten set serialises");
+        text.push(b'\n');
+        self.write(&forgotten_path(self.lane), &text)?;
+        let search = self.lane.index_dir().join("search");
+        if fs::symlink_metadata(&search).is_ok() {
+            abcd_fsio::remove_tree(&search)?;
+        }
+        Ok(())
     }
 
     fn index_record(
@@ -808,7 +926,7 @@ impl<'a> Projector<'a> {
         };
         if let Ok((meta, _)) = record::parse(&bytes) {
             self.unindex_record(index, name, &meta)?;
-            remove_summary(self.lane, &meta.session_id, name)?;
+            remove_summary(self.lane, &meta.lineage.session_id, name)?;
         }
         self.remove(&path)?;
         Ok(())
@@ -818,11 +936,12 @@ impl<'a> Projector<'a> {
     fn retire_staged(&self, index: &Index<'_>, stem: &str) -> Result<(), ProjectionError> {
         let dir = self.lane.staging_dir();
         let sidecar_path = dir.join(format!("{stem}.stage.json"));
-        if let Ok(sc) = StageSidecar::read(&sidecar_path) {
-            let key = staged_key(&sc.session_id, sc.agent_id.as_deref());
+        if let Some((session, agent, _)) = StageSidecar::read_key(&sidecar_path) {
+            let key = staged_key(&session, agent.as_deref());
             index.list_remove("staged", &key, stem)?;
         }
         self.remove(&dir.join(format!("{stem}.raw")))?;
+        self.remove(&meta_path(&dir, stem))?;
         self.remove(&sidecar_path)?;
         Ok(())
     }
@@ -833,16 +952,14 @@ impl<'a> Projector<'a> {
         let stem = self.disk_stem(&q.stem)?;
         let sidecar_from = staging.join(format!("{stem}.stage.json"));
         let sidecar_to = quarantine.join(format!("{stem}.stage.json"));
-        let sidecar =
-            StageSidecar::read(&sidecar_from).or_else(|_| StageSidecar::read(&sidecar_to));
-        let (session_id, agent_id, staged_at) = match &sidecar {
-            Ok(sc) => (
-                sc.session_id.clone(),
-                sc.agent_id.clone(),
-                sc.staged_at.clone(),
-            ),
-            Err(_) => (String::new(), None, String::new()),
+        let from = if sidecar_from.exists() {
+            &sidecar_from
+        } else {
+            &sidecar_to
         };
+        let sidecar = fsutil::read_private(from, SMALL_FILE_CAP);
+        let (session_id, agent_id, staged_at) =
+            StageSidecar::read_key(from).unwrap_or((String::new(), None, String::new()));
         let note = QuarantineNote {
             schema: 1,
             session_id: session_id.clone(),
@@ -865,8 +982,13 @@ impl<'a> Projector<'a> {
         if blob_from.exists() {
             fsutil::rename(&blob_from, &blob_to)?;
         }
-        if let Ok(sc) = &sidecar {
-            self.write(&sidecar_to, &sc.to_bytes())?;
+        let meta_from = meta_path(&staging, &stem);
+        if meta_from.exists() {
+            fsutil::rename(&meta_from, &meta_path(&quarantine, &stem))?;
+        }
+        // The view moves as it is (its bytes, not a re-rendering).
+        if let Ok(bytes) = &sidecar {
+            self.write(&sidecar_to, bytes)?;
         }
         self.remove(&sidecar_from)?;
         if !session_id.is_empty() {
@@ -878,6 +1000,40 @@ impl<'a> Projector<'a> {
         }
         Ok(())
     }
+}
+
+/// Every body a forget replaced, from the journal's `Forgotten` events.
+fn forwards(
+    journal: &Journal,
+) -> Result<std::collections::HashMap<String, Option<BodyRef>>, ProjectionError> {
+    let mut map = std::collections::HashMap::new();
+    for frame in journal.read_from(&journal.start())? {
+        let frame = frame?;
+        if frame.kind != abcd_journal::FrameKind::Event {
+            continue;
+        }
+        if let Ok(env) = event::decode(&frame.payload) {
+            if let Event::Forgotten(f) = env.event {
+                for r in f.rewrites {
+                    map.insert(r.from, r.to);
+                }
+            }
+        }
+    }
+    Ok(map)
+}
+
+fn forgotten_path(lane: &Lane) -> PathBuf {
+    lane.index_dir().join("forgotten.json")
+}
+
+/// The repository's forgotten values, by digest (`index/forgotten.json`, a
+/// projection of the `Forgotten` events): every later capture redacts them.
+pub fn read_forgotten(lane: &Lane) -> Vec<ValueDigest> {
+    fsutil::read_private(&forgotten_path(lane), SMALL_FILE_CAP)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
 }
 
 /// After this many events past the last synced checkpoint, a catch-up syncs
@@ -1070,7 +1226,7 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         head_seq: start.seq,
         ..CatchUp::default()
     };
-    let mut last = match apply_frames(lane, iter, &mut out, Pass::CatchUp) {
+    let mut last = match apply_frames(lane, journal, iter, &mut out, Pass::CatchUp) {
         Ok(last) => last,
         // A projection file an event builds on is damaged or was removed by
         // hand: the journal still knows the truth.
@@ -1111,11 +1267,12 @@ enum Pass {
 /// checkpoint moves, so the next run retries it.
 fn apply_frames(
     lane: &Lane,
+    journal: &Journal,
     frames: abcd_journal::FrameIter,
     out: &mut CatchUp,
     pass: Pass,
 ) -> Result<Option<Position>, ProjectionError> {
-    let projector = Projector::new(lane);
+    let projector = Projector::new(lane, journal);
     let mut last = None;
     for frame in frames {
         let frame = frame?;
@@ -1186,7 +1343,13 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
         ..CatchUp::default()
     };
     let start = journal.start();
-    let last = apply_frames(lane, journal.read_from(&start)?, &mut out, Pass::Rebuild)?;
+    let last = apply_frames(
+        lane,
+        journal,
+        journal.read_from(&start)?,
+        &mut out,
+        Pass::Rebuild,
+    )?;
     out.set_aside = reconcile_set_aside(lane, &before)?;
     write_checkpoint(lane, &last.unwrap_or(start))?;
     sync(lane)?;

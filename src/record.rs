@@ -70,7 +70,6 @@ fn bad(key: &'static str, value: &str, why: impl Into<String>) -> RecordError {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordMeta {
     pub schema: u32,
-    pub session_id: String,
     pub root_commit: String,
     /// Capture time; 0 when an old record had no `captured_at`.
     pub captured_at_ns: u64,
@@ -81,14 +80,9 @@ pub struct RecordMeta {
     pub source_sha256: String,
     pub redacted_secrets: u64,
     pub redacted_home_paths: u64,
-    pub agent_id: Option<String>,
-    pub parent_agent_id: Option<String>,
-    pub agent_type: Option<String>,
-    pub spawn_tool_use_id: Option<String>,
-    pub lineage_source: Option<LineageSource>,
-    pub spawn_attribution: Option<SpawnAttribution>,
+    #[serde(flatten)]
+    pub lineage: Lineage,
     pub adopted_project: Option<String>,
-    pub spawn_depth: u32,
     pub context_stamps: Vec<String>,
 }
 
@@ -100,9 +94,8 @@ impl RecordMeta {
         captured_at_ns: u64,
         source_sha256: &str,
     ) -> Self {
-        let mut m = RecordMeta {
+        RecordMeta {
             schema: SCHEMA_LINEAGE,
-            session_id: String::new(),
             root_commit: root_commit.to_string(),
             captured_at_ns,
             source_kind: KIND_NATIVE.to_string(),
@@ -110,55 +103,21 @@ impl RecordMeta {
             source_sha256: source_sha256.to_string(),
             redacted_secrets: 0,
             redacted_home_paths: 0,
-            agent_id: None,
-            parent_agent_id: None,
-            agent_type: None,
-            spawn_tool_use_id: None,
-            lineage_source: None,
-            spawn_attribution: None,
+            lineage: lineage.clone(),
             adopted_project: None,
-            spawn_depth: 0,
             context_stamps: Vec::new(),
-        };
-        m.set_lineage(lineage);
-        m
-    }
-
-    /// The lineage fields as a [`Lineage`].
-    pub fn lineage(&self) -> Lineage {
-        Lineage {
-            session_id: self.session_id.clone(),
-            agent_id: self.agent_id.clone(),
-            parent_agent_id: self.parent_agent_id.clone(),
-            agent_type: self.agent_type.clone(),
-            spawn_depth: self.spawn_depth,
-            spawn_tool_use_id: self.spawn_tool_use_id.clone(),
-            lineage_source: self.lineage_source,
-            spawn_attribution: self.spawn_attribution,
         }
     }
 
-    /// Overwrites the lineage fields (and the session id) from `l`.
-    pub fn set_lineage(&mut self, l: &Lineage) {
-        self.session_id = l.session_id.clone();
-        self.agent_id = l.agent_id.clone();
-        self.parent_agent_id = l.parent_agent_id.clone();
-        self.agent_type = l.agent_type.clone();
-        self.spawn_depth = l.spawn_depth;
-        self.spawn_tool_use_id = l.spawn_tool_use_id.clone();
-        self.lineage_source = l.lineage_source;
-        self.spawn_attribution = l.spawn_attribution;
-    }
-
     pub fn is_main_thread(&self) -> bool {
-        self.agent_id.is_none()
+        self.lineage.agent_id.is_none()
     }
 
     /// Checks everything a record must satisfy before it is written: the
     /// lineage rules, the root SHA and source hash shapes, the labels, and
     /// that no scalar can break out of its frontmatter line.
     pub fn validate(&self) -> Result<(), RecordError> {
-        self.lineage().validate()?;
+        self.lineage.validate()?;
         validate_root_sha(&self.root_commit)
             .map_err(|e| bad("root_commit", &self.root_commit, e.to_string()))?;
         if !is_sha256_hex(&self.source_sha256) {
@@ -261,7 +220,7 @@ pub fn render(meta: &RecordMeta, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 512);
     out.extend_from_slice(OPEN_FENCE);
     line(&mut out, "schema", &meta.schema.to_string());
-    line(&mut out, "session_id", &meta.session_id);
+    line(&mut out, "session_id", &meta.lineage.session_id);
     line(&mut out, "root_commit", &meta.root_commit);
     line(&mut out, "captured_at", &rfc3339_nanos(meta.captured_at_ns));
     line(&mut out, "source_kind", &meta.source_kind);
@@ -277,27 +236,35 @@ pub fn render(meta: &RecordMeta, body: &[u8]) -> Vec<u8> {
         "redacted_home_paths",
         &meta.redacted_home_paths.to_string(),
     );
-    opt(&mut out, "agent_id", meta.agent_id.as_deref());
-    opt(&mut out, "parent_agent_id", meta.parent_agent_id.as_deref());
-    opt(&mut out, "agent_type", meta.agent_type.as_deref());
+    opt(&mut out, "agent_id", meta.lineage.agent_id.as_deref());
+    opt(
+        &mut out,
+        "parent_agent_id",
+        meta.lineage.parent_agent_id.as_deref(),
+    );
+    opt(&mut out, "agent_type", meta.lineage.agent_type.as_deref());
     opt(
         &mut out,
         "spawn_tool_use_id",
-        meta.spawn_tool_use_id.as_deref(),
+        meta.lineage.spawn_tool_use_id.as_deref(),
     );
     opt(
         &mut out,
         "lineage_source",
-        meta.lineage_source.map(LineageSource::as_str),
+        meta.lineage.lineage_source.map(LineageSource::as_str),
     );
     opt(
         &mut out,
         "spawn_attribution",
-        meta.spawn_attribution.map(SpawnAttribution::as_str),
+        meta.lineage.spawn_attribution.map(SpawnAttribution::as_str),
     );
     opt(&mut out, "adopted_project", meta.adopted_project.as_deref());
-    if meta.spawn_depth > 0 {
-        line(&mut out, "spawn_depth", &meta.spawn_depth.to_string());
+    if meta.lineage.spawn_depth > 0 {
+        line(
+            &mut out,
+            "spawn_depth",
+            &meta.lineage.spawn_depth.to_string(),
+        );
     }
     if !meta.context_stamps.is_empty() {
         line(&mut out, "context_stamps", &meta.context_stamps.join(","));
@@ -404,7 +371,6 @@ pub fn parse(bytes: &[u8]) -> Result<(RecordMeta, &[u8]), RecordError> {
             .schema
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(SCHEMA_LEGACY),
-        session_id,
         root_commit,
         captured_at_ns,
         source_kind,
@@ -412,14 +378,17 @@ pub fn parse(bytes: &[u8]) -> Result<(RecordMeta, &[u8]), RecordError> {
         source_sha256,
         redacted_secrets: lenient(f.redacted_secrets),
         redacted_home_paths: lenient(f.redacted_home_paths),
-        agent_id: own(f.agent_id),
-        parent_agent_id: own(f.parent_agent_id),
-        agent_type: own(f.agent_type),
-        spawn_tool_use_id: own(f.spawn_tool_use_id),
-        lineage_source,
-        spawn_attribution,
+        lineage: Lineage {
+            session_id,
+            agent_id: own(f.agent_id),
+            parent_agent_id: own(f.parent_agent_id),
+            agent_type: own(f.agent_type),
+            spawn_depth: u32::try_from(lenient(f.spawn_depth)).unwrap_or(0),
+            spawn_tool_use_id: own(f.spawn_tool_use_id),
+            lineage_source,
+            spawn_attribution,
+        },
         adopted_project: own(f.adopted_project),
-        spawn_depth: u32::try_from(lenient(f.spawn_depth)).unwrap_or(0),
         context_stamps: f
             .context_stamps
             .map(|v| {
@@ -558,7 +527,7 @@ mod tests {
         let bytes = render(&m, b"{\"a\":1}\n{\"b\":2}");
         let (back, body) = parse(&bytes).unwrap();
         assert_eq!(back, m);
-        assert_eq!(back.lineage(), m.lineage());
+        assert_eq!(back.lineage, m.lineage);
         assert_eq!(body, b"{\"a\":1}\n{\"b\":2}\n");
         let text = String::from_utf8(bytes).unwrap();
         let expected_head = "---\nschema: 2\nsession_id: 8d1a1f9e-b38c-41fa-952a-5288179b5626\n\
@@ -595,8 +564,8 @@ mod tests {
         let (m, body) = parse(legacy.as_bytes()).unwrap();
         assert_eq!(m.schema, 1);
         assert!(m.is_main_thread());
-        assert_eq!(m.lineage().spawn_attribution, None);
-        assert_eq!(m.session_id, "5a9221e2--agent-acf07c33");
+        assert_eq!(m.lineage.spawn_attribution, None);
+        assert_eq!(m.lineage.session_id, "5a9221e2--agent-acf07c33");
         assert_eq!(m.captured_at_ns, T);
         assert_eq!(
             (m.source_kind.as_str(), m.source_tool.as_deref()),
@@ -694,14 +663,14 @@ mod tests {
             "---\nnoise line\n\nsession_id: s\nroot_commit: {ROOT}\nsource_sha256: {SRC}\nunknown: x\n---\n---\nmore\n---\n"
         );
         let (m, body) = parse(rec.as_bytes()).unwrap();
-        assert_eq!(m.session_id, "s");
+        assert_eq!(m.lineage.session_id, "s");
         assert_eq!(body, b"---\nmore\n---\n");
     }
 
     #[test]
     fn validate_catches_what_render_must_not_write() {
         let mut m = subagent_meta();
-        m.agent_type = Some("x\nsession_id: forged".into());
+        m.lineage.agent_type = Some("x\nsession_id: forged".into());
         assert!(matches!(m.validate(), Err(RecordError::Lineage(_))));
         let mut m = subagent_meta();
         m.source_tool = Some("host".into());
@@ -718,7 +687,7 @@ mod tests {
         let mut m = subagent_meta();
         m.adopted_project = Some("p\nagent_id: forged".into());
         let (back, _) = parse(&render(&m, b"")).unwrap();
-        assert_eq!(back.agent_id, subagent_meta().agent_id);
+        assert_eq!(back.lineage.agent_id, subagent_meta().lineage.agent_id);
         assert_eq!(back.adopted_project.as_deref(), Some("p agent_id: forged"));
     }
 

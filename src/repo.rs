@@ -37,7 +37,7 @@ const GIT_FILE_CAP: u64 = 8 * 1024;
 const MAX_WALK_DEPTH: usize = 256;
 /// First line of a cache entry; bump when the layout changes so old entries
 /// are simply re-resolved.
-const CACHE_MAGIC: &str = "abcd-root-cache 1";
+const CACHE_MAGIC: &str = "abcd-root-cache 2";
 
 /// A resolved repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,26 +225,31 @@ fn cache_path(home: &Path, common_dir: &Path) -> PathBuf {
 }
 
 /// Cache entry layout: magic line, `<dev>:<ino>` of the common dir, the
-/// root SHA, then the common dir path bytes to the end of the file (a path
-/// may itself contain a newline, so it goes last).
+/// root SHA, then the SHA-256 of the common dir path bytes — never the path
+/// itself: a path a user typed may hold a secret, and nothing under
+/// `ABCD_HOME` outside staging keeps text that did not pass redaction. The
+/// file name is a digest of the path too. Version 1 entries (the path in
+/// clear) read as misses and are rewritten.
 fn render_cache(common_dir: &Path, ident: (u64, u64), sha: &str) -> Vec<u8> {
-    let mut out = format!("{CACHE_MAGIC}\n{}:{}\n{sha}\n", ident.0, ident.1).into_bytes();
-    out.extend_from_slice(common_dir.as_os_str().as_encoded_bytes());
-    out
+    format!(
+        "{CACHE_MAGIC}\n{}:{}\n{sha}\n{}\n",
+        ident.0,
+        ident.1,
+        crate::fsutil::sha256_hex(common_dir.as_os_str().as_encoded_bytes())
+    )
+    .into_bytes()
 }
 
 fn read_cache(file: &Path, common_dir: &Path, ident: (u64, u64)) -> Option<String> {
     let bytes = crate::fsutil::read_private(file, GIT_FILE_CAP).ok()?;
-    let mut parts = bytes.splitn(4, |&b| b == b'\n');
-    let magic = parts.next()?;
-    let id = parts.next()?;
-    let sha = std::str::from_utf8(parts.next()?).ok()?;
-    let path = parts.next()?;
-    let valid = magic == CACHE_MAGIC.as_bytes()
-        && id == format!("{}:{}", ident.0, ident.1).as_bytes()
-        && path == common_dir.as_os_str().as_encoded_bytes()
-        && validate_root_sha(sha).is_ok();
-    valid.then(|| sha.to_string())
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let mut parts = text.split('\n');
+    let sha = match (parts.next(), parts.next(), parts.next()) {
+        (Some(CACHE_MAGIC), Some(_), Some(sha)) => sha,
+        _ => return None,
+    };
+    (validate_root_sha(sha).is_ok() && bytes == render_cache(common_dir, ident, sha))
+        .then(|| sha.to_string())
 }
 
 fn write_cache(

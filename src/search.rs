@@ -229,7 +229,7 @@ pub fn sync(corpus: &Corpus) -> Result<Synced, SearchError> {
                     s.file,
                     s.session_id(),
                     s.agent_id(),
-                    s.meta.agent_type,
+                    s.meta.lineage.agent_type,
                     d.role,
                     d.tool,
                     d.turn as i64,

@@ -36,6 +36,7 @@ use crate::fsutil::{self, FsError};
 use crate::lineage::Lineage;
 use crate::projection::idem_key;
 pub use crate::staging_view::{blob_stem, parse_blob_stem, StageSidecar, RAW_CAP, STAGED_TTL_NS};
+use crate::staging_view::{meta_path, StagedMeta};
 
 #[derive(Debug, Error)]
 pub enum StageError {
@@ -166,10 +167,18 @@ pub fn stage(
 }
 
 fn check_input(lineage: &Lineage, source_path: Option<&str>) -> Result<(), StageError> {
-    lineage.validate().map_err(|e| StageError::Invalid {
+    let invalid = |e: crate::lineage::LineageError| StageError::Invalid {
         session_id: lineage.session_id.clone(),
         why: e.to_string(),
-    })?;
+    };
+    lineage.validate().map_err(invalid)?;
+    // Never echo an id that looks like a secret.
+    let secret = |e: crate::lineage::LineageError| StageError::Invalid {
+        session_id: "(withheld)".into(),
+        why: e.to_string(),
+    };
+    crate::lineage::check_id_not_secret("session_id", Some(&lineage.session_id)).map_err(secret)?;
+    crate::lineage::check_id_not_secret("agent_id", lineage.agent_id.as_deref()).map_err(secret)?;
     source_path.map_or(Ok(()), |p| check_source(&lineage.session_id, p))
 }
 
@@ -586,6 +595,7 @@ fn stage_locked(
         if sc.raw_sha256 == sha {
             return Ok(StageOutcome::Unchanged { stem, bytes });
         }
+        let meta_sha256 = write_meta(&staging, &stem, lineage, source_path)?;
         let blob = staging.join(format!("{stem}.raw"));
         rename_into_place(tmp, &blob)?;
         locked.append(&Event::Restaged(Restaged {
@@ -594,7 +604,7 @@ fn stage_locked(
             bytes,
             replaced_sha256: sc.raw_sha256.clone(),
             replaced_bytes: sc.bytes,
-            source_path: source_path.map(str::to_owned),
+            meta_sha256,
             staged_at_ns: now,
             adopted: false,
         }))?;
@@ -618,17 +628,39 @@ fn stage_locked(
         at += 1;
         stem = blob_stem(at, &lineage.session_id, agent);
     }
+    // The metadata first: a blob orphaned by a crash finds it for adoption.
+    let meta_sha256 = write_meta(&staging, &stem, lineage, source_path)?;
     rename_into_place(tmp, &staging.join(format!("{stem}.raw")))?;
     locked.append(&Event::Staged(Staged {
         stem: stem.clone(),
         raw_sha256: sha.to_owned(),
         bytes,
-        lineage: lineage.clone(),
-        source_path: source_path.map(str::to_owned),
+        session_id: lineage.session_id.clone(),
+        agent_id: lineage.agent_id.clone(),
+        meta_sha256,
         staged_at_ns: at,
         adopted: false,
     }))?;
     Ok(StageOutcome::Staged { stem, bytes })
+}
+
+/// Writes the staging metadata blob (`<stem>.meta.json`: everything the
+/// harness supplied beside the bytes) and returns its digest. Not synced,
+/// like the raw blob: after a power loss the drain still has the ids (in
+/// the event) and re-reads the harness's own files.
+fn write_meta(
+    staging: &Path,
+    stem: &str,
+    lineage: &Lineage,
+    source_path: Option<&str>,
+) -> Result<String, StageError> {
+    let meta = StagedMeta {
+        lineage: lineage.clone(),
+        source_path: source_path.map(str::to_owned),
+    };
+    let bytes = meta.to_bytes();
+    fsutil::write_atomic(&meta_path(staging, stem), &bytes, false).map_err(CorpusError::from)?;
+    Ok(fsutil::sha256_hex(&bytes))
 }
 
 /// A fresh temporary blob name in `dir` (`abcd_fsio::temp_path`: pid +
@@ -719,7 +751,7 @@ pub fn list_quarantined(corpus: &Corpus) -> Result<Vec<QuarantinedEntry>, StageE
             (Some(n), _, _) if !n.session_id.is_empty() => {
                 (n.session_id.clone(), n.agent_id.clone())
             }
-            (_, Some(sc), _) => (sc.session_id.clone(), sc.agent_id.clone()),
+            (_, Some(sc), _) => (sc.lineage.session_id.clone(), sc.lineage.agent_id.clone()),
             (_, _, Some((s, a))) => (s, a),
             _ => (String::new(), None),
         };
@@ -798,9 +830,9 @@ pub fn list_dir(dir: &Path, now_ns: u64) -> Result<Vec<StagedEntry>, StageError>
                 let at = sc.staged_at_ns();
                 StagedEntry {
                     path: blob.display().to_string(),
-                    session_id: sc.session_id.clone(),
-                    agent_id: sc.agent_id.clone(),
-                    agent_type: sc.agent_type.clone(),
+                    session_id: sc.lineage.session_id.clone(),
+                    agent_id: sc.lineage.agent_id.clone(),
+                    agent_type: sc.lineage.agent_type.clone(),
                     bytes,
                     staged_at: sc.staged_at.clone(),
                     staged_at_ns: at,

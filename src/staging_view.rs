@@ -22,25 +22,47 @@ pub const RAW_CAP: u64 = 64 << 20;
 /// notice, never deleted by age.
 pub const STAGED_TTL_NS: u64 = 7 * 24 * 3600 * 1_000_000_000;
 
-/// The staging view of one entry (`staging/<stem>.stage.json`).
+/// What the harness supplied beside the transcript bytes, kept as the 0600
+/// staging blob `staging/<stem>.meta.json` and named in `Staged` by its
+/// digest: the lineage scalars and the transcript's path. It reaches the journal only through redaction (the record a
+/// `Captured` event names); `history discard` deletes it with the blob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedMeta {
+    #[serde(flatten)]
+    pub lineage: Lineage,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub source_path: Option<String>,
+}
+
+impl StagedMeta {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec(self).expect("staged metadata serialises");
+        v.push(b'\n');
+        v
+    }
+
+    /// Reads `path` and proves it against `sha256` (empty: not checked).
+    pub fn read(path: &Path, sha256: &str) -> Result<StagedMeta, String> {
+        let bytes = fsutil::read_private(path, SMALL_FILE_CAP).map_err(|e| e.to_string())?;
+        if !sha256.is_empty() && fsutil::sha256_hex(&bytes) != sha256 {
+            return Err("the staging metadata does not match the digest its event names".into());
+        }
+        serde_json::from_slice(&bytes).map_err(|e| format!("not staging metadata: {e}"))
+    }
+}
+
+/// The metadata blob of a stem.
+pub fn meta_path(dir: &Path, stem: &str) -> std::path::PathBuf {
+    dir.join(format!("{stem}.meta.json"))
+}
+
+/// The staging view of one entry (`staging/<stem>.stage.json`): the staged
+/// event and its metadata blob in one file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageSidecar {
     pub schema: u32,
-    pub session_id: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub agent_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub parent_agent_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub agent_type: Option<String>,
-    #[serde(skip_serializing_if = "is_zero", default)]
-    pub spawn_depth: u32,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub spawn_tool_use_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub lineage_source: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub spawn_attribution: Option<String>,
+    #[serde(flatten)]
+    pub lineage: Lineage,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub source_path: Option<String>,
     pub staged_at: String,
@@ -53,24 +75,32 @@ pub struct StageSidecar {
     pub adopted: bool,
 }
 
-fn is_zero(v: &u32) -> bool {
-    *v == 0
-}
-
 impl StageSidecar {
-    pub fn from_staged(s: &Staged) -> StageSidecar {
-        let l = &s.lineage;
+    /// The view of a `Staged` event and the metadata blob it names (`None`
+    /// when the blob is gone: the ids alone).
+    pub fn from_staged(s: &Staged, meta: Option<StagedMeta>) -> StageSidecar {
+        // Without its metadata (discarded, retired, or lost to a power
+        // loss before it reached the disk) the entry is what its ids say:
+        // a sub-agent whose spawn point nobody stated.
+        let (mut lineage, source_path) = match meta {
+            Some(m) => (m.lineage, m.source_path),
+            None => (
+                Lineage {
+                    spawn_attribution: s
+                        .agent_id
+                        .as_ref()
+                        .map(|_| crate::lineage::SpawnAttribution::Unattributed),
+                    ..Lineage::default()
+                },
+                None,
+            ),
+        };
+        lineage.session_id = s.session_id.clone();
+        lineage.agent_id = s.agent_id.clone();
         StageSidecar {
             schema: 1,
-            session_id: l.session_id.clone(),
-            agent_id: l.agent_id.clone(),
-            parent_agent_id: l.parent_agent_id.clone(),
-            agent_type: l.agent_type.clone(),
-            spawn_depth: l.spawn_depth,
-            spawn_tool_use_id: l.spawn_tool_use_id.clone(),
-            lineage_source: l.lineage_source.map(|x| x.as_str().to_owned()),
-            spawn_attribution: l.spawn_attribution.map(|x| x.as_str().to_owned()),
-            source_path: s.source_path.clone(),
+            lineage,
+            source_path,
             staged_at: clock::rfc3339_nanos(s.staged_at_ns),
             raw_sha256: s.raw_sha256.clone(),
             bytes: s.bytes,
@@ -103,28 +133,24 @@ impl StageSidecar {
         }
         // A sidecar is a projection of a journaled event: ids as long as an
         // older abcd accepted are read back (new input was checked strictly).
-        sc.lineage().validate_stored().map_err(|e| e.to_string())?;
+        sc.lineage.validate_stored().map_err(|e| e.to_string())?;
         Ok(sc)
     }
 
-    pub fn lineage(&self) -> Lineage {
-        use crate::lineage::{LineageSource, SpawnAttribution};
-        Lineage {
-            session_id: self.session_id.clone(),
-            agent_id: self.agent_id.clone(),
-            parent_agent_id: self.parent_agent_id.clone(),
-            agent_type: self.agent_type.clone(),
-            spawn_depth: self.spawn_depth,
-            spawn_tool_use_id: self.spawn_tool_use_id.clone(),
-            lineage_source: self
-                .lineage_source
-                .as_deref()
-                .and_then(LineageSource::parse),
-            spawn_attribution: self
-                .spawn_attribution
-                .as_deref()
-                .and_then(SpawnAttribution::parse),
+    /// The key (session, agent) and staging time of a sidecar, read without
+    /// the lineage rules: what the projection needs to retire or move it.
+    pub fn read_key(path: &Path) -> Option<(String, Option<String>, String)> {
+        #[derive(Deserialize)]
+        struct Key {
+            session_id: String,
+            #[serde(default)]
+            agent_id: Option<String>,
+            #[serde(default)]
+            staged_at: String,
         }
+        let bytes = fsutil::read_private(path, SMALL_FILE_CAP).ok()?;
+        let k: Key = serde_json::from_slice(&bytes).ok()?;
+        Some((k.session_id, k.agent_id, k.staged_at))
     }
 
     pub fn staged_at_ns(&self) -> u64 {

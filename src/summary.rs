@@ -142,8 +142,8 @@ impl Summary {
             }
         }
         let tokens = telemetry::count(&[ThreadInput {
-            agent_id: meta.agent_id.as_deref(),
-            agent_type: meta.agent_type.as_deref(),
+            agent_id: meta.lineage.agent_id.as_deref(),
+            agent_type: meta.lineage.agent_type.as_deref(),
             lines: &p.lines,
         }])
         .tokens
@@ -170,10 +170,10 @@ impl Summary {
     }
 
     pub fn session_id(&self) -> &str {
-        &self.meta.session_id
+        &self.meta.lineage.session_id
     }
     pub fn agent_id(&self) -> Option<&str> {
-        self.meta.agent_id.as_deref()
+        self.meta.lineage.agent_id.as_deref()
     }
 
     /// One JSON line (no newline).

@@ -272,8 +272,8 @@ fn discard_refuses_anything_but_a_bare_staged_filename() {
     let out = env.json(&["history", "discard", &format!("{stem}.raw"), "--yes"]);
     assert_eq!(
         out["removed"].as_array().unwrap().len(),
-        2,
-        "blob and sidecar"
+        3,
+        "blob, metadata blob and sidecar"
     );
     assert!(env.staged()["staged"].as_array().unwrap().is_empty());
 }

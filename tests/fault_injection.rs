@@ -216,9 +216,10 @@ fn check_after(env: &Env, s: &Scenario, fault: &str, run: &Run, before: &BTreeSe
     assert_eq!(
         d.status.code(),
         Some(0),
-        "{ctx}: the next drain must work\nfault run stderr: {}\ndrain stderr: {}",
+        "{ctx}: the next drain must work\nfault run stderr: {}\ndrain stderr: {}\ndrain stdout: {}",
         run.stderr,
-        stderr(&d)
+        stderr(&d),
+        String::from_utf8_lossy(&d.stdout)
     );
     let v = env.abcd(&["journal", "verify"]);
     // A repair run killed or failed midway can leave the damage it was

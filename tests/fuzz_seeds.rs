@@ -6,10 +6,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use abcd::event::{
-    self, CaptureOutcome, Captured, Event, GapSighted, SessionNoted, Staged, StagedRef,
+    self, BodyRef, CaptureOutcome, Captured, Event, Forgotten, GapSighted, Rewrite, SessionNoted,
+    Staged, StagedRef,
 };
 use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
-use abcd::record::RecordMeta;
 
 fn corpus(target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,27 +28,24 @@ fn seeds_events() -> Vec<Vec<u8>> {
         lineage_source: Some(LineageSource::Hook),
         spawn_attribution: Some(SpawnAttribution::Sidecar),
     };
-    let meta = RecordMeta::native(
-        &lin,
-        &"a".repeat(40),
-        1_700_000_000_000_000_000,
-        &"b".repeat(64),
-    );
     let events = [
         Event::Staged(Staged {
             stem: "20260101T000000.000000000Z-s1-agent-a1".into(),
             raw_sha256: "c".repeat(64),
             bytes: 10,
-            lineage: lin.clone(),
-            source_path: Some("/tmp/agent-a1.jsonl".into()),
+            session_id: lin.session_id.clone(),
+            agent_id: lin.agent_id.clone(),
+            meta_sha256: "e".repeat(64),
             staged_at_ns: 1,
             adopted: false,
         }),
         Event::Captured(Box::new(Captured {
             outcome: CaptureOutcome::Stored {
                 record_name: "r.md".into(),
-                meta: Box::new(meta),
-                body: "{\"type\":\"user\"}\n".into(),
+                body: BodyRef {
+                    sha256: "f".repeat(64),
+                    bytes: 100,
+                },
                 supersedes: vec!["old.md".into()],
             },
             retires: Some(StagedRef {
@@ -56,6 +53,16 @@ fn seeds_events() -> Vec<Vec<u8>> {
                 raw_sha256: "d".repeat(64),
             }),
             extended: true,
+        })),
+        Event::Forgotten(Box::new(Forgotten {
+            values: abcd::forget::digests("a value to forget"),
+            rewrites: vec![Rewrite {
+                from: "f".repeat(64),
+                to: None,
+            }],
+            rewritten_records: vec![],
+            removed_records: vec!["r.md".into()],
+            forgotten_at_ns: 7,
         })),
         Event::SessionNoted(SessionNoted {
             session_id: "s1".into(),

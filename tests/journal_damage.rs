@@ -184,8 +184,22 @@ fn true_torn_tails_stay_torn_and_the_next_hook_cuts_them() {
     for case in ["cut mid-frame", "zero sector", "zero trailer"] {
         let s = store();
         let env = &s.env;
-        let (off, _, _, _) = s.last;
-        let mut b = s.bytes.clone();
+        // Events carry digests, not bodies: a forget of many values makes a
+        // last frame that spans whole sectors.
+        let mut args = vec!["history", "forget", "--yes"];
+        let values: Vec<String> = (0..40)
+            .map(|i| format!("never-seen-value-{i:04}"))
+            .collect();
+        for v in &values {
+            args.extend(["--value", v.as_str()]);
+        }
+        let out = env.abcd(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let last = dump(env).last().unwrap().clone();
+        assert_eq!(last["event"], "forgotten", "{last}");
+        let off = last["offset"].as_u64().unwrap() as usize;
+        let bytes = fs::read(&s.journal).unwrap();
+        let mut b = bytes.clone();
         let sector = off.div_ceil(512) * 512;
         assert!(
             sector + 512 < b.len() - 8,

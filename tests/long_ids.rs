@@ -149,6 +149,43 @@ fn append_raw(env: &Env, payloads: &[Vec<u8>]) {
     }
 }
 
+/// The lane of `env`, for writing what the events name (bodies, metadata).
+fn lane(env: &Env) -> abcd::store::Lane {
+    abcd::store::Lane::open(&env.abcd_home, &env.root_sha()).unwrap()
+}
+
+/// A `Staged` event and the staging metadata blob it names (under the
+/// bounded stem, where the projection looks for it).
+fn staged_event(env: &Env, stem: String, lineage: Lineage, src: &Path, at: u64) -> Event {
+    let meta = abcd::staging_view::StagedMeta {
+        lineage: lineage.clone(),
+        source_path: Some(src.display().to_string()),
+    };
+    let disk = abcd::naming::stem(&stem).into_owned();
+    let meta_sha256 =
+        abcd::corpus::write_staged_meta(&lane(env).staging_dir(), &disk, &meta).unwrap();
+    Event::Staged(Staged {
+        stem,
+        raw_sha256: abcd::fsutil::sha256_hex(&fs::read(src).unwrap()),
+        bytes: fs::metadata(src).unwrap().len(),
+        session_id: lineage.session_id,
+        agent_id: lineage.agent_id,
+        meta_sha256,
+        staged_at_ns: at,
+        adopted: false,
+    })
+}
+
+/// A `Stored` outcome whose record file is in `bodies/`.
+fn stored(env: &Env, record_name: String, meta: &RecordMeta, body: &str) -> CaptureOutcome {
+    let file = abcd::record::render(meta, body.as_bytes());
+    CaptureOutcome::Stored {
+        record_name,
+        body: abcd::body::put(&lane(env), &file).unwrap(),
+        supersedes: Vec::new(),
+    }
+}
+
 fn now() -> u64 {
     abcd::clock::now_unix_ns()
 }
@@ -170,8 +207,6 @@ fn a_store_an_older_abcd_left_with_long_ids_works_after_the_upgrade() {
     let main_src = env.main_transcript("old-main", &jsonl(&[&line("old", "main thread")]));
     let agent_src = env.agent_transcript(UUID, "old", &jsonl(&[&line(UUID, "agent")]), None);
     let mid_src = env.agent_transcript(UUID, "mid", &jsonl(&[&line(UUID, "mid agent")]), None);
-    let sha = |p: &Path| abcd::fsutil::sha256_hex(&fs::read(p).unwrap());
-    let len = |p: &Path| fs::metadata(p).unwrap().len();
     let stamp = |ns: u64| abcd::clock::stamp(ns);
     let sub = |agent: &str| Lineage {
         session_id: UUID.into(),
@@ -181,20 +216,12 @@ fn a_store_an_older_abcd_left_with_long_ids_works_after_the_upgrade() {
         ..Lineage::default()
     };
     let staged = |stem: String, lineage: Lineage, src: &Path, at: u64| {
-        Event::Staged(Staged {
-            stem,
-            raw_sha256: sha(src),
-            bytes: len(src),
-            lineage,
-            source_path: Some(src.display().to_string()),
-            staged_at_ns: at,
-            adopted: false,
-        })
+        staged_event(&env, stem, lineage, src, at)
     };
     let mid_stem = format!("{}-{UUID}-agent-{mid_agent}", stamp(t0 + 3));
     assert!(mid_stem.len() + 4 <= 255 && mid_stem.len() > 184);
     let mut meta = RecordMeta::native(&sub(&long_agent), &root, t0 + 10, &"a".repeat(64));
-    meta.session_id = long_session.clone();
+    meta.lineage.session_id = long_session.clone();
     let record_name = format!("{}-{long_session}-agent-{long_agent}.md", stamp(t0 + 10));
     let events = [
         Event::SessionNoted(SessionNoted {
@@ -215,12 +242,7 @@ fn a_store_an_older_abcd_left_with_long_ids_works_after_the_upgrade() {
         ),
         staged(mid_stem.clone(), sub(&mid_agent), &mid_src, t0 + 3),
         Event::Captured(Box::new(Captured {
-            outcome: CaptureOutcome::Stored {
-                record_name: record_name.clone(),
-                meta: Box::new(meta),
-                body: "{\"old\":\"record\"}\n".into(),
-                supersedes: Vec::new(),
-            },
+            outcome: stored(&env, record_name.clone(), &meta, "{\"old\":\"record\"}\n"),
             retires: None,
             extended: false,
         })),
@@ -278,7 +300,23 @@ fn a_store_an_older_abcd_left_with_long_ids_works_after_the_upgrade() {
         .all(|k| k.rsplit('/').next().unwrap().len() <= 200));
     let out = env.abcd(&["journal", "replay", "--rebuild"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(before, snap(&env));
+    let after = snap(&env);
+    let differ: Vec<&String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    let show = |m: &std::collections::BTreeMap<String, Vec<u8>>, k: &String| {
+        m.get(k).map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    assert!(
+        differ.is_empty(),
+        "replay changed: {:?}",
+        differ
+            .iter()
+            .map(|k| (k, show(&before, k), show(&after, k)))
+            .collect::<Vec<_>>()
+    );
 
     // Ordinary hooks keep working.
     let m = env.main_transcript(UUID, &jsonl(&[&line(UUID, "ordinary")]));
@@ -442,28 +480,21 @@ fn an_older_layout_is_rebuilt_only_when_it_holds_an_over_long_name() {
             session_id: session.clone(),
             noted_at_ns: t0,
         }),
-        Event::Staged(Staged {
-            stem: stem.clone(),
-            raw_sha256: abcd::fsutil::sha256_hex(&fs::read(&src).unwrap()),
-            bytes: fs::metadata(&src).unwrap().len(),
-            lineage: Lineage {
+        staged_event(
+            &env,
+            stem.clone(),
+            Lineage {
                 session_id: UUID.into(),
                 agent_id: Some(agent.clone()),
                 lineage_source: Some(LineageSource::Hook),
                 spawn_attribution: Some(SpawnAttribution::Unattributed),
                 ..Lineage::default()
             },
-            source_path: Some(src.display().to_string()),
-            staged_at_ns: t0 + 1,
-            adopted: false,
-        }),
+            &src,
+            t0 + 1,
+        ),
         Event::Captured(Box::new(Captured {
-            outcome: CaptureOutcome::Stored {
-                record_name: record.clone(),
-                meta: Box::new(meta),
-                body: "{\"kept\":1}\n".into(),
-                supersedes: Vec::new(),
-            },
+            outcome: stored(&env, record.clone(), &meta, "{\"kept\":1}\n"),
             retires: None,
             extended: false,
         })),

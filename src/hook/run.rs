@@ -175,7 +175,9 @@ pub fn run(verb: HookVerb, stdin: &[u8], err: &mut dyn Write) -> HookResult {
 /// (`lineage::parse_harness_sidecar`), so they never cost the transcript.
 fn check_ids(p: &HookPayload) -> Result<(), lineage::LineageError> {
     lineage::check_id("session_id", p.session_id.as_deref())?;
-    lineage::check_id("agent_id", p.agent_id.as_deref())
+    lineage::check_id("agent_id", p.agent_id.as_deref())?;
+    lineage::check_id_not_secret("session_id", p.session_id.as_deref())?;
+    lineage::check_id_not_secret("agent_id", p.agent_id.as_deref())
 }
 
 fn cwd_of(p: &HookPayload) -> Option<PathBuf> {

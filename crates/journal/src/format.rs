@@ -11,8 +11,14 @@ use crate::error::FrameError;
 /// File magic: PNG-style, so text-mode transfers and line-ending rewrites
 /// (CR LF, LF, the ^Z) are detected at offset 0.
 pub const FILE_MAGIC: [u8; 8] = [0x89, b'J', b'R', b'N', b'L', 0x0D, 0x0A, 0x1A];
-/// Version of the file header and frame layout described in journal-format/.
-pub const FORMAT_VERSION: u16 = 1;
+/// Version of the file header written by this engine (journal-format/).
+/// 2: the frames are unchanged; the version says what their payloads are —
+/// a store's events of schema 2, with no free text — so a binary that only
+/// knows version 1 refuses the file instead of appending schema-1 events
+/// to it. Version 1 files are still read (the upgrade reads them).
+pub const FORMAT_VERSION: u16 = 2;
+/// Every header version this engine reads.
+pub const READ_VERSIONS: [u16; 2] = [1, 2];
 /// Header flag: frames carry `prev_hash` (always set in version 1).
 pub const HEADER_FLAG_CHAINED: u16 = 1;
 /// Size of the file header; the first frame starts here.
@@ -223,7 +229,7 @@ impl FileHeader {
             base_seq: u64_at(b, 32),
             created_unix_ms: u64_at(b, 40),
         };
-        if h.version != FORMAT_VERSION {
+        if !READ_VERSIONS.contains(&h.version) {
             return Err(format!("unsupported format version {}", h.version));
         }
         if h.flags != HEADER_FLAG_CHAINED {
@@ -284,13 +290,15 @@ pub struct FirstFrameHint {
 /// journal_id (16..32) and created_unix_ms (40..48).
 const HEADER_FREE: [std::ops::Range<usize>; 2] = [16..32, 40..48];
 
-/// The header with every constant field (magic, version, flags,
-/// segment_no, base_seq, reserved) set to its v1 value and the CRC
-/// recomputed, keeping `b`'s journal_id and created time.
-fn canonical_header(b: &[u8; HEADER_LEN]) -> [u8; HEADER_LEN] {
+/// The header of `version` with every constant field (magic, version,
+/// flags, segment_no, base_seq, reserved) set and the CRC recomputed,
+/// keeping `b`'s journal_id and created time.
+fn canonical_header(b: &[u8; HEADER_LEN], version: u16) -> [u8; HEADER_LEN] {
     let mut id = [0u8; 16];
     id.copy_from_slice(&b[16..32]);
-    FileHeader::new(id, u64_at(b, 40)).encode()
+    let mut h = FileHeader::new(id, u64_at(b, 40));
+    h.version = version;
+    h.encode()
 }
 
 fn with_crc(mut b: [u8; HEADER_LEN]) -> [u8; HEADER_LEN] {
@@ -327,14 +335,31 @@ pub fn recover_header(
         }
         return found.map(|c| (c, HeaderProof::SingleBitCrc));
     };
-    let mut bases = vec![canonical_header(damaged)];
     let mut tagged = *damaged;
     tagged[16..20].copy_from_slice(&first.tag);
-    bases.push(canonical_header(&tagged));
+    let mut hinted = None;
     if let Some(id) = id_hint {
         let mut b = *damaged;
         b[16..32].copy_from_slice(&id);
-        bases.push(canonical_header(&b));
+        hinted = Some(b);
+    }
+    // The version the damaged bytes name first, then the others.
+    let named = u16::from_le_bytes([damaged[8], damaged[9]]);
+    let mut versions = vec![FORMAT_VERSION];
+    versions.extend(
+        READ_VERSIONS
+            .iter()
+            .copied()
+            .filter(|v| *v != FORMAT_VERSION),
+    );
+    versions.sort_by_key(|v| *v != named);
+    let mut bases = Vec::new();
+    for v in versions {
+        bases.push(canonical_header(damaged, v));
+        bases.push(canonical_header(&tagged, v));
+        if let Some(b) = &hinted {
+            bases.push(canonical_header(b, v));
+        }
     }
     let bits: Vec<usize> = HEADER_FREE
         .iter()

@@ -289,6 +289,13 @@ impl Journal {
         self.header.tag()
     }
 
+    /// The header version of this file (`format::READ_VERSIONS`): 1 for a
+    /// journal an older release wrote, [`crate::format::FORMAT_VERSION`]
+    /// for one this release created.
+    pub fn format_version(&self) -> u16 {
+        self.header.version
+    }
+
     /// The damage found in the stored header when this handle was opened
     /// (the handle works with the recovered original; writers refuse).
     pub fn header_damage(&self) -> Option<&scan::HeaderDamage> {

@@ -31,8 +31,8 @@ pub use check::{
 };
 pub use error::{FrameError, JournalError};
 pub use format::{
-    decode_frame, FrameHeader, FrameKind, HeaderProof, Reason, MAX_BATCH_BYTES, MAX_BATCH_EVENTS,
-    MAX_PAYLOAD,
+    decode_frame, FrameHeader, FrameKind, HeaderProof, Reason, FORMAT_VERSION, MAX_BATCH_BYTES,
+    MAX_BATCH_EVENTS, MAX_PAYLOAD,
 };
 pub use journal::{Appended, EventId, Frame, FrameIter, Journal, Options, Position, SyncMode};
 pub use scan::HeaderDamage;

@@ -3,7 +3,9 @@
 //! the writer can produce are rebuilt with fixed journal_id and clock and
 //! must reproduce the checked-in bytes exactly.
 //!
-//! Regenerate after an intentional format change with ABCD_BLESS=1.
+//! Regenerate after an intentional format change with ABCD_BLESS=1. The
+//! version-1 vectors (`vectors/v1/`) are kept as they were written: the
+//! reader must still dump and read them exactly (the upgrade reads v1).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -246,4 +248,24 @@ fn vectors_are_read_back_by_the_reader() {
             (5, id("event-5"), b"last".to_vec()),
         ]
     );
+}
+
+#[test]
+fn version_1_vectors_are_still_read_exactly() {
+    let v1 = vectors_dir().join("v1");
+    for name in VECTORS {
+        let golden = std::fs::read(v1.join(format!("{name}.journal"))).unwrap();
+        assert_eq!(u16::from_le_bytes([golden[8], golden[9]]), 1, "{name}");
+        let want = std::fs::read_to_string(v1.join(format!("{name}.dump"))).unwrap();
+        assert_eq!(dump(&golden), want, "{name}: v1 dump differs");
+    }
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(
+        t.path().join("journal"),
+        std::fs::read(v1.join("batch.journal")).unwrap(),
+    )
+    .unwrap();
+    let j = Journal::open_existing(t.path()).unwrap();
+    assert_eq!(j.format_version(), 1);
+    assert_eq!(j.read_from(&j.start()).unwrap().count(), 5);
 }

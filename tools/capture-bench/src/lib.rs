@@ -124,6 +124,8 @@ pub fn populate(
             1_700_000_000_000_000_000 + i as u64,
             &format!("{i:064x}"),
         );
+        let file = abcd::record::render(&meta, body.as_bytes());
+        let body = abcd::body::put_unsynced(&corpus.lane, &file).expect("body");
         let ev = Event::Captured(Box::new(Captured {
             outcome: CaptureOutcome::Stored {
                 record_name: abcd::record::record_filename(
@@ -131,7 +133,6 @@ pub fn populate(
                     &lineage.session_id,
                     lineage.agent_id.as_deref(),
                 ),
-                meta: Box::new(meta),
                 body,
                 supersedes: vec![],
             },
@@ -140,6 +141,7 @@ pub fn populate(
         }));
         pending.push((EventId::random(), event::encode(0, &ev).expect("encode")));
         if pending.len() == batch || i + 1 == n {
+            abcd::body::sync(&corpus.lane).expect("sync bodies");
             let refs: Vec<(EventId, &[u8])> =
                 pending.iter().map(|(id, p)| (*id, p.as_slice())).collect();
             corpus.journal.append_batch(&refs).expect("append");
