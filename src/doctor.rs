@@ -126,7 +126,15 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
                     .map(|m| m.permissions().mode() & 0o002 != 0)
                     .unwrap_or(true)
             };
-            if world_writable(p) || p.parent().is_some_and(world_writable) {
+            // As the wrapper judges it: the binary, its directory and, for a
+            // link, the directory of the file it resolves to.
+            let target_dir = std::fs::canonicalize(p)
+                .ok()
+                .and_then(|t| t.parent().map(Path::to_path_buf));
+            if world_writable(p)
+                || p.parent().is_some_and(world_writable)
+                || target_dir.as_deref().is_some_and(world_writable)
+            {
                 checks.push(check(
                     "binary",
                     Level::Fail,

@@ -305,6 +305,53 @@ fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// `~/.local/bin/abcd -> ~/.cargo/bin/abcd` and the like: a link's own mode
+/// is always 0777, so the wrapper judges the file it resolves to and that
+/// file's directory (it once refused every linked `abcd` on PATH).
+#[test]
+fn wrapper_runs_a_symlinked_abcd_on_path_unless_its_target_is_unsafe() {
+    let t = tempfile::tempdir().unwrap();
+    let real = t.path().join("real-bin");
+    let links = t.path().join("link-bin");
+    let seen = t.path().join("seen");
+    write_exe(&real.join("abcd"), &fake_abcd(&seen), 0o755);
+    std::fs::create_dir_all(&links).unwrap();
+    for d in [&real, &links] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::os::unix::fs::symlink(real.join("abcd"), links.join("abcd")).unwrap();
+    let path = std::ffi::OsString::from(format!("{}:/usr/bin:/bin", links.display()));
+    let path = Path::new(&path);
+    let out = run("stop", &[("PATH", path)], b"{}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "args:hook stop\n{}\n"
+    );
+    std::fs::remove_file(&seen).unwrap();
+
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run("stop", &[("PATH", path)], b"{}");
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("world-writable"), "{err}");
+    assert!(
+        !seen.exists(),
+        "a target in a world-writable directory never ran"
+    );
+
+    std::fs::set_permissions(real.join("abcd"), std::fs::Permissions::from_mode(0o757)).unwrap();
+    let out = run("stop", &[("PATH", path)], b"{}");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!seen.exists(), "a world-writable target never ran");
+}
+
 #[test]
 fn marketplace_lists_this_plugin_at_the_repository_root() {
     let m = json(".claude-plugin/marketplace.json");
