@@ -249,7 +249,8 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
         None => checks.push(check(
             "binary",
             Level::Fail,
-            "no `abcd` on PATH: the hooks (in Claude Code's plugin cache) and /history cannot find it".into(),
+            "no `abcd` on PATH: the plugin's hooks and its /abcd:history command cannot find it"
+                .into(),
             "cargo install --locked --path <abcd checkout> (and put ~/.cargo/bin on PATH)",
         )),
         Some(p) => {
@@ -270,7 +271,10 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
                 checks.push(check(
                     "binary",
                     Level::Fail,
-                    format!("{} (or its directory) is world-writable; the hooks refuse to run it", p.display()),
+                    format!(
+                        "{} (or its directory) is world-writable; the hooks refuse to run it",
+                        p.display()
+                    ),
                     "chmod o-w the binary and its directory",
                 ));
             } else if this.as_deref().is_some_and(|t| !same_file(t, p)) {
@@ -281,7 +285,12 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
                     "run the PATH one's `abcd doctor`, or reinstall so they agree",
                 ));
             } else {
-                checks.push(check("binary", Level::Ok, format!("{} (version {})", p.display(), env!("CARGO_PKG_VERSION")), ""));
+                checks.push(check(
+                    "binary",
+                    Level::Ok,
+                    format!("{} (version {})", p.display(), env!("CARGO_PKG_VERSION")),
+                    "",
+                ));
             }
         }
     }
