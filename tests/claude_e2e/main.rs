@@ -355,6 +355,20 @@ fn claude_code_installs_the_plugin_and_a_real_nested_session_is_captured_redacte
             .or(record["installPath"].as_str())
             .expect("a plugin folder"),
     );
+    // What setup wrote validates strictly too: the marketplace and the
+    // plugin Claude Code runs.
+    let written = plugin_root.to_str().expect("a UTF-8 plugin path");
+    let marketplace = w.env.home.join(".local/share/abcd/claude-marketplace");
+    let marketplace = marketplace.to_str().expect("a UTF-8 home");
+    for dir in [marketplace, written] {
+        let out = w.claude(&["plugin", "validate", "--strict", dir]);
+        assert!(
+            out.status.success(),
+            "claude plugin validate --strict {dir}:\n{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
     let (code, v) = w.doctor(&w.path_with_abcd());
     assert_eq!(code, Some(0), "doctor after setup: {v:#}");
     assert!(
