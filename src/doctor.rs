@@ -1,7 +1,8 @@
 //! `abcd doctor`: check the whole capture chain and say what to do.
 //!
-//! Owns: the checks (binary on PATH, the installed plugin and its version,
-//! the five hooks and the binary they resolve to, the abcd home and its
+//! Owns: the checks (binary on PATH, the installed plugin — found through
+//! Claude Code's own install records, enabled, its version — the five hooks
+//! in the folder Claude Code runs them from and the binary they resolve to, the abcd home and its
 //! modes, this repository's lane, the last journal write, the staged
 //! backlog, the redaction config, the journal verdict) and the verdict:
 //! capture will work only when no check failed.
