@@ -261,17 +261,16 @@ fn wrapper_prefers_the_plugin_bin_over_target_release() {
     assert!(!seen_target.exists());
 }
 
-#[test]
-fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("safe-bin");
-    let seen = t.path().join("seen");
-    write_exe(&dir.join("abcd"), &fake_abcd(&seen), 0o755);
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // The PATH check needs `find`; keep the system dirs after ours.
-    let path = std::ffi::OsString::from(format!("{}:/usr/bin:/bin", dir.display()));
-    let path = Path::new(&path);
-    let out = run("session-end", &[("PATH", path)], b"{}");
+/// `dir` first on PATH, the system directories after it (the wrapper's
+/// PATH check needs `find`).
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    std::ffi::OsString::from(format!("{}:/usr/bin:/bin", dir.display()))
+}
+
+/// The wrapper, with `dir` first on PATH, ran the fake abcd there (which
+/// wrote `seen`) with the hook's verb and stdin.
+fn assert_runs_from_path(verb: &str, dir: &Path, seen: &Path) {
+    let out = run(verb, &[("PATH", Path::new(&path_with(dir)))], b"{}");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -279,13 +278,16 @@ fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(
-        std::fs::read_to_string(&seen).unwrap(),
-        "args:hook session-end\n{}\n"
+        std::fs::read_to_string(seen).unwrap(),
+        format!("args:hook {verb}\n{{}}\n")
     );
-    std::fs::remove_file(&seen).unwrap();
+    std::fs::remove_file(seen).unwrap();
+}
 
-    std::fs::set_permissions(dir.join("abcd"), std::fs::Permissions::from_mode(0o757)).unwrap();
-    let out = run("session-end", &[("PATH", path)], b"{}");
+/// The wrapper, with `dir` first on PATH, refused the abcd there as
+/// world-writable: exit 1, one line saying so, and the binary never ran.
+fn assert_refused_from_path(verb: &str, dir: &Path, seen: &Path) {
+    let out = run(verb, &[("PATH", Path::new(&path_with(dir)))], b"{}");
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -293,16 +295,24 @@ fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
         "{err}"
     );
     assert!(!seen.exists(), "the unsafe binary never ran");
+}
 
-    std::fs::set_permissions(dir.join("abcd"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = run("session-end", &[("PATH", path)], b"{}");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        !seen.exists(),
-        "a binary in a world-writable directory never ran"
-    );
+#[test]
+fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("safe-bin");
+    let seen = t.path().join("seen");
+    write_exe(&dir.join("abcd"), &fake_abcd(&seen), 0o755);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_runs_from_path("session-end", &dir, &seen);
+
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    mode(&dir.join("abcd"), 0o757).unwrap();
+    assert_refused_from_path("session-end", &dir, &seen);
+    mode(&dir.join("abcd"), 0o755).unwrap();
+    mode(&dir, 0o777).unwrap();
+    assert_refused_from_path("session-end", &dir, &seen);
+    mode(&dir, 0o755).unwrap();
 }
 
 /// `~/.local/bin/abcd -> ~/.cargo/bin/abcd` and the like: a link's own mode
@@ -316,40 +326,17 @@ fn wrapper_runs_a_symlinked_abcd_on_path_unless_its_target_is_unsafe() {
     let seen = t.path().join("seen");
     write_exe(&real.join("abcd"), &fake_abcd(&seen), 0o755);
     std::fs::create_dir_all(&links).unwrap();
-    for d in [&real, &links] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    mode(&real, 0o755).unwrap();
+    mode(&links, 0o755).unwrap();
     std::os::unix::fs::symlink(real.join("abcd"), links.join("abcd")).unwrap();
-    let path = std::ffi::OsString::from(format!("{}:/usr/bin:/bin", links.display()));
-    let path = Path::new(&path);
-    let out = run("stop", &[("PATH", path)], b"{}");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        std::fs::read_to_string(&seen).unwrap(),
-        "args:hook stop\n{}\n"
-    );
-    std::fs::remove_file(&seen).unwrap();
+    assert_runs_from_path("stop", &links, &seen);
 
-    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = run("stop", &[("PATH", path)], b"{}");
-    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("world-writable"), "{err}");
-    assert!(
-        !seen.exists(),
-        "a target in a world-writable directory never ran"
-    );
-
-    std::fs::set_permissions(real.join("abcd"), std::fs::Permissions::from_mode(0o757)).unwrap();
-    let out = run("stop", &[("PATH", path)], b"{}");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(!seen.exists(), "a world-writable target never ran");
+    mode(&real, 0o777).unwrap();
+    assert_refused_from_path("stop", &links, &seen);
+    mode(&real, 0o755).unwrap();
+    mode(&real.join("abcd"), 0o757).unwrap();
+    assert_refused_from_path("stop", &links, &seen);
 }
 
 #[test]

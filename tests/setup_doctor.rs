@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{Env, BIN};
+use common::{doctor_check as check, doctor_failed as failed, Env, BIN};
 use serde_json::Value;
 
 struct Setup {
@@ -96,25 +96,6 @@ exit 0
     fn installed(&self) -> PathBuf {
         self.xdg().join("abcd/claude-marketplace/plugins/abcd")
     }
-}
-
-fn failed(v: &Value) -> Vec<String> {
-    v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["level"] == "fail")
-        .map(|c| c["name"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-fn check<'a>(v: &'a Value, name: &str) -> &'a Value {
-    v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} check: {v:#}"))
 }
 
 #[test]

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Env, BIN};
+use common::{doctor_check, doctor_failed as failed, Env, BIN};
 use fake_api::{FakeApi, Script};
 use serde_json::Value;
 
@@ -226,24 +226,8 @@ impl World {
     }
 }
 
-fn failed(v: &Value) -> Vec<String> {
-    v["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["level"] == "fail")
-        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
 fn detail<'a>(v: &'a Value, name: &str) -> &'a str {
-    v["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["name"] == name)
-        .and_then(|c| c["detail"].as_str())
-        .unwrap_or_default()
+    doctor_check(v, name)["detail"].as_str().unwrap_or_default()
 }
 
 /// Every file under `dir` that holds `needle`, whatever the file.
