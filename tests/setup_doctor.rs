@@ -151,6 +151,7 @@ fn doctor_passes_after_setup_and_names_each_broken_link() {
         "{log}"
     );
     assert!(log.contains("plugin install abcd@abcd"), "{log}");
+    assert!(log.contains("plugin update abcd@abcd"), "{log}");
 
     // A first capture, so the lane, backlog and journal are checked too.
     let p = s.env.main_transcript("s1", "{\"type\":\"user\"}\n");

@@ -361,6 +361,26 @@ fn claude_code_installs_the_plugin_and_a_real_nested_session_is_captured_redacte
         plugin_root.display()
     );
 
+    // An older abcd's install record (what an upgrade leaves): doctor warns,
+    // and `abcd setup` again brings the record to this version.
+    let records = w.env.home.join(".claude/plugins/installed_plugins.json");
+    let mut r: Value = serde_json::from_slice(&fs::read(&records).unwrap()).unwrap();
+    let entry = &mut r["plugins"]["abcd@abcd"][0];
+    let older = entry["installPath"]
+        .as_str()
+        .expect("installPath")
+        .replace(env!("CARGO_PKG_VERSION"), "0.0.1");
+    entry["version"] = "0.0.1".into();
+    entry["installPath"] = older.into();
+    fs::write(&records, r.to_string()).unwrap();
+    let (code, v) = w.doctor(&w.path_with_abcd());
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(doctor_check(&v, "plugin")["level"], "warn", "{v:#}");
+    assert!(detail(&v, "plugin").contains("0.0.1"), "{v:#}");
+    assert!(w.abcd(&["setup"]).status.success());
+    let (_, v) = w.doctor(&w.path_with_abcd());
+    assert_eq!(doctor_check(&v, "plugin")["level"], "ok", "{v:#}");
+
     // 3. A real session: main thread → L1 → L2, which "finds" the token.
     let token = fresh_token();
     let s1 = Instant::now();
