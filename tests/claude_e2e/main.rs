@@ -87,17 +87,26 @@ fn claude_code(scratch: &Path) -> Result<PathBuf, String> {
     }
     // Installed beside the cache, then renamed into place: a concurrent or
     // interrupted run never leaves a half-installed prefix behind.
-    let partial = prefix.with_extension(format!("partial-{}", std::process::id()));
+    if let Err(e) = Command::new("npm").arg("--version").output() {
+        return Err(format!("npm cannot run ({e}); install Node.js and npm"));
+    }
+    let partial = prefix.with_file_name(format!(
+        "claude-code-{version}.partial-{}",
+        std::process::id()
+    ));
     let _ = fs::remove_dir_all(&partial);
     fs::create_dir_all(&partial)
         .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
     let mut npm = Command::new("npm");
-    npm.args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&partial)
-        .arg(format!("@anthropic-ai/claude-code@{version}"));
-    if let Err(e) = Command::new("npm").arg("--version").output() {
-        return Err(format!("npm cannot run ({e}); install Node.js and npm"));
-    }
+    npm.args([
+        "install",
+        "--loglevel=error",
+        "--no-audit",
+        "--no-fund",
+        "--prefix",
+    ])
+    .arg(&partial)
+    .arg(format!("@anthropic-ai/claude-code@{version}"));
     let out = run(npm, scratch);
     if !out.status.success() {
         let _ = fs::remove_dir_all(&partial);
