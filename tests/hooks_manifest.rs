@@ -382,3 +382,70 @@ fn the_no_binary_hint_names_cargo_install_and_setup() {
     assert!(err.contains("cargo install --locked --path"), "{err}");
     assert!(err.contains("abcd setup"), "{err}");
 }
+
+/// `cargo install abcd` builds from the published package, which holds only
+/// what `include` in Cargo.toml lists: every file the sources embed
+/// (`include_str!`/`include_bytes!`) must be listed, or the install fails
+/// to compile (the pricing table once was not).
+#[test]
+fn the_package_include_list_holds_every_embedded_file() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let list = manifest
+        .split("\ninclude = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("Cargo.toml has an include list");
+    let included: Vec<&str> = list
+        .split(',')
+        .map(|e| e.trim().trim_matches('"'))
+        .filter(|e| !e.is_empty())
+        .collect();
+    let covered = |rel: &str| {
+        included.iter().any(|inc| {
+            let inc = inc.trim_start_matches('/');
+            match inc.strip_suffix("**") {
+                Some(dir) => rel.starts_with(dir),
+                None => rel == inc,
+            }
+        })
+    };
+    let mut stack = vec![root().join("src")];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            for macro_name in ["include_str!(\"", "include_bytes!(\""] {
+                for rest in text.split(macro_name).skip(1) {
+                    let target = rest.split('"').next().unwrap_or_default();
+                    let mut resolved = p.parent().unwrap().to_path_buf();
+                    for part in target.split('/') {
+                        match part {
+                            ".." => {
+                                resolved.pop();
+                            }
+                            "." => {}
+                            part => resolved.push(part),
+                        }
+                    }
+                    let rel = resolved
+                        .strip_prefix(root())
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned();
+                    assert!(
+                        covered(&rel),
+                        "{} embeds {rel}, which Cargo.toml's include list leaves out of the package",
+                        p.display()
+                    );
+                    seen += 1;
+                }
+            }
+        }
+    }
+    assert!(seen >= 5, "found the embedded files ({seen})");
+}
