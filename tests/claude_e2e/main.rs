@@ -231,6 +231,13 @@ impl World {
             text(&out.stderr),
             api.requests()
         );
+        // A hook that failed, or said capture is off, shows on Claude
+        // Code's stderr; abcd's hooks print nothing when all is well.
+        let err = text(&out.stderr);
+        assert!(
+            !err.contains("hook") && !err.contains("abcd"),
+            "claude -p ({script:?}) reported a hook problem:\n{err}"
+        );
         out
     }
 }
