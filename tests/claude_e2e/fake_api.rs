@@ -143,6 +143,34 @@ fn respond_json(conn: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
     conn.flush()
 }
 
+/// A `transfer-encoding: chunked` body: hex size lines, each chunk, a zero
+/// chunk, the (ignored) trailers.
+fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size)?;
+        let hex = size.split(';').next().unwrap_or_default().trim();
+        let n = usize::from_str_radix(hex, 16)
+            .map_err(|e| std::io::Error::other(format!("chunk size {hex:?}: {e}")))?;
+        if body.len() + n > MAX_BODY {
+            return Err(std::io::Error::other("chunked body over the cap"));
+        }
+        if n == 0 {
+            let mut line = String::new();
+            while reader.read_line(&mut line)? > 2 {
+                line.clear();
+            }
+            return Ok(body);
+        }
+        let start = body.len();
+        body.resize(start + n, 0);
+        reader.read_exact(&mut body[start..])?;
+        let mut crlf = [0u8; 2];
+        reader.read_exact(&mut crlf)?;
+    }
+}
+
 fn sse(out: &mut Vec<u8>, event: &str, data: Value) {
     out.extend_from_slice(format!("event: {event}\ndata: {data}\n\n").as_bytes());
 }
@@ -155,6 +183,7 @@ fn serve(state: &State, conn: TcpStream) -> std::io::Result<()> {
     let method = parts.next().unwrap_or_default().to_owned();
     let path = parts.next().unwrap_or_default().to_owned();
     let mut length = 0usize;
+    let mut chunked = false;
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
@@ -163,16 +192,23 @@ fn serve(state: &State, conn: TcpStream) -> std::io::Result<()> {
         if let Some((k, v)) = h.split_once(':') {
             if k.trim().eq_ignore_ascii_case("content-length") {
                 length = v.trim().parse().unwrap_or(0);
+            } else if k.trim().eq_ignore_ascii_case("transfer-encoding") {
+                chunked = v.to_ascii_lowercase().contains("chunked");
             }
         }
     }
-    if length > MAX_BODY {
-        return Err(std::io::Error::other(format!(
-            "request body of {length} bytes"
-        )));
-    }
-    let mut raw = vec![0u8; length];
-    reader.read_exact(&mut raw)?;
+    let raw = if chunked {
+        read_chunked(&mut reader)?
+    } else {
+        if length > MAX_BODY {
+            return Err(std::io::Error::other(format!(
+                "request body of {length} bytes"
+            )));
+        }
+        let mut raw = vec![0u8; length];
+        reader.read_exact(&mut raw)?;
+        raw
+    };
     let mut conn = conn;
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let nmsg = body["messages"].as_array().map_or(0, Vec::len);

@@ -539,3 +539,31 @@ fn claude_code_installs_the_plugin_and_a_real_nested_session_is_captured_redacte
         started.elapsed().as_secs_f64()
     );
 }
+
+/// The scripted API on its own (no Claude Code needed): a chunked request
+/// body is read whole, and the nested script spawns through `Agent`.
+#[test]
+fn the_scripted_api_reads_chunked_bodies_and_follows_its_script() {
+    use std::io::{Read, Write};
+    let api = FakeApi::start(Script::Nested, "ghp_x").expect("a loopback port");
+    let addr = api.base_url.trim_start_matches("http://").to_owned();
+    let body =
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"name":"Agent"}]}"#;
+    let (a, b) = body.split_at(20);
+    let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+    write!(
+        conn,
+        "POST /v1/messages HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("\"tool_use\"") && answer.contains("SUBAGENT-L1"),
+        "{answer}"
+    );
+    assert_eq!(api.requests(), ["POST /v1/messages messages=1"]);
+}
