@@ -419,6 +419,18 @@ fn claude_code_installs_the_plugin_and_a_real_nested_session_is_captured_redacte
     assert_eq!(sessions.len(), 1, "one main transcript: {sessions:?}");
     let session = &sessions[0];
 
+    // Until a drain, the token may be only in staged raw blobs (0600, by
+    // design): never in the journal, a record or an index.
+    for f in files_holding(&w.env.abcd_home, token.as_bytes()) {
+        let staged_blob = f.extension().is_some_and(|e| e == "raw")
+            && f.parent().is_some_and(|d| d.ends_with("staging"));
+        assert!(
+            staged_blob,
+            "before a drain the token is in {}",
+            f.display()
+        );
+    }
+
     // 4. The next session starts by draining what the first one staged.
     w.session(Script::Plain, &token, "anything new?");
     let records = w.json(&["--json", "history", "list", "--session", session]);
