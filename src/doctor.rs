@@ -89,6 +89,11 @@ struct Installed {
     root: PathBuf,
     /// `enabledPlugins` in Claude Code's user settings (`None`: not said).
     enabled: Option<bool>,
+    /// The directory marketplace Claude Code loads the plugin from, when
+    /// it no longer holds the plugin: Claude Code then reports that the
+    /// marketplace failed to load and runs none of the plugin's hooks, even
+    /// with a cache copy in place (seen with 2.1.332).
+    lost_marketplace: Option<PathBuf>,
 }
 
 fn read_json(path: &Path) -> Option<serde_json::Value> {
@@ -114,13 +119,14 @@ fn install_record(config: &Path) -> Option<Installed> {
     let entry = entries.as_array()?.first()?;
     let install_path = PathBuf::from(entry["installPath"].as_str()?);
     let marketplace = id.split_once('@').map(|(_, m)| m).unwrap_or_default();
-    let from_folder = read_json(&config.join("plugins/known_marketplaces.json"))
-        .and_then(|k| {
-            let src = &k[marketplace]["source"];
-            (src["source"] == "directory")
-                .then(|| src["path"].as_str().map(PathBuf::from))
-                .flatten()
-        })
+    let directory = read_json(&config.join("plugins/known_marketplaces.json")).and_then(|k| {
+        let src = &k[marketplace]["source"];
+        (src["source"] == "directory")
+            .then(|| src["path"].as_str().map(PathBuf::from))
+            .flatten()
+    });
+    let from_folder = directory
+        .as_deref()
         .and_then(|dir| {
             let m = read_json(&dir.join(".claude-plugin/marketplace.json"))?;
             let rel = m["plugins"]
@@ -132,6 +138,7 @@ fn install_record(config: &Path) -> Option<Installed> {
             Some(dir.join(rel.trim_start_matches("./")))
         })
         .filter(|d| d.join(".claude-plugin/plugin.json").is_file());
+    let lost_marketplace = directory.filter(|_| from_folder.is_none());
     let enabled = read_json(&config.join("settings.json"))
         .and_then(|s| s["enabledPlugins"][id.as_str()].as_bool());
     Some(Installed {
@@ -139,6 +146,7 @@ fn install_record(config: &Path) -> Option<Installed> {
         recorded_version: entry["version"].as_str().map(str::to_owned),
         root: from_folder.unwrap_or(install_path),
         enabled,
+        lost_marketplace,
     })
 }
 
@@ -153,6 +161,17 @@ fn plugin_check(inst: &Installed) -> Check {
             Level::Fail,
             format!("the abcd plugin ({id}) is installed but disabled in Claude Code's settings"),
             &format!("claude plugin enable {id} (or /plugin enable {id} inside Claude Code)"),
+        );
+    }
+    if let Some(dir) = &inst.lost_marketplace {
+        return check(
+            "plugin",
+            Level::Fail,
+            format!(
+                "Claude Code loads {id} from the marketplace folder {}, which no longer holds it: Claude Code reports that the marketplace failed to load and runs none of abcd's hooks",
+                dir.display()
+            ),
+            "abcd setup (writes the marketplace again)",
         );
     }
     let manifest = read_json(&inst.root.join(".claude-plugin/plugin.json"))
@@ -307,6 +326,7 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
                 recorded_version: None,
                 root,
                 enabled: None,
+                lost_marketplace: None,
             })
     });
     match found {

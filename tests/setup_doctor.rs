@@ -209,6 +209,18 @@ fn doctor_passes_after_setup_and_names_each_broken_link() {
     let detail = check(&v, "plugin")["detail"].as_str().unwrap().to_owned();
     assert!(detail.contains(&*s.cached().to_string_lossy()), "{v:#}");
     fs::write(&records, &saved).unwrap();
+    // The marketplace folder Claude Code loads the plugin from, gone.
+    let mkt = s.xdg().join("abcd/claude-marketplace");
+    let aside = s.env.tmp.path().join("marketplace-aside");
+    fs::rename(&mkt, &aside).unwrap();
+    let (code, v) = s.doctor(&s.path());
+    fs::rename(&aside, &mkt).unwrap();
+    assert_eq!(code, 1);
+    assert_eq!(failed(&v), ["plugin"], "{v:#}");
+    assert_eq!(
+        check(&v, "plugin")["fix"],
+        "abcd setup (writes the marketplace again)"
+    );
     // Disabled in Claude Code's settings.
     let settings = s.env.home.join(".claude/settings.json");
     fs::write(&settings, r#"{"enabledPlugins":{"abcd@abcd":false}}"#).unwrap();

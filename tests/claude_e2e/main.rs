@@ -504,6 +504,22 @@ fn claude_code_installs_the_plugin_and_a_real_nested_session_is_captured_redacte
     assert_eq!(failed(&v), ["hooks"], "{v:#}");
     assert!(detail(&v, "hooks").contains("SubagentStop"), "{v:#}");
 
+    // The marketplace folder setup wrote, deleted: Claude Code no longer
+    // loads the plugin (its cache copy notwithstanding).
+    let mkt = w.env.home.join(".local/share/abcd/claude-marketplace");
+    let aside = w.env.tmp.path().join("marketplace-aside");
+    fs::rename(&mkt, &aside).unwrap();
+    let (code, v) = w.doctor(&w.path_with_abcd());
+    let list = text(&w.claude(&["plugin", "list", "--json"]).stdout);
+    fs::rename(&aside, &mkt).unwrap();
+    assert_eq!(code, Some(1));
+    assert_eq!(failed(&v), ["plugin"], "{v:#}");
+    assert!(detail(&v, "plugin").contains("failed to load"), "{v:#}");
+    assert!(
+        list.contains("failed to load"),
+        "Claude Code agrees: {list}"
+    );
+
     // The plugin disabled in Claude Code.
     assert!(w
         .claude(&["plugin", "disable", "abcd@abcd"])
