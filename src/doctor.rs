@@ -1,11 +1,12 @@
 //! `abcd doctor`: check the whole capture chain and say what to do.
 //!
 //! Owns: the checks (binary on PATH, the installed plugin — found through
-//! Claude Code's own install records, enabled, its version — the five hooks
-//! in the folder Claude Code runs them from and the binary they resolve to, the abcd home and its
-//! modes, this repository's lane, the last journal write, the staged
-//! backlog, the redaction config, the journal verdict) and the verdict:
-//! capture will work only when no check failed.
+//! Claude Code's own install records, enabled, its version — the five
+//! hooks in the folder Claude Code runs them from and the binary they
+//! resolve to, the abcd home and its modes, this repository's lane, the
+//! last journal write, the staged backlog, the redaction config, the
+//! journal verdict) and the verdict: capture will work only when no check
+//! failed.
 //!
 //! Must never: create a lane, refresh projections or drain: it reads (opening
 //! an existing lane may add a leaf directory an older abcd did not create).
@@ -292,7 +293,7 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
                     "binary",
                     Level::Fail,
                     format!(
-                        "{} (or its directory) is world-writable; the hooks refuse to run it",
+                        "{} (or its directory, or the directory of the file it links to) is world-writable; the hooks refuse to run it",
                         p.display()
                     ),
                     "chmod o-w the binary and its directory",
