@@ -8,7 +8,9 @@
 #   1. $CLAUDE_PLUGIN_ROOT/bin/abcd            (a binary shipped with the plugin)
 #   2. $CLAUDE_PLUGIN_ROOT/target/release/abcd (a plugin checkout built in place)
 #   3. abcd on PATH, only if the path is absolute and neither the binary nor
-#      its directory is world-writable (anyone could swap a world-writable one).
+#      its directory is world-writable (anyone could swap a world-writable one);
+#      for a symbolic link, neither the file it resolves to nor that file's
+#      directory either.
 #
 # Exit codes: whatever abcd exits (abcd's hooks always exit 0), except that
 # 2 becomes 1. When no binary resolves this exits 1 with one stderr line:
@@ -25,9 +27,10 @@ case "$verb" in
 esac
 
 # True (0) when $1 is world-writable, or when that cannot be determined:
-# an unverifiable binary is treated as unsafe.
+# an unverifiable binary is treated as unsafe. A symbolic link's own mode
+# means nothing (always 0777): -L judges the file it points to.
 world_writable() {
-  found=$(find "$1" -prune -perm -0002 -print 2>/dev/null) || return 0
+  found=$(find -L "$1" -prune -perm -0002 -print 2>/dev/null) || return 0
   [ -n "$found" ]
 }
 
@@ -50,6 +53,20 @@ if [ -z "$bin" ]; then
         why="$candidate is not an executable file"
       elif world_writable "$candidate" || world_writable "${candidate%/*}/"; then
         why="$candidate (or its directory) is world-writable, so abcd refuses to run it"
+      elif [ -L "$candidate" ]; then
+        # A link on PATH (~/.local/bin/abcd -> …): the directory of the
+        # file it resolves to must be safe too.
+        target=$(readlink -f "$candidate" 2>/dev/null) || target=""
+        case "$target" in
+          /*)
+            if world_writable "${target%/*}/"; then
+              why="$candidate links to $target, whose directory is world-writable, so abcd refuses to run it"
+            else
+              bin="$candidate"
+            fi
+            ;;
+          *) why="$candidate is a symbolic link abcd cannot resolve (readlink -f), so abcd refuses to run it" ;;
+        esac
       else
         bin="$candidate"
       fi

@@ -1,10 +1,12 @@
 //! `abcd doctor`: check the whole capture chain and say what to do.
 //!
-//! Owns: the checks (binary on PATH, the installed plugin and its version,
-//! the five hooks and the binary they resolve to, the abcd home and its
-//! modes, this repository's lane, the last journal write, the staged
-//! backlog, the redaction config, the journal verdict) and the verdict:
-//! capture will work only when no check failed.
+//! Owns: the checks (binary on PATH, the installed plugin — found through
+//! Claude Code's own install records, enabled, its version — the five
+//! hooks in the folder Claude Code runs them from and the binary they
+//! resolve to, the abcd home and its modes, this repository's lane, the
+//! last journal write, the staged backlog, the redaction config, the
+//! journal verdict) and the verdict: capture will work only when no check
+//! failed.
 //!
 //! Must never: create a lane, refresh projections or drain: it reads (opening
 //! an existing lane may add a leaf directory an older abcd did not create).
@@ -64,9 +66,160 @@ fn check(name: &'static str, level: Level, detail: String, fix: &str) -> Check {
     }
 }
 
-/// Installed copies of the abcd plugin under `~/.claude/plugins`, Claude
-/// Code's plugin cache first.
-fn installed_plugins(home: &Path) -> Vec<PathBuf> {
+/// Claude Code's configuration directory: `$CLAUDE_CONFIG_DIR`, else
+/// `~/.claude`.
+fn claude_config_dir() -> Option<PathBuf> {
+    let abs = |v: Option<std::ffi::OsString>| {
+        v.filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    abs(std::env::var_os("CLAUDE_CONFIG_DIR"))
+        .or_else(|| abs(std::env::var_os("HOME")).map(|h| h.join(".claude")))
+}
+
+/// The abcd plugin as Claude Code has it installed.
+#[derive(Debug)]
+struct Installed {
+    /// `abcd@<marketplace>` from the install records (`None`: found by
+    /// walking the plugin cache, no record read).
+    id: Option<String>,
+    /// The version the install record names.
+    recorded_version: Option<String>,
+    /// The folder Claude Code runs the plugin from (`${CLAUDE_PLUGIN_ROOT}`).
+    root: PathBuf,
+    /// `enabledPlugins` in Claude Code's user settings (`None`: not said).
+    enabled: Option<bool>,
+    /// The directory marketplace Claude Code loads the plugin from, when
+    /// it no longer holds the plugin: Claude Code then reports that the
+    /// marketplace failed to load and runs none of the plugin's hooks, even
+    /// with a cache copy in place (seen with 2.1.332).
+    lost_marketplace: Option<PathBuf>,
+}
+
+fn read_json(path: &Path) -> Option<serde_json::Value> {
+    crate::fsutil::guarded_read(path, 4 * 1024 * 1024)
+        .ok()
+        .and_then(|t| serde_json::from_slice(&t).ok())
+}
+
+/// The abcd plugin from Claude Code's own records: `plugins/installed_plugins.json`
+/// (`{"plugins": {"abcd@<marketplace>": [{"installPath", "version", …}]}}`),
+/// the marketplace it came from (`plugins/known_marketplaces.json`) and
+/// `settings.json`'s `enabledPlugins`. A plugin from a directory
+/// marketplace (what `abcd setup` writes) runs from that directory, not from
+/// the cache copy `installPath` names, as `claude plugin list --json` says
+/// (`readFromFolder`, Claude Code 2.1).
+fn install_record(config: &Path) -> Option<Installed> {
+    let records = read_json(&config.join("plugins/installed_plugins.json"))?;
+    let plugins = records["plugins"].as_object()?;
+    let (id, entries) = plugins
+        .iter()
+        .filter(|(k, _)| k.split('@').next() == Some("abcd"))
+        .min_by_key(|(k, _)| k.as_str() != setup::PLUGIN_REF)?;
+    let entry = entries.as_array()?.first()?;
+    let install_path = PathBuf::from(entry["installPath"].as_str()?);
+    let marketplace = id.split_once('@').map(|(_, m)| m).unwrap_or_default();
+    let directory = read_json(&config.join("plugins/known_marketplaces.json")).and_then(|k| {
+        let src = &k[marketplace]["source"];
+        (src["source"] == "directory")
+            .then(|| src["path"].as_str().map(PathBuf::from))
+            .flatten()
+    });
+    let from_folder = directory
+        .as_deref()
+        .and_then(|dir| {
+            let m = read_json(&dir.join(".claude-plugin/marketplace.json"))?;
+            let rel = m["plugins"]
+                .as_array()?
+                .iter()
+                .find(|p| p["name"] == "abcd")?["source"]
+                .as_str()?
+                .to_owned();
+            Some(dir.join(rel.trim_start_matches("./")))
+        })
+        .filter(|d| d.join(".claude-plugin/plugin.json").is_file());
+    let lost_marketplace = directory.filter(|_| from_folder.is_none());
+    let enabled = read_json(&config.join("settings.json"))
+        .and_then(|s| s["enabledPlugins"][id.as_str()].as_bool());
+    Some(Installed {
+        id: Some(id.clone()),
+        recorded_version: entry["version"].as_str().map(str::to_owned),
+        root: from_folder.unwrap_or(install_path),
+        enabled,
+        lost_marketplace,
+    })
+}
+
+/// The plugin check: installed, enabled, and of this binary's version (by
+/// its install record and by the manifest of the copy that runs).
+fn plugin_check(inst: &Installed) -> Check {
+    let this = env!("CARGO_PKG_VERSION");
+    let id = inst.id.as_deref().unwrap_or(setup::PLUGIN_REF);
+    if inst.enabled == Some(false) {
+        return check(
+            "plugin",
+            Level::Fail,
+            format!("the abcd plugin ({id}) is installed but disabled in Claude Code's settings"),
+            &format!("claude plugin enable {id} (or /plugin enable {id} inside Claude Code)"),
+        );
+    }
+    if let Some(dir) = &inst.lost_marketplace {
+        return check(
+            "plugin",
+            Level::Fail,
+            format!(
+                "Claude Code loads {id} from the marketplace folder {}, which no longer holds it: Claude Code reports that the marketplace failed to load and runs none of abcd's hooks",
+                dir.display()
+            ),
+            "abcd setup (writes the marketplace again)",
+        );
+    }
+    let manifest = read_json(&inst.root.join(".claude-plugin/plugin.json"))
+        .and_then(|v| v["version"].as_str().map(str::to_owned));
+    let Some(manifest) = manifest else {
+        return check(
+            "plugin",
+            Level::Fail,
+            format!(
+                "{} has no readable .claude-plugin/plugin.json",
+                inst.root.display()
+            ),
+            "abcd setup",
+        );
+    };
+    let mut stale = Vec::new();
+    if manifest != this {
+        stale.push(format!("its manifest says {manifest}"));
+    }
+    if let Some(r) = inst.recorded_version.as_deref().filter(|r| *r != this) {
+        stale.push(format!("Claude Code's install record says {r}"));
+    }
+    if stale.is_empty() {
+        check(
+            "plugin",
+            Level::Ok,
+            format!("{id} runs from {} (version {this})", inst.root.display()),
+            "",
+        )
+    } else {
+        check(
+            "plugin",
+            Level::Warn,
+            format!(
+                "the installed plugin at {} is not this binary's version {this}: {}",
+                inst.root.display(),
+                stale.join("; ")
+            ),
+            "abcd setup (reinstalls the plugin of this version)",
+        )
+    }
+}
+
+/// Installed copies of the abcd plugin under `<claude config>/plugins`,
+/// Claude Code's plugin cache first: what an older Claude Code without
+/// install records leaves.
+fn installed_plugins(config: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         let manifest = dir.join(".claude-plugin/plugin.json");
         if let Ok(text) = crate::fsutil::guarded_read(&manifest, 64 * 1024) {
@@ -94,7 +247,7 @@ fn installed_plugins(home: &Path) -> Vec<PathBuf> {
         }
     }
     let mut out = Vec::new();
-    walk(&home.join(".claude/plugins"), PLUGIN_SEARCH_DEPTH, &mut out);
+    walk(&config.join("plugins"), PLUGIN_SEARCH_DEPTH, &mut out);
     out.sort_by_key(|p| !p.to_string_lossy().contains("/cache/"));
     out
 }
@@ -117,7 +270,8 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
         None => checks.push(check(
             "binary",
             Level::Fail,
-            "no `abcd` on PATH: the hooks (in Claude Code's plugin cache) and /history cannot find it".into(),
+            "no `abcd` on PATH: the plugin's hooks and its /abcd:history command cannot find it"
+                .into(),
             "cargo install --locked --path <abcd checkout> (and put ~/.cargo/bin on PATH)",
         )),
         Some(p) => {
@@ -126,11 +280,22 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
                     .map(|m| m.permissions().mode() & 0o002 != 0)
                     .unwrap_or(true)
             };
-            if world_writable(p) || p.parent().is_some_and(world_writable) {
+            // As the wrapper judges it: the binary, its directory and, for a
+            // link, the directory of the file it resolves to.
+            let target_dir = std::fs::canonicalize(p)
+                .ok()
+                .and_then(|t| t.parent().map(Path::to_path_buf));
+            if world_writable(p)
+                || p.parent().is_some_and(world_writable)
+                || target_dir.as_deref().is_some_and(world_writable)
+            {
                 checks.push(check(
                     "binary",
                     Level::Fail,
-                    format!("{} (or its directory) is world-writable; the hooks refuse to run it", p.display()),
+                    format!(
+                        "{} (or its directory, or the directory of the file it links to) is world-writable; the hooks refuse to run it",
+                        p.display()
+                    ),
                     "chmod o-w the binary and its directory",
                 ));
             } else if this.as_deref().is_some_and(|t| !same_file(t, p)) {
@@ -141,49 +306,46 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
                     "run the PATH one's `abcd doctor`, or reinstall so they agree",
                 ));
             } else {
-                checks.push(check("binary", Level::Ok, format!("{} (version {})", p.display(), env!("CARGO_PKG_VERSION")), ""));
+                checks.push(check(
+                    "binary",
+                    Level::Ok,
+                    format!("{} (version {})", p.display(), env!("CARGO_PKG_VERSION")),
+                    "",
+                ));
             }
         }
     }
 
     // 2 and 3. The installed plugin and its hooks.
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let plugins = home.as_deref().map(installed_plugins).unwrap_or_default();
-    match plugins.first() {
+    let config = claude_config_dir();
+    let found = config.as_deref().and_then(install_record).or_else(|| {
+        config
+            .as_deref()
+            .and_then(|c| installed_plugins(c).into_iter().next())
+            .map(|root| Installed {
+                id: None,
+                recorded_version: None,
+                root,
+                enabled: None,
+                lost_marketplace: None,
+            })
+    });
+    match found {
         None => checks.push(check(
             "plugin",
             Level::Fail,
-            "the abcd plugin is not installed in Claude Code (nothing under ~/.claude/plugins)"
-                .into(),
+            format!(
+                "the abcd plugin is not installed in Claude Code (no install record in {}, nothing under it)",
+                config
+                    .as_deref()
+                    .map(|c| c.join("plugins").display().to_string())
+                    .unwrap_or_else(|| "~/.claude/plugins".into())
+            ),
             "abcd setup",
         )),
-        Some(root) => {
-            let version =
-                crate::fsutil::guarded_read(&root.join(".claude-plugin/plugin.json"), 64 * 1024)
-                    .ok()
-                    .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
-                    .and_then(|v| v["version"].as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "unknown".into());
-            if version == env!("CARGO_PKG_VERSION") {
-                checks.push(check(
-                    "plugin",
-                    Level::Ok,
-                    format!("{} (version {version})", root.display()),
-                    "",
-                ));
-            } else {
-                checks.push(check(
-                    "plugin",
-                    Level::Warn,
-                    format!(
-                        "the installed plugin at {} is version {version}; this binary is {}",
-                        root.display(),
-                        env!("CARGO_PKG_VERSION")
-                    ),
-                    "abcd setup",
-                ));
-            }
-            checks.push(hooks_check(root, on_path.as_deref()));
+        Some(inst) => {
+            checks.push(plugin_check(&inst));
+            checks.push(hooks_check(&inst.root, on_path.as_deref()));
         }
     }
 

@@ -208,11 +208,15 @@ pub fn setup() -> Result<SetupReport, SetupError> {
         ];
         return Ok(rep);
     };
-    let steps: [(&[&str], bool); 3] = [
+    let steps: [(&[&str], bool); 4] = [
         (&["plugin", "marketplace", "add", &dir_s], true),
         // A second setup (a new abcd version) refreshes the marketplace.
         (&["plugin", "marketplace", "update", MARKETPLACE], false),
         (&["plugin", "install", PLUGIN_REF], true),
+        // An install that was already there keeps its old version in Claude
+        // Code's install record ("already installed"); update re-records it
+        // (and says "already at the latest version" otherwise).
+        (&["plugin", "update", PLUGIN_REF], false),
     ];
     for (args, must) in steps {
         let r = run_claude(&claude, args);

@@ -261,17 +261,16 @@ fn wrapper_prefers_the_plugin_bin_over_target_release() {
     assert!(!seen_target.exists());
 }
 
-#[test]
-fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("safe-bin");
-    let seen = t.path().join("seen");
-    write_exe(&dir.join("abcd"), &fake_abcd(&seen), 0o755);
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // The PATH check needs `find`; keep the system dirs after ours.
-    let path = std::ffi::OsString::from(format!("{}:/usr/bin:/bin", dir.display()));
-    let path = Path::new(&path);
-    let out = run("session-end", &[("PATH", path)], b"{}");
+/// `dir` first on PATH, the system directories after it (the wrapper's
+/// PATH check needs `find`).
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    std::ffi::OsString::from(format!("{}:/usr/bin:/bin", dir.display()))
+}
+
+/// The wrapper, with `dir` first on PATH, ran the fake abcd there (which
+/// wrote `seen`) with the hook's verb and stdin.
+fn assert_runs_from_path(verb: &str, dir: &Path, seen: &Path) {
+    let out = run(verb, &[("PATH", Path::new(&path_with(dir)))], b"{}");
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -279,13 +278,16 @@ fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(
-        std::fs::read_to_string(&seen).unwrap(),
-        "args:hook session-end\n{}\n"
+        std::fs::read_to_string(seen).unwrap(),
+        format!("args:hook {verb}\n{{}}\n")
     );
-    std::fs::remove_file(&seen).unwrap();
+    std::fs::remove_file(seen).unwrap();
+}
 
-    std::fs::set_permissions(dir.join("abcd"), std::fs::Permissions::from_mode(0o757)).unwrap();
-    let out = run("session-end", &[("PATH", path)], b"{}");
+/// The wrapper, with `dir` first on PATH, refused the abcd there as
+/// world-writable: exit 1, one line saying so, and the binary never ran.
+fn assert_refused_from_path(verb: &str, dir: &Path, seen: &Path) {
+    let out = run(verb, &[("PATH", Path::new(&path_with(dir)))], b"{}");
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -293,16 +295,48 @@ fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
         "{err}"
     );
     assert!(!seen.exists(), "the unsafe binary never ran");
+}
 
-    std::fs::set_permissions(dir.join("abcd"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = run("session-end", &[("PATH", path)], b"{}");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        !seen.exists(),
-        "a binary in a world-writable directory never ran"
-    );
+#[test]
+fn wrapper_uses_a_safe_abcd_on_path_and_refuses_a_world_writable_one() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("safe-bin");
+    let seen = t.path().join("seen");
+    write_exe(&dir.join("abcd"), &fake_abcd(&seen), 0o755);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_runs_from_path("session-end", &dir, &seen);
+
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    mode(&dir.join("abcd"), 0o757).unwrap();
+    assert_refused_from_path("session-end", &dir, &seen);
+    mode(&dir.join("abcd"), 0o755).unwrap();
+    mode(&dir, 0o777).unwrap();
+    assert_refused_from_path("session-end", &dir, &seen);
+    mode(&dir, 0o755).unwrap();
+}
+
+/// `~/.local/bin/abcd -> ~/.cargo/bin/abcd` and the like: a link's own mode
+/// is always 0777, so the wrapper judges the file it resolves to and that
+/// file's directory (it once refused every linked `abcd` on PATH).
+#[test]
+fn wrapper_runs_a_symlinked_abcd_on_path_unless_its_target_is_unsafe() {
+    let t = tempfile::tempdir().unwrap();
+    let real = t.path().join("real-bin");
+    let links = t.path().join("link-bin");
+    let seen = t.path().join("seen");
+    write_exe(&real.join("abcd"), &fake_abcd(&seen), 0o755);
+    std::fs::create_dir_all(&links).unwrap();
+    let mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    mode(&real, 0o755).unwrap();
+    mode(&links, 0o755).unwrap();
+    std::os::unix::fs::symlink(real.join("abcd"), links.join("abcd")).unwrap();
+    assert_runs_from_path("stop", &links, &seen);
+
+    mode(&real, 0o777).unwrap();
+    assert_refused_from_path("stop", &links, &seen);
+    mode(&real, 0o755).unwrap();
+    mode(&real.join("abcd"), 0o757).unwrap();
+    assert_refused_from_path("stop", &links, &seen);
 }
 
 #[test]
@@ -347,4 +381,71 @@ fn the_no_binary_hint_names_cargo_install_and_setup() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("cargo install --locked --path"), "{err}");
     assert!(err.contains("abcd setup"), "{err}");
+}
+
+/// `cargo install abcd` builds from the published package, which holds only
+/// what `include` in Cargo.toml lists: every file the sources embed
+/// (`include_str!`/`include_bytes!`) must be listed, or the install fails
+/// to compile (the pricing table once was not).
+#[test]
+fn the_package_include_list_holds_every_embedded_file() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let list = manifest
+        .split("\ninclude = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("Cargo.toml has an include list");
+    let included: Vec<&str> = list
+        .split(',')
+        .map(|e| e.trim().trim_matches('"'))
+        .filter(|e| !e.is_empty())
+        .collect();
+    let covered = |rel: &str| {
+        included.iter().any(|inc| {
+            let inc = inc.trim_start_matches('/');
+            match inc.strip_suffix("**") {
+                Some(dir) => rel.starts_with(dir),
+                None => rel == inc,
+            }
+        })
+    };
+    let mut stack = vec![root().join("src")];
+    let mut seen = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            for macro_name in ["include_str!(\"", "include_bytes!(\""] {
+                for rest in text.split(macro_name).skip(1) {
+                    let target = rest.split('"').next().unwrap_or_default();
+                    let mut resolved = p.parent().unwrap().to_path_buf();
+                    for part in target.split('/') {
+                        match part {
+                            ".." => {
+                                resolved.pop();
+                            }
+                            "." => {}
+                            part => resolved.push(part),
+                        }
+                    }
+                    let rel = resolved
+                        .strip_prefix(root())
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned();
+                    assert!(
+                        covered(&rel),
+                        "{} embeds {rel}, which Cargo.toml's include list leaves out of the package",
+                        p.display()
+                    );
+                    seen += 1;
+                }
+            }
+        }
+    }
+    assert!(seen >= 5, "found the embedded files ({seen})");
 }

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{Env, BIN};
+use common::{doctor_check as check, doctor_failed as failed, Env, BIN};
 use serde_json::Value;
 
 struct Setup {
@@ -33,10 +33,24 @@ impl Setup {
         std::os::unix::fs::symlink(BIN, bin.join("abcd")).unwrap();
         let log = env.tmp.path().join("claude.log");
         if with_claude {
+            // What Claude Code 2.1 writes on `plugin install` from a
+            // directory marketplace: the cache copy, the install record,
+            // the marketplace record and the enabled flag.
             let script = format!(
-                "#!/bin/sh\necho \"$*\" >> '{}'\nif [ \"$1 $2\" = 'plugin install' ]; then\n  d=\"$HOME/.claude/plugins/cache/abcd/abcd/{}\"\n  mkdir -p \"$d\" && cp -R \"$XDG_DATA_HOME/abcd/claude-marketplace/plugins/abcd/.\" \"$d/\"\nfi\nexit 0\n",
-                log.display(),
-                env!("CARGO_PKG_VERSION")
+                r#"#!/bin/sh
+echo "$*" >> '{log}'
+if [ "$1 $2" = 'plugin install' ]; then
+  p="$HOME/.claude/plugins"; m="$XDG_DATA_HOME/abcd/claude-marketplace"
+  d="$p/cache/abcd/abcd/{v}"
+  mkdir -p "$d" && cp -R "$m/plugins/abcd/." "$d/"
+  printf '{{"version":2,"plugins":{{"abcd@abcd":[{{"scope":"user","installPath":"%s","version":"{v}"}}]}}}}' "$d" > "$p/installed_plugins.json"
+  printf '{{"abcd":{{"source":{{"source":"directory","path":"%s"}},"installLocation":"%s"}}}}' "$m" "$m" > "$p/known_marketplaces.json"
+  printf '{{"enabledPlugins":{{"abcd@abcd":true}}}}' > "$HOME/.claude/settings.json"
+fi
+exit 0
+"#,
+                log = log.display(),
+                v = env!("CARGO_PKG_VERSION")
             );
             let c = bin.join("claude");
             fs::write(&c, script).unwrap();
@@ -70,22 +84,18 @@ impl Setup {
         (out.status.code().unwrap(), v)
     }
 
-    fn installed(&self) -> PathBuf {
+    /// The copy in Claude Code's plugin cache.
+    fn cached(&self) -> PathBuf {
         self.env
             .home
             .join(".claude/plugins/cache/abcd/abcd")
             .join(env!("CARGO_PKG_VERSION"))
     }
-}
 
-fn failed(v: &Value) -> Vec<String> {
-    v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["level"] == "fail")
-        .map(|c| c["name"].as_str().unwrap().to_owned())
-        .collect()
+    /// The folder Claude Code runs a directory marketplace's plugin from.
+    fn installed(&self) -> PathBuf {
+        self.xdg().join("abcd/claude-marketplace/plugins/abcd")
+    }
 }
 
 #[test]
@@ -141,6 +151,7 @@ fn doctor_passes_after_setup_and_names_each_broken_link() {
         "{log}"
     );
     assert!(log.contains("plugin install abcd@abcd"), "{log}");
+    assert!(log.contains("plugin update abcd@abcd"), "{log}");
 
     // A first capture, so the lane, backlog and journal are checked too.
     let p = s.env.main_transcript("s1", "{\"type\":\"user\"}\n");
@@ -169,17 +180,58 @@ fn doctor_passes_after_setup_and_names_each_broken_link() {
     let (code, v) = s.doctor(&s.path());
     assert_eq!(code, 1);
     assert_eq!(failed(&v), ["hooks"], "{v:#}");
-    let hooks_check = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "hooks")
-        .unwrap();
-    assert!(hooks_check["detail"]
+    assert!(check(&v, "hooks")["detail"]
         .as_str()
         .unwrap()
         .contains("SubagentStop"));
     fs::write(&hooks, &saved).unwrap();
+
+    // The install record names another version: doctor warns, capture works.
+    let records = s.env.home.join(".claude/plugins/installed_plugins.json");
+    let saved = fs::read(&records).unwrap();
+    let stale = text(&saved).replace(
+        &format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION")),
+        "\"version\":\"0.0.1\"",
+    );
+    fs::write(&records, stale).unwrap();
+    let (code, v) = s.doctor(&s.path());
+    assert_eq!(code, 0, "{v:#}");
+    let plugin = check(&v, "plugin");
+    assert_eq!(plugin["level"], "warn", "{v:#}");
+    assert!(
+        plugin["detail"].as_str().unwrap().contains("0.0.1"),
+        "{v:#}"
+    );
+    // Without install records (an older Claude Code), the cache copy is found.
+    fs::remove_file(&records).unwrap();
+    let (code, v) = s.doctor(&s.path());
+    assert_eq!(code, 0, "{v:#}");
+    let detail = check(&v, "plugin")["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains(&*s.cached().to_string_lossy()), "{v:#}");
+    fs::write(&records, &saved).unwrap();
+    // The marketplace folder Claude Code loads the plugin from, gone.
+    let mkt = s.xdg().join("abcd/claude-marketplace");
+    let aside = s.env.tmp.path().join("marketplace-aside");
+    fs::rename(&mkt, &aside).unwrap();
+    let (code, v) = s.doctor(&s.path());
+    fs::rename(&aside, &mkt).unwrap();
+    assert_eq!(code, 1);
+    assert_eq!(failed(&v), ["plugin"], "{v:#}");
+    assert_eq!(
+        check(&v, "plugin")["fix"],
+        "abcd setup (writes the marketplace again)"
+    );
+    // Disabled in Claude Code's settings.
+    let settings = s.env.home.join(".claude/settings.json");
+    fs::write(&settings, r#"{"enabledPlugins":{"abcd@abcd":false}}"#).unwrap();
+    let (code, v) = s.doctor(&s.path());
+    assert_eq!(code, 1);
+    assert_eq!(failed(&v), ["plugin"], "{v:#}");
+    assert!(check(&v, "plugin")["fix"]
+        .as_str()
+        .unwrap()
+        .contains("claude plugin enable abcd@abcd"));
+    fs::write(&settings, r#"{"enabledPlugins":{"abcd@abcd":true}}"#).unwrap();
 
     // 3. ABCD_HOME read-only.
     let home = &s.env.abcd_home;

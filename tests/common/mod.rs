@@ -320,3 +320,24 @@ pub fn hook_json(o: &Output) -> Value {
     );
     serde_json::from_str(lines[0]).expect("hook result is JSON")
 }
+
+/// The names of the checks `abcd --json doctor` failed.
+pub fn doctor_failed(v: &Value) -> Vec<String> {
+    v["checks"]
+        .as_array()
+        .expect("doctor --json has checks")
+        .iter()
+        .filter(|c| c["level"] == "fail")
+        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// One check of `abcd --json doctor`, by name.
+pub fn doctor_check<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .expect("doctor --json has checks")
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check: {v:#}"))
+}
