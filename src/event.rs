@@ -1,13 +1,14 @@
 //! The event model: every state change of a store, as it is written to the
 //! journal.
 //!
-//! Owns: the versioned envelope, the event enum and its bincode encoding.
-//! Never does I/O and never holds raw transcript bytes: a staged transcript is
-//! named by its SHA-256 and lives as a 0600 blob under `staging/` (or
-//! `quarantine/`). What an event may carry: identifiers, lineage scalars as
-//! the harness delivered them (validated: id charset, no line breaks), the
-//! source path, sizes, digests, times, and — only in `Captured` — the
-//! *redacted* record body and its redacted lineage.
+//! Owns: the versioned envelope, the event enum and its bincode encoding,
+//! and the frozen schema-1 layouts ([`v1`]) the upgrade reads. Never does
+//! I/O, and since schema 2 no event carries free text: a staged transcript
+//! and the harness's metadata are named by SHA-256 (0600 blobs under
+//! `staging/` or `quarantine/`), a record by the SHA-256 of its file in
+//! `bodies/`, a forgotten value by its digests. What an event may carry:
+//! identifiers (checked against the id rule and every redaction rule before
+//! they are written), digests, sizes, times, record names and rule kinds.
 //!
 //! Decisions (is this capture a no-op? which records does it supersede? does
 //! it retire a staged entry?) are made by the writer under the store lock and

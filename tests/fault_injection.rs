@@ -15,7 +15,6 @@ mod common;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use serde_json::Value;
@@ -109,20 +108,6 @@ const SCENARIOS: &[Scenario] = &[
         run: |_| verb(&["--json", "journal", "repair", "--yes"]),
     },
 ];
-
-fn copy_tree(from: &Path, to: &Path) {
-    let _ = fs::remove_dir_all(to);
-    if !from.exists() {
-        return;
-    }
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
-}
 
 struct Run {
     code: Option<i32>,

@@ -67,6 +67,14 @@ fn store() -> Env {
     env
 }
 
+/// The value is in no byte under ABCD_HOME and the journal verifies clean.
+fn assert_gone_and_clean(env: &Env, ctx: &str) {
+    let left = holding(env, VALUE);
+    assert!(left.is_empty(), "{ctx}: {left:?}");
+    let v = env.abcd(&["journal", "verify"]);
+    assert_eq!(v.status.code(), Some(0), "{ctx}: {}", stdout(&v));
+}
+
 fn snap(env: &Env) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut m = env.snapshot(&[
         "records",
@@ -124,13 +132,7 @@ fn a_value_in_three_records_of_two_sessions_is_forgotten_everywhere() {
     env.hook("session-end", &env.end_payload(S2, &m2));
     let d = env.drain();
     assert_eq!(d["captured"].as_array().unwrap().len(), 1, "{d}");
-    assert!(
-        holding(&env, VALUE).is_empty(),
-        "{:?}",
-        holding(&env, VALUE)
-    );
-    let v = env.abcd(&["journal", "verify"]);
-    assert_eq!(v.status.code(), Some(0), "{}", stdout(&v));
+    assert_gone_and_clean(&env, "after");
 }
 
 #[test]
@@ -220,13 +222,7 @@ fn forget_and_drains_running_together_are_serialised() {
     drain.wait_with_output().unwrap();
     // Whatever the drain captured before or after the forget holds no value.
     env.drain();
-    assert!(
-        holding(&env, VALUE).is_empty(),
-        "{:?}",
-        holding(&env, VALUE)
-    );
-    let v = env.abcd(&["journal", "verify"]);
-    assert_eq!(v.status.code(), Some(0), "{}", stdout(&v));
+    assert_gone_and_clean(&env, "after");
 }
 
 /// SIGKILL at every file operation of a forget: afterwards the value is
@@ -246,11 +242,10 @@ fn a_forget_killed_at_any_write_is_finished_by_running_it_again() {
     // Each kill point runs on a fresh copy of the same store.
     let base = store();
     let pristine = base.tmp.path().join("pristine");
-    cp(&base.abcd_home, &pristine);
+    copy_tree(&base.abcd_home, &pristine);
     for n in 1..=ops {
         let ctx = format!("KILL at op #{n}");
-        let _ = fs::remove_dir_all(&base.abcd_home);
-        cp(&pristine, &base.abcd_home);
+        copy_tree(&pristine, &base.abcd_home);
         let env = &base;
         let out = env.abcd_env(
             &["history", "forget", "--value", VALUE, "--yes"],
@@ -269,22 +264,6 @@ fn a_forget_killed_at_any_write_is_finished_by_running_it_again() {
         }
         let out = env.abcd(&["history", "forget", "--value", VALUE, "--yes"]);
         assert_eq!(out.status.code(), Some(0), "{ctx}: {}", stderr(&out));
-        assert!(
-            holding(env, VALUE).is_empty(),
-            "{ctx}: {:?}",
-            holding(env, VALUE)
-        );
-        let v = env.abcd(&["journal", "verify"]);
-        assert_eq!(v.status.code(), Some(0), "{ctx}: {}", stdout(&v));
+        assert_gone_and_clean(env, &ctx);
     }
-}
-
-fn cp(from: &Path, to: &Path) {
-    let st = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success());
 }

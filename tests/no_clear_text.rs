@@ -126,20 +126,7 @@ fn no_planted_value_survives_hooks_drain_and_discard() {
             "transcript_path": main,
             "hook_event_name": "SubagentStop",
         });
-        let out = env
-            .command(&repo)
-            .args(["--json", "hook", "subagent-stop"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin
-                    .take()
-                    .unwrap()
-                    .write_all(payload.to_string().as_bytes())?;
-                c.wait_with_output()
-            })
-            .unwrap();
+        let out = env.hook_in(&repo, "subagent-stop", &payload);
         assert!(
             out.status.success(),
             "{}",
@@ -161,20 +148,7 @@ fn no_planted_value_survives_hooks_drain_and_discard() {
         "hook_event_name": "SessionEnd",
     });
     for p in [end, bad_session] {
-        let out = env
-            .command(&repo)
-            .args(["--json", "hook", "session-end"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin
-                    .take()
-                    .unwrap()
-                    .write_all(p.to_string().as_bytes())?;
-                c.wait_with_output()
-            })
-            .unwrap();
+        let out = env.hook_in(&repo, "session-end", &p);
         assert!(out.status.success());
         assert!(
             !String::from_utf8_lossy(&out.stderr).contains(&v("session id")),

@@ -138,6 +138,16 @@ impl Env {
             .expect("hook finishes")
     }
 
+    /// Runs `abcd --json hook <verb>` in `cwd` with `payload` on stdin.
+    pub fn hook_in(&self, cwd: &Path, verb: &str, payload: &Value) -> Output {
+        spawn_with_stdin(
+            self.command(cwd).args(["--json", "hook", verb]),
+            payload.to_string().as_bytes(),
+        )
+        .wait_with_output()
+        .expect("hook finishes")
+    }
+
     /// Starts `abcd --json hook <verb>` with `payload` on stdin and returns
     /// the running child (for concurrency and kill tests).
     pub fn spawn_hook(&self, verb: &str, payload: &Value) -> std::process::Child {
@@ -340,4 +350,19 @@ pub fn doctor_check<'a>(v: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|c| c["name"] == name)
         .unwrap_or_else(|| panic!("no {name} check: {v:#}"))
+}
+
+/// `cp -a from to`: a copy keeping modes and times (store snapshots).
+pub fn copy_tree(from: &Path, to: &Path) {
+    let _ = fs::remove_dir_all(to);
+    if !from.exists() {
+        return;
+    }
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
 }
