@@ -247,9 +247,12 @@ pub fn run(
     if !req.yes {
         return Ok(report);
     }
+    // Written unsynced, then one syncfs: thousands of bodies cost one
+    // flush, and all of them are durable before the event names them.
     for (_, bytes) in &new_bodies {
-        body::put(&corpus.lane, bytes)?;
+        body::put_unsynced(&corpus.lane, bytes)?;
     }
+    body::sync(&corpus.lane)?;
     // Until the old bodies are gone, `journal verify` is not clean.
     let marker = body::forget_marker(&corpus.lane);
     let pending: Vec<&str> = rewrites.iter().map(|r| r.from.as_str()).collect();

@@ -444,6 +444,37 @@ fn update_shard(
     Ok(())
 }
 
+/// Replaces the summaries of many records whose session (hence shard) does
+/// not change, each shard read and written once.
+fn replace_summaries(lane: &Lane, summaries: Vec<Summary>) -> Result<(), ProjectionError> {
+    let mut by_shard: std::collections::BTreeMap<PathBuf, Vec<Summary>> = Default::default();
+    for s in summaries {
+        by_shard
+            .entry(summary_path(lane, s.session_id()))
+            .or_default()
+            .push(s);
+    }
+    for (p, new) in by_shard {
+        let fresh: std::collections::HashMap<String, String> =
+            new.iter().map(|s| (s.file.clone(), s.to_line())).collect();
+        let mut items: Vec<(String, String)> = read_shard(&p)?
+            .into_iter()
+            .filter_map(|l| line_file(&l).map(|f| (f, l)))
+            .filter(|(f, _)| !fresh.contains_key(f))
+            .collect();
+        items.extend(fresh);
+        items.sort();
+        ensure_dir(p.parent().expect("summary path has a parent"))?;
+        let mut text = String::new();
+        for (_, l) in &items {
+            text.push_str(l);
+            text.push('\n');
+        }
+        fsutil::write_atomic(&p, text.as_bytes(), false)?;
+    }
+    Ok(())
+}
+
 /// Inserts or replaces the summary of one record.
 fn write_summary(lane: &Lane, summary: &Summary) -> Result<(), ProjectionError> {
     update_shard(lane, summary.session_id(), &summary.file, Some(summary))
@@ -846,6 +877,12 @@ impl<'a> Projector<'a> {
             .iter()
             .map(|r| (r.from.as_str(), &r.to))
             .collect();
+        let done: std::collections::HashSet<&str> = f
+            .rewrites
+            .iter()
+            .filter_map(|r| r.to.as_ref().map(|t| t.sha256.as_str()))
+            .collect();
+        let mut summaries = Vec::new();
         for name in &f.rewritten_records {
             let name = naming::record_name(name);
             let path = self.lane.records_dir().join(&*name);
@@ -859,15 +896,35 @@ impl<'a> Projector<'a> {
                     })
                 }
             };
-            // Already the new body (a replay resolved it through the
-            // forwards, or a re-application): nothing to do.
-            let Some(Some(new)) = to.get(fsutil::sha256_hex(&current).as_str()) else {
+            let sha = fsutil::sha256_hex(&current);
+            let Some(Some(new)) = to.get(sha.as_str()) else {
+                // Already the new body (a replay resolved it through the
+                // forwards, or a re-application after a crash): its summary
+                // may still be the old one.
+                if let (true, Ok((meta, body))) =
+                    (done.contains(sha.as_str()), record::parse(&current))
+                {
+                    summaries.push(Summary::of(&name, &meta, body));
+                }
                 continue;
             };
             let file = body::read(self.lane, &new.sha256)?;
-            self.drop_record(index, &name)?;
-            self.store_record(index, &name, &file)?;
+            let keys = |b: &[u8]| record::parse(b).ok().map(|(m, _)| record_keys(&m));
+            if keys(&current).is_some() && keys(&current) == keys(&file) {
+                // The common case: the value was in the text, not in an id.
+                // The index stays; the summaries are replaced in one pass.
+                let (meta, body) = record::parse(&file).map_err(|e| ProjectionError::Record {
+                    path: path.clone(),
+                    why: format!("its body does not parse as a record: {e}"),
+                })?;
+                self.write(&path, &file)?;
+                summaries.push(Summary::of(&name, &meta, body));
+            } else {
+                self.drop_record(index, &name)?;
+                self.store_record(index, &name, &file)?;
+            }
         }
+        replace_summaries(self.lane, summaries)?;
         for name in &f.removed_records {
             self.drop_record(index, &naming::record_name(name))?;
         }
