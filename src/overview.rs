@@ -304,6 +304,30 @@ pub fn sessions(corpus: &Corpus, f: &Filter) -> Result<Vec<SessionRow>, Reconstr
     Ok(rows)
 }
 
+/// `history list --json`: the records of the sessions [`sessions`] selects
+/// (every filter, `--limit` counting sessions), each with its summary,
+/// newest capture first (a session's main thread first when one session
+/// is asked for). Reads the record summaries only.
+pub fn records(
+    corpus: &Corpus,
+    f: &Filter,
+) -> Result<Vec<history::ListedSummary>, ReconstructError> {
+    let all = history::list_summaries(corpus, f.session.as_deref())?;
+    let unfiltered =
+        f.since_ns.is_none() && f.until_ns.is_none() && f.limit.is_none() && f.agent_type.is_none();
+    if unfiltered {
+        return Ok(all);
+    }
+    let keep: BTreeSet<String> = sessions(corpus, f)?
+        .into_iter()
+        .map(|r| r.session_id)
+        .collect();
+    Ok(all
+        .into_iter()
+        .filter(|l| keep.contains(&l.record.meta.session_id))
+        .collect())
+}
+
 /// One repository of the store, for `--all-repos`.
 pub struct Repo {
     pub root_sha: String,

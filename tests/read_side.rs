@@ -637,6 +637,105 @@ fn search_finds_words_phrases_and_prefixes_with_filters() {
     assert!(hits.iter().all(|h| h["repository"].is_string()) && !hits.is_empty());
 }
 
+/// Captures `body` directly as the main thread of `session`.
+fn capture_main(env: &Env, session: &str, body: &str) {
+    let p = env.tmp.path().join(format!("{session}.jsonl"));
+    fs::write(&p, body).unwrap();
+    let o = env.abcd(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        session,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn search_hits_come_newest_first_and_stop_at_the_limit() {
+    let env = captured();
+    hostile(&env);
+    // The index is built by this first query: July above June.
+    let hits = search(&env, &["click OR tour"]);
+    assert_eq!(hits[0]["session_id"], HOSTILE, "{hits:?}");
+    // An older session captured after the index was built sorts by when it
+    // ran, not by when it was indexed.
+    let older: String = (0..30)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"type":"user","timestamp":format!("2026-05-01T00:00:{i:02}Z"),"message":{"role":"user","content":format!("needle {i} of the tour")}})
+            )
+        })
+        .collect();
+    capture_main(&env, "older-0001", &older);
+    let hits = search(&env, &["click OR tour", "--limit", "100"]);
+    let order: Vec<&str> = hits
+        .iter()
+        .map(|h| h["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(order[0], HOSTILE, "{order:?}");
+    let first_may = order.iter().position(|s| *s == "older-0001").unwrap();
+    assert!(order[..first_may].contains(&SID), "{order:?}");
+    assert!(
+        order[first_may..].iter().all(|s| *s == "older-0001"),
+        "{order:?}"
+    );
+    assert_eq!(order.len() - first_may, 30);
+    // 20 hits unless told; --limit raises the cap.
+    assert_eq!(search(&env, &["needle"]).len(), 20);
+    assert_eq!(search(&env, &["needle", "--limit", "100"]).len(), 30);
+    assert!(search(&env, &["needle"])[0].get("score").is_none());
+    // --rank: BM25, best first, with the score.
+    let hits = search(&env, &["needle", "--rank", "--limit", "5"]);
+    assert_eq!(hits.len(), 5);
+    let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] <= w[1]), "{scores:?}");
+    // One session's hits only, from the span of its records.
+    let hits = search(&env, &["tour", "--session", "older-0001", "--limit", "100"]);
+    assert_eq!(hits.len(), 30);
+    assert!(search(&env, &["tour", "--session", "no-such-session"]).is_empty());
+}
+
+#[test]
+fn list_json_applies_every_filter() {
+    let env = captured();
+    hostile(&env);
+    let sessions = |args: &[&str]| -> (usize, std::collections::BTreeSet<String>) {
+        let mut a = vec!["history", "list", "--json"];
+        a.extend_from_slice(args);
+        let v = env.json(&a);
+        let recs = v.as_array().unwrap_or_else(|| panic!("{v}"));
+        (
+            recs.len(),
+            recs.iter()
+                .map(|r| r["session_id"].as_str().unwrap().to_owned())
+                .collect(),
+        )
+    };
+    let only = |s: &str| std::collections::BTreeSet::from([s.to_owned()]);
+    assert_eq!(sessions(&[]).0, 5);
+    assert_eq!(sessions(&["--since", "2026-07-01"]), (1, only(HOSTILE)));
+    assert_eq!(sessions(&["--until", "2026-07-01"]), (4, only(SID)));
+    assert_eq!(sessions(&["--limit", "1"]), (1, only(HOSTILE)));
+    assert_eq!(sessions(&["--agent-type", "Explore"]), (4, only(SID)));
+    assert_eq!(
+        sessions(&["--all-repos", "--since", "2026-07-01"]),
+        (1, only(HOSTILE))
+    );
+    // A session asked for and filtered out is a miss, as in text.
+    let o = env.abcd(&[
+        "history",
+        "list",
+        "--json",
+        "--session",
+        SID,
+        "--since",
+        "2026-07-01",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
+
 #[test]
 fn stats_estimate_cost_from_the_shipped_table_or_the_users() {
     let env = captured();
