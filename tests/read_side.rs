@@ -791,3 +791,116 @@ fn stats_estimate_cost_from_the_shipped_table_or_the_users() {
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("pricing.json"), "{}", stderr(&o));
 }
+
+/// Every public fixture transcript, each as the main thread of its own
+/// session, captured through the hooks and a drain, then read by every
+/// verb: each succeeds, the figures agree across verbs (a one-thread
+/// session's tokens are its record's), the page is inert, and a word of
+/// each title is found by search in that session.
+#[test]
+fn every_verb_reads_every_public_fixture() {
+    let env = Env::new();
+    let fx = fixtures();
+    let mut files = Vec::new();
+    let mut stack = vec![fx.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl")
+                && !p.to_string_lossy().contains("/subagents/")
+                && !p.ends_with("history.jsonl")
+            {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let ok = |o: std::process::Output| {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        o
+    };
+    let mut sessions = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let sid = format!("fixture-{i:02}");
+        let body = fs::read_to_string(f).unwrap();
+        let main = env.main_transcript(&sid, &body);
+        ok(env.hook("session-start", &env.start_payload(&sid)));
+        ok(env.hook("stop", &env.end_payload(&sid, &main)));
+        ok(env.hook("session-end", &env.end_payload(&sid, &main)));
+        sessions.push((sid, f.clone()));
+    }
+    env.drain();
+    let list = env.json(&["history", "list", "--json"]);
+    let records = list.as_array().unwrap();
+    assert_eq!(records.len(), files.len(), "one record per fixture: {list}");
+    ok(env.abcd(&["history", "list"]));
+    let out = env.tmp.path().join("out");
+    fs::create_dir_all(&out).unwrap();
+    let mut total = 0u64;
+    let mut searched = 0;
+    for (sid, f) in &sessions {
+        let rec = records
+            .iter()
+            .find(|r| r["session_id"] == sid.as_str())
+            .unwrap_or_else(|| panic!("{sid} ({}) stored", f.display()));
+        ok(env.abcd(&["history", "show", sid]));
+        ok(env.abcd(&[
+            "history",
+            "reconstruct",
+            sid,
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+        let t: Value =
+            serde_json::from_slice(&fs::read(out.join(format!("{sid}.telemetry.json"))).unwrap())
+                .unwrap();
+        let tokens = t["tokens"]["tokens"]["total"].as_u64().unwrap();
+        assert_eq!(rec["tokens"].as_u64(), Some(tokens), "{}", f.display());
+        total += tokens;
+        for format in ["md", "json"] {
+            ok(env.abcd(&["history", "export", sid, "--format", format]));
+        }
+        let html = stdout(&ok(
+            env.abcd(&["history", "export", sid, "--format", "html"])
+        ));
+        assert!(!html.to_lowercase().contains("<script"), "{}", f.display());
+        // A word of the title (when the transcript has a prompt) is found.
+        let word = rec["title"].as_str().and_then(|t| {
+            t.split(|c: char| !c.is_ascii_alphanumeric())
+                .find(|w| w.len() >= 5)
+                .map(str::to_owned)
+        });
+        if let Some(w) = word {
+            let hits = search(&env, &[w.as_str(), "--session", sid]);
+            assert!(
+                hits.iter().any(|h| h["turn"].as_i64() >= Some(1)),
+                "{w} in {}: {hits:?}",
+                f.display()
+            );
+            searched += 1;
+        }
+    }
+    assert!(searched >= files.len() / 2, "{searched} titles searched");
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["sessions"], files.len() as u64, "{st}");
+    assert_eq!(st["tokens"]["total"], total, "{st}");
+    ok(env.abcd(&["history", "stats"]));
+    let site = env.tmp.path().join("site");
+    ok(env.abcd(&[
+        "history",
+        "export",
+        "--all",
+        "--format",
+        "html",
+        "--out",
+        site.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        fs::read_dir(&site).unwrap().count(),
+        files.len() + 1,
+        "a page per session and the index"
+    );
+}
