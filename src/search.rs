@@ -38,7 +38,7 @@ use crate::summary::Summary;
 use crate::transcript::{self, Block};
 
 /// Index schema: a different one is dropped and rebuilt.
-const SCHEMA: i64 = 3;
+const SCHEMA: i64 = 4;
 
 #[derive(Debug, Error)]
 pub enum SearchError {
@@ -144,22 +144,24 @@ fn open(corpus: &Corpus) -> Result<(Connection, PathBuf), SearchError> {
         | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let db = Connection::open_with_flags(&path, flags).map_err(sql(&path))?;
     let e = sql(&path);
-    db.execute_batch("PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF;")
-        .map_err(&e)?;
+    db.execute_batch(
+        "PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;",
+    )
+    .map_err(&e)?;
     let version: i64 = db
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(&e)?;
     if version != SCHEMA {
         db.execute_batch(
             "DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS docs;
-             CREATE TABLE records(file TEXT PRIMARY KEY, session TEXT NOT NULL,
+             CREATE TABLE records(id INTEGER PRIMARY KEY, file TEXT UNIQUE NOT NULL,
+               session TEXT NOT NULL, agent TEXT, agent_type TEXT,
                lo INTEGER NOT NULL, hi INTEGER NOT NULL);
              CREATE INDEX IF NOT EXISTS records_session ON records(session);
              CREATE INDEX IF NOT EXISTS records_hi ON records(hi);
              CREATE TABLE IF NOT EXISTS synced(id INTEGER PRIMARY KEY CHECK (id = 0), position TEXT);
              CREATE VIRTUAL TABLE docs USING fts5(
-               text, file UNINDEXED, session UNINDEXED, agent UNINDEXED,
-               agent_type UNINDEXED, role UNINDEXED, tool UNINDEXED,
+               text, rec UNINDEXED, role UNINDEXED, tool UNINDEXED,
                turn UNINDEXED, ts UNINDEXED, ts_ns UNINDEXED,
                tokenize = 'unicode61');",
         )
@@ -214,17 +216,17 @@ pub fn sync(corpus: &Corpus) -> Result<Synced, SearchError> {
     let mut out = Synced::default();
     let tx = db.transaction().map_err(sql(&path))?;
     for gone in have.iter().filter(|f| !live.contains(f.as_str())) {
-        let span: Option<(i64, i64)> = tx
+        let span: Option<(i64, i64, i64)> = tx
             .query_row(
-                "SELECT lo, hi FROM records WHERE file = ?1",
+                "SELECT id, lo, hi FROM records WHERE file = ?1",
                 params![gone],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .ok();
-        if let Some((lo, hi)) = span {
+        if let Some((id, lo, hi)) = span {
             tx.execute(
-                "DELETE FROM docs WHERE rowid BETWEEN ?1 AND ?2 AND file = ?3",
-                params![lo, hi, gone],
+                "DELETE FROM docs WHERE rowid BETWEEN ?1 AND ?2 AND rec = ?3",
+                params![lo, hi, id],
             )
             .map_err(sql(&path))?;
         }
@@ -239,69 +241,100 @@ pub fn sync(corpus: &Corpus) -> Result<Synced, SearchError> {
     {
         let mut ins = tx
             .prepare(
-                "INSERT INTO docs(rowid, text, file, session, agent, agent_type, role, tool, turn, ts, ts_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO docs(rowid, text, rec, role, tool, turn, ts, ts_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .map_err(sql(&path))?;
         // Bodies are read a session at a time, through `history` (the one
-        // reader of record files), and only the new records' are kept.
-        let mut bodies: HashMap<String, Vec<u8>> = HashMap::new();
-        let mut loaded: BTreeSet<String> = BTreeSet::new();
-        for s in new {
-            if loaded.insert(s.session_id().to_owned()) {
-                let wanted: BTreeSet<&str> = summaries
-                    .iter()
-                    .filter(|o| o.session_id() == s.session_id() && !have.contains(&o.file))
-                    .map(|o| o.file.as_str())
-                    .collect();
-                for (l, body) in history::session_bodies(&locked.corpus, s.session_id())? {
-                    if wanted.contains(l.file.as_str()) {
-                        bodies.insert(l.file, body);
+        // reader of record files), and split into documents by a second
+        // thread while this one inserts: on two cores the build goes at
+        // the pace of the slower half, not of both in turn.
+        let reader: &Corpus = locked.corpus;
+        let new = &new;
+        std::thread::scope(|scope| -> Result<(), SearchError> {
+            let (send, parsed) = std::sync::mpsc::sync_channel(4);
+            scope.spawn(move || {
+                let mut wanted: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+                for s in new {
+                    wanted
+                        .entry(s.session_id())
+                        .or_default()
+                        .insert(s.file.as_str());
+                }
+                let mut bodies: HashMap<String, Vec<u8>> = HashMap::new();
+                for s in new {
+                    if let Some(files) = wanted.remove(s.session_id()) {
+                        match history::session_bodies(reader, s.session_id()) {
+                            Ok(v) => {
+                                for (l, body) in v {
+                                    if files.contains(l.file.as_str()) {
+                                        bodies.insert(l.file, body);
+                                    }
+                                }
+                            }
+                            Err(e) => {
+                                let _ = send.send(Err(e));
+                                return;
+                            }
+                        }
+                    }
+                    let Some(body) = bodies.remove(&s.file) else {
+                        continue;
+                    };
+                    if send.send(Ok((*s, body.len(), documents(&body)))).is_err() {
+                        return;
                     }
                 }
-            }
-            let Some(body) = bodies.remove(&s.file) else {
-                continue;
-            };
-            // Rowids carry the record's start (see [`rowid_base`]): the
-            // next free one in its second.
-            let base = rowid_base(s);
-            let mut next: i64 = tx
-                .query_row(
-                    "SELECT max(hi) FROM records WHERE hi BETWEEN ?1 AND ?2",
-                    params![base, base + ROWIDS_PER_SECOND - 1],
-                    |r| r.get::<_, Option<i64>>(0),
+            });
+            for item in parsed {
+                let (s, len, docs): (&Summary, usize, Vec<Document>) = item?;
+                // Rowids carry the record's start (see [`rowid_base`]):
+                // the next free one in its second.
+                let base = rowid_base(s);
+                let next: i64 = tx
+                    .query_row(
+                        "SELECT max(hi) FROM records WHERE hi BETWEEN ?1 AND ?2",
+                        params![base, base + ROWIDS_PER_SECOND - 1],
+                        |r| r.get::<_, Option<i64>>(0),
+                    )
+                    .map_err(sql(&path))?
+                    .map_or(base, |h| h + 1);
+                // The record's row first (its id is on every document),
+                // with the span its documents will take: [lo, hi], empty
+                // when hi < lo.
+                let (lo, hi) = (next, next + docs.len() as i64 - 1);
+                tx.execute(
+                    "INSERT INTO records(file, session, agent, agent_type, lo, hi)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![
+                        s.file,
+                        s.session_id(),
+                        s.agent_id(),
+                        s.meta.agent_type,
+                        lo,
+                        hi
+                    ],
                 )
-                .map_err(sql(&path))?
-                .map_or(base, |h| h + 1);
-            let mut span: Option<(i64, i64)> = None;
-            for d in documents(&body) {
-                ins.execute(params![
-                    next,
-                    d.text,
-                    s.file,
-                    s.session_id(),
-                    s.agent_id(),
-                    s.meta.agent_type,
-                    d.role,
-                    d.tool,
-                    d.turn as i64,
-                    d.ts,
-                    d.ts.as_deref().and_then(parse_rfc3339).map(|n| n as i64),
-                ])
                 .map_err(sql(&path))?;
-                span = Some(span.map_or((next, next), |(lo, _)| (lo, next)));
-                next += 1;
+                let rec = tx.last_insert_rowid();
+                for (rowid, d) in (lo..).zip(docs) {
+                    ins.execute(params![
+                        rowid,
+                        d.text,
+                        rec,
+                        d.role,
+                        d.tool,
+                        d.turn as i64,
+                        d.ts,
+                        d.ts.as_deref().and_then(parse_rfc3339).map(|n| n as i64),
+                    ])
+                    .map_err(sql(&path))?;
+                }
+                out.indexed_records += 1;
+                out.indexed_bytes += len as u64;
             }
-            let (lo, hi) = span.unwrap_or((0, -1));
-            tx.execute(
-                "INSERT INTO records(file, session, lo, hi) VALUES (?1, ?2, ?3, ?4)",
-                params![s.file, s.session_id(), lo, hi],
-            )
-            .map_err(sql(&path))?;
-            out.indexed_records += 1;
-            out.indexed_bytes += body.len() as u64;
-        }
+            Ok(())
+        })?;
     }
     record_position(&tx, &path, position(&corpus.lane))?;
     tx.commit().map_err(sql(&path))?;
@@ -540,7 +573,7 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
         Some(s) => {
             let span: (Option<i64>, Option<i64>) = db
                 .query_row(
-                    "SELECT min(lo), max(hi) FROM records WHERE session = ?1",
+                    "SELECT min(lo), max(hi) FROM records WHERE session = ?1 AND hi >= lo",
                     params![s],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
@@ -566,15 +599,18 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
             score: r.get(9)?,
         })
     };
-    const COLUMNS: &str = "file, session, agent, agent_type, role, tool, turn, ts,
+    const COLUMNS: &str = "r.file, r.session, r.agent, r.agent_type, role, tool, turn, ts,
         snippet(docs, 0, '[', ']', '…', 16)";
-    const FILTERS: &str = "docs MATCH ?1 AND rowid BETWEEN ?2 AND ?3
-        AND (?4 IS NULL OR session = ?4)
-        AND (?5 IS NULL OR agent_type = ?5)
+    // The record's columns come from `records`, one row lookup per
+    // document looked at.
+    const FILTERS: &str = "docs MATCH ?1 AND docs.rowid BETWEEN ?2 AND ?3
+        AND (?4 IS NULL OR r.session = ?4)
+        AND (?5 IS NULL OR r.agent_type = ?5)
         AND (?6 IS NULL OR role = ?6)
         AND (?7 IS NULL OR tool = ?7)
         AND (?8 IS NULL OR ts_ns >= ?8)
         AND (?9 IS NULL OR ts_ns < ?9)";
+    const FROM: &str = "docs JOIN records r ON r.id = docs.rec";
     let run = |text: &str| -> Result<Vec<Hit>, rusqlite::Error> {
         let args = params![
             text,
@@ -592,15 +628,15 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
             // FTS5 yields rows in rowid order itself (no sort), so the
             // snippet is made for the rows returned only.
             let mut st = db.prepare(&format!(
-                "SELECT {COLUMNS}, NULL FROM docs WHERE {FILTERS} ORDER BY rowid DESC LIMIT ?10"
+                "SELECT {COLUMNS}, NULL FROM {FROM} WHERE {FILTERS} ORDER BY docs.rowid DESC LIMIT ?10"
             ))?;
             return st.query_map(args, row)?.collect();
         }
         // Ranked: SQLite computes result columns before it sorts, so the
         // best rowids first, then the snippets of those rows only.
         let mut st = db.prepare(&format!(
-            "SELECT {COLUMNS}, bm25(docs) FROM docs WHERE docs MATCH ?1 AND rowid IN (
-               SELECT rowid FROM docs WHERE {FILTERS} ORDER BY rank LIMIT ?10)
+            "SELECT {COLUMNS}, bm25(docs) FROM {FROM} WHERE docs MATCH ?1 AND docs.rowid IN (
+               SELECT docs.rowid FROM {FROM} WHERE {FILTERS} ORDER BY rank LIMIT ?10)
              ORDER BY rank"
         ))?;
         let hits = st.query_map(args, row)?.collect();

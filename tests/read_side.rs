@@ -195,6 +195,20 @@ fn reconstruct_to_stdout_spine_and_caps() {
 
 const HOSTILE: &str = "hostile-0001";
 
+/// Captures `body` directly as the main thread of `session`.
+fn capture_main(env: &Env, session: &str, body: &str) {
+    let p = env.tmp.path().join(format!("{session}.jsonl"));
+    fs::write(&p, body).unwrap();
+    let o = env.abcd(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        session,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 /// A main thread full of markup and controls, captured directly.
 fn hostile(env: &Env) {
     let lines = [
@@ -202,16 +216,23 @@ fn hostile(env: &Env) {
         json!({"type":"assistant","timestamp":"2026-07-01T09:00:01Z","message":{"id":"msg_h1","role":"assistant","model":"m<b>x</b>","content":[{"type":"text","text":"<a href=\"javascript:alert(1)\">click</a> [REDACTED:demo-key]"},{"type":"tool_use","id":"t\"><script>","name":"Bash<script>","input":{"command":"echo </pre><script>x()</script>"}}],"usage":{"input_tokens":1,"output_tokens":1}}}),
     ];
     let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let p = env.tmp.path().join("hostile.jsonl");
-    fs::write(&p, body).unwrap();
+    capture_main(env, HOSTILE, &body);
+}
+
+/// `history export --all --format html` into `site/`, which it returns.
+fn export_site(env: &Env) -> std::path::PathBuf {
+    let site = env.tmp.path().join("site");
     let o = env.abcd(&[
         "history",
-        "capture",
-        p.to_str().unwrap(),
-        "--session",
-        HOSTILE,
+        "export",
+        "--all",
+        "--format",
+        "html",
+        "--out",
+        site.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    site
 }
 
 fn assert_inert(html: &str) {
@@ -260,17 +281,7 @@ fn export_formats_and_escaping() {
         f.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let site = env.tmp.path().join("site");
-    let o = env.abcd(&[
-        "history",
-        "export",
-        "--all",
-        "--format",
-        "html",
-        "--out",
-        site.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let site = export_site(&env);
     let index = fs::read_to_string(site.join("index.html")).unwrap();
     assert!(index.contains(&format!("href=\"{SID}.html\"")));
     assert!(index.contains(&format!("href=\"{HOSTILE}.html\"")));
@@ -368,17 +379,7 @@ fn the_page_in_a_real_browser() {
     };
     let env = captured();
     hostile(&env);
-    let site = env.tmp.path().join("site");
-    let o = env.abcd(&[
-        "history",
-        "export",
-        "--all",
-        "--format",
-        "html",
-        "--out",
-        site.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let site = export_site(&env);
     let profile = env.tmp.path().join("chromium-profile");
     let dom = dump_dom(&browser, &site.join(format!("{SID}.html")), &profile);
     let tree = nesting(&dom);
@@ -637,20 +638,6 @@ fn search_finds_words_phrases_and_prefixes_with_filters() {
     assert!(hits.iter().all(|h| h["repository"].is_string()) && !hits.is_empty());
 }
 
-/// Captures `body` directly as the main thread of `session`.
-fn capture_main(env: &Env, session: &str, body: &str) {
-    let p = env.tmp.path().join(format!("{session}.jsonl"));
-    fs::write(&p, body).unwrap();
-    let o = env.abcd(&[
-        "history",
-        "capture",
-        p.to_str().unwrap(),
-        "--session",
-        session,
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-}
-
 #[test]
 fn search_hits_come_newest_first_and_stop_at_the_limit() {
     let env = captured();
@@ -888,16 +875,7 @@ fn every_verb_reads_every_public_fixture() {
     assert_eq!(st["sessions"], files.len() as u64, "{st}");
     assert_eq!(st["tokens"]["total"], total, "{st}");
     ok(env.abcd(&["history", "stats"]));
-    let site = env.tmp.path().join("site");
-    ok(env.abcd(&[
-        "history",
-        "export",
-        "--all",
-        "--format",
-        "html",
-        "--out",
-        site.to_str().unwrap(),
-    ]));
+    let site = export_site(&env);
     assert_eq!(
         fs::read_dir(&site).unwrap().count(),
         files.len() + 1,

@@ -77,16 +77,37 @@ fn main() {
     let index = search::index_path(&corpus);
     let _ = std::fs::remove_file(&index);
     let t = Instant::now();
+    let cpu = cpu_secs();
     let s = search::sync(&corpus).unwrap();
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu;
     let size = std::fs::metadata(&index).unwrap().len();
     println!(
-        "index build: {} records, {:.0} MB in {secs:.1}s = {:.1} MB/s; index {:.0} MB ({:.0}% of the text)",
+        "index build: {} records, {:.0} MB in {secs:.1}s = {:.1} MB/s ({cpu:.1} CPU s = {:.1} MB/CPU s); index {:.0} MB ({:.0}% of the text)",
         s.indexed_records,
         s.indexed_bytes as f64 / 1e6,
         s.indexed_bytes as f64 / 1e6 / secs,
+        s.indexed_bytes as f64 / 1e6 / cpu,
         size as f64 / 1e6,
         100.0 * size as f64 / s.indexed_bytes as f64
+    );
+    // The share of the build that is reading and splitting the records
+    // (what the sync's second thread does), alone.
+    let t = Instant::now();
+    let cpu = cpu_secs();
+    let mut docs = 0usize;
+    let mut seen = std::collections::BTreeSet::new();
+    for s in abcd::history::summaries(&corpus, None).unwrap() {
+        if seen.insert(s.session_id().to_owned()) {
+            for (_, body) in abcd::history::session_bodies(&corpus, s.session_id()).unwrap() {
+                docs += search::documents(&body).len();
+            }
+        }
+    }
+    println!(
+        "  of which reading and splitting into {docs} documents alone: {:.1}s ({:.1} CPU s)",
+        t.elapsed().as_secs_f64(),
+        cpu_secs() - cpu
     );
     let records = corpus.lane.records_dir();
     let rg = Command::new("rg").arg("--version").output().is_ok();
