@@ -171,7 +171,7 @@ pub enum HistoryCmd {
         /// Every repository in the store.
         #[arg(long)]
         all_repos: bool,
-        /// At most this many hits (per repository with --all-repos).
+        /// At most this many hits (across every repository with --all-repos).
         #[arg(long, default_value_t = crate::search::DEFAULT_LIMIT, value_name = "N")]
         limit: usize,
         /// Best matches first (BM25) instead of newest first; scores every match, so slower for common words.
@@ -904,6 +904,7 @@ fn history_cmd(
                         hits.push(h);
                     }
                 }
+                hits = crate::search::merge(hits, q.rank, q.limit);
             } else if let (Some(c), _, _) = open_corpus(repo_arg, false)? {
                 hits = crate::search::search(&c, &q).map_err(|e| e.to_string())?;
             }

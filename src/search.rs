@@ -100,6 +100,10 @@ pub struct Hit {
     /// BM25 (lower is better), with `rank` only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// Newest first is higher first, across repositories too (the rowid
+    /// carries the record's start: see [`ROWIDS_PER_SECOND`]).
+    #[serde(skip)]
+    pub order: i64,
 }
 
 /// What bringing the index up to date did.
@@ -443,6 +447,22 @@ pub fn documents(body: &[u8]) -> Vec<Document> {
     out
 }
 
+/// Hits of several repositories as one list: newest first (best first with
+/// `rank`), at most `limit`.
+pub fn merge(mut hits: Vec<Hit>, rank: bool, limit: usize) -> Vec<Hit> {
+    if rank {
+        hits.sort_by(|a, b| {
+            a.score
+                .unwrap_or(f64::MAX)
+                .total_cmp(&b.score.unwrap_or(f64::MAX))
+        });
+    } else {
+        hits.sort_by(|a, b| b.order.cmp(&a.order));
+    }
+    hits.truncate(limit);
+    hits
+}
+
 /// Plain words, each quoted: what a query FTS5 refuses is retried as.
 fn quoted_words(q: &str) -> String {
     q.split_whitespace()
@@ -597,6 +617,7 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
             timestamp: r.get(7)?,
             snippet: crate::summary::label(&r.get::<_, String>(8)?),
             score: r.get(9)?,
+            order: r.get(10)?,
         })
     };
     const COLUMNS: &str = "r.file, r.session, r.agent, r.agent_type, role, tool, turn, ts,
@@ -628,14 +649,14 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
             // FTS5 yields rows in rowid order itself (no sort), so the
             // snippet is made for the rows returned only.
             let mut st = db.prepare(&format!(
-                "SELECT {COLUMNS}, NULL FROM {FROM} WHERE {FILTERS} ORDER BY docs.rowid DESC LIMIT ?10"
+                "SELECT {COLUMNS}, NULL, docs.rowid FROM {FROM} WHERE {FILTERS} ORDER BY docs.rowid DESC LIMIT ?10"
             ))?;
             return st.query_map(args, row)?.collect();
         }
         // Ranked: SQLite computes result columns before it sorts, so the
         // best rowids first, then the snippets of those rows only.
         let mut st = db.prepare(&format!(
-            "SELECT {COLUMNS}, bm25(docs) FROM {FROM} WHERE docs MATCH ?1 AND docs.rowid IN (
+            "SELECT {COLUMNS}, bm25(docs), docs.rowid FROM {FROM} WHERE docs MATCH ?1 AND docs.rowid IN (
                SELECT docs.rowid FROM {FROM} WHERE {FILTERS} ORDER BY rank LIMIT ?10)
              ORDER BY rank"
         ))?;

@@ -555,6 +555,17 @@ fn list_and_stats_across_repositories() {
         .unwrap()
         .iter()
         .all(|r| r["repository"].is_string()));
+    // Search across both: newest first over all of them, --limit in all.
+    let hits = search(&env, &["prompt OR tour", "--all-repos", "--limit", "1"]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["session_id"], "other-0001", "{hits:?}");
+    let hits = search(&env, &["second OR tour", "--all-repos", "--limit", "100"]);
+    let repos: std::collections::BTreeSet<&str> = hits
+        .iter()
+        .map(|h| h["repository"].as_str().unwrap())
+        .collect();
+    assert_eq!(repos.len(), 2, "{hits:?}");
+    assert_eq!(hits[0]["session_id"], "other-0001", "{hits:?}");
     let st = env.json(&["history", "stats", "--all-repos"]);
     assert_eq!(st["sessions"], 2, "{st}");
     assert_eq!(st["tokens"]["total"], 1065);
