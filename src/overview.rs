@@ -477,10 +477,12 @@ fn add(into: &mut crate::telemetry::Tokens, t: &crate::telemetry::Tokens) {
 
 /// Sums every session (start time within `f`'s bounds) of the repository.
 pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
-    let mut ids = BTreeSet::new();
-    for l in history::list(corpus)? {
-        ids.insert(l.meta.session_id);
-    }
+    // The sessions from the summaries (no record opened for that); the
+    // bodies of each, below, for tokens once per message id across threads.
+    let ids: BTreeSet<String> = history::summaries(corpus, None)?
+        .into_iter()
+        .map(|s| s.meta.session_id)
+        .collect();
     let mut st = Stats::default();
     for id in ids {
         let s = reconstruct::load(corpus, &id)?;

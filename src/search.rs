@@ -457,7 +457,7 @@ pub fn merge(mut hits: Vec<Hit>, rank: bool, limit: usize) -> Vec<Hit> {
                 .total_cmp(&b.score.unwrap_or(f64::MAX))
         });
     } else {
-        hits.sort_by(|a, b| b.order.cmp(&a.order));
+        hits.sort_by_key(|h| std::cmp::Reverse(h.order));
     }
     hits.truncate(limit);
     hits
