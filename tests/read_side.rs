@@ -893,3 +893,32 @@ fn every_verb_reads_every_public_fixture() {
         "a page per session and the index"
     );
 }
+
+#[test]
+fn stats_count_extended_captures_and_hook_events() {
+    let env = Env::new();
+    let ok = |o: std::process::Output| assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let line = |t: &str| {
+        json!({"type":"user","timestamp":"2026-06-01T00:00:00Z","message":{"role":"user","content":t}})
+            .to_string()
+    };
+    let sid = "grow-0001";
+    let body = format!("{}\n", line("one"));
+    let p = env.main_transcript(sid, &body);
+    ok(env.hook("session-start", &env.start_payload(sid)));
+    ok(env.hook("stop", &env.end_payload(sid, &p)));
+    // The transcript grew after it was staged: the drain stores the longer
+    // prefix, and stats counts that capture as extended.
+    fs::write(&p, format!("{body}{}\n", line("two"))).unwrap();
+    env.drain();
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["extended"], 1, "{st}");
+    assert_eq!(st["journal_events"]["session-noted"], 1, "{st}");
+    assert_eq!(st["journal_events"]["staged"], 1, "{st}");
+    assert_eq!(st["journal_events"]["captured"], 1, "{st}");
+    let o = stdout(&env.abcd(&["history", "stats"]));
+    assert!(
+        o.contains("captures that extended a staged transcript: 1"),
+        "{o}"
+    );
+}
