@@ -37,6 +37,11 @@ use crate::projection::{self, ProjectionError};
 use crate::summary::Summary;
 use crate::transcript::{self, Block};
 
+/// How long a query waits for another process that is updating the index
+/// (SQLite's lock): a first build of 1 GB takes ~20 s; past this the query
+/// fails with the index's path and what to do.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Index schema: a different one is dropped and rebuilt.
 const SCHEMA: i64 = 4;
 
@@ -48,6 +53,8 @@ pub enum SearchError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("search index {path} is being written by another abcd process (waited {}s); search again once it is done", BUSY_TIMEOUT.as_secs())]
+    Busy { path: PathBuf },
     #[error("search: {query:?} is not a query FTS5 understands ({why}); quote phrases with \"…\", end a prefix with *, or pass plain words")]
     BadQuery { query: String, why: String },
     #[error(transparent)]
@@ -120,9 +127,16 @@ pub fn index_path(corpus: &Corpus) -> PathBuf {
 }
 
 fn sql(path: &Path) -> impl Fn(rusqlite::Error) -> SearchError + '_ {
-    move |source| SearchError::Sqlite {
-        path: path.to_path_buf(),
-        source,
+    move |source| match source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            SearchError::Busy {
+                path: path.to_path_buf(),
+            }
+        }
+        _ => SearchError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 
@@ -148,6 +162,9 @@ fn open(corpus: &Corpus) -> Result<(Connection, PathBuf), SearchError> {
         | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let db = Connection::open_with_flags(&path, flags).map_err(sql(&path))?;
     let e = sql(&path);
+    // A query waits for another process's index update to commit rather
+    // than failing at once (an update of 1 GB takes ~20 s).
+    db.busy_timeout(BUSY_TIMEOUT).map_err(&e)?;
     db.execute_batch(
         "PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;",
     )
@@ -677,7 +694,17 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
         }
         match run(&text) {
             Ok(h) => return Ok(h),
-            Err(e @ rusqlite::Error::SqliteFailure(..)) => {
+            // SQLITE_ERROR is what FTS5 says of a query it cannot parse;
+            // anything else (busy, I/O, corruption) is about the index.
+            Err(
+                e @ rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error {
+                        code: rusqlite::ErrorCode::Unknown,
+                        ..
+                    },
+                    _,
+                ),
+            ) => {
                 first.get_or_insert(e);
             }
             Err(e) => return Err(sql(&path)(e)),
@@ -750,6 +777,24 @@ mod tests {
             assert_eq!(count(&expand_prefixes(&db, q)), n, "{q}");
             assert_eq!(count(q), n, "{q}");
         }
+    }
+
+    #[test]
+    fn a_locked_index_is_reported_as_busy_not_as_a_bad_query() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fts.sqlite");
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t(x); BEGIN EXCLUSIVE; INSERT INTO t VALUES (1);")
+            .unwrap();
+        let reader = Connection::open(&path).unwrap();
+        reader.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let e = reader
+            .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+            .unwrap_err();
+        let e = sql(&path)(e);
+        assert!(matches!(e, SearchError::Busy { .. }), "{e:?}");
+        assert!(e.to_string().contains("search again"), "{e}");
     }
 
     #[test]
