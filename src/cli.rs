@@ -146,7 +146,7 @@ pub enum HistoryCmd {
         #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
     },
-    /// Full-text search over the redacted corpus (SQLite FTS5): words, "phrases", prefix*; each hit names the record, the turn and a snippet.
+    /// Full-text search over the redacted corpus (SQLite FTS5): words, "phrases", prefix*; newest hits first, each naming the record, the turn and a snippet.
     Search {
         /// Words (all must match), "a phrase", prefix*, OR, NOT.
         query: String,
@@ -171,9 +171,12 @@ pub enum HistoryCmd {
         /// Every repository in the store.
         #[arg(long)]
         all_repos: bool,
-        /// At most this many hits (per repository with --all-repos).
-        #[arg(long, default_value_t = 20, value_name = "N")]
+        /// At most this many hits (across every repository with --all-repos).
+        #[arg(long, default_value_t = crate::search::DEFAULT_LIMIT, value_name = "N")]
         limit: usize,
+        /// Best matches first (BM25) instead of newest first; scores every match, so slower for common words.
+        #[arg(long)]
+        rank: bool,
     },
     /// Staged (unredacted, awaiting capture), overdue and quarantined entries.
     Staged {
@@ -578,8 +581,8 @@ fn history_cmd(
                 if json {
                     let mut records = Vec::new();
                     for r in &repos {
-                        for mut l in
-                            history::list_summaries(&r.corpus, None).map_err(|e| e.to_string())?
+                        for mut l in crate::overview::records(&r.corpus, &filter)
+                            .map_err(|e| e.to_string())?
                         {
                             l.repository = Some(r.repository.clone());
                             records.push(l);
@@ -620,9 +623,7 @@ fn history_cmd(
                 // record with its summary: start, end, title, size, tokens.
                 let records = match &corpus {
                     None => Vec::new(),
-                    Some(c) => {
-                        history::list_summaries(c, session.as_deref()).map_err(|e| e.to_string())?
-                    }
+                    Some(c) => crate::overview::records(c, &filter).map_err(|e| e.to_string())?,
                 };
                 // A session asked for by name and not found is a miss, as
                 // `history show` treats one: exit 1 (an empty corpus is not).
@@ -897,6 +898,7 @@ fn history_cmd(
             until,
             all_repos,
             limit,
+            rank,
         } => {
             let when = |flag: &str, v: &Option<String>| time_flag("search", flag, v);
             let q = crate::search::Query {
@@ -915,6 +917,7 @@ fn history_cmd(
                 since_ns: when("--since", &since)?,
                 until_ns: when("--until", &until)?,
                 limit,
+                rank,
             };
             let mut hits = Vec::new();
             if all_repos {
@@ -924,6 +927,7 @@ fn history_cmd(
                         hits.push(h);
                     }
                 }
+                hits = crate::search::merge(hits, q.rank, q.limit);
             } else if let (Some(c), _, _) = open_corpus(repo_arg, false)? {
                 hits = crate::search::search(&c, &q).map_err(|e| e.to_string())?;
             }

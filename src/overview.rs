@@ -309,6 +309,30 @@ pub fn sessions(corpus: &Corpus, f: &Filter) -> Result<Vec<SessionRow>, Reconstr
     Ok(rows)
 }
 
+/// `history list --json`: the records of the sessions [`sessions`] selects
+/// (every filter, `--limit` counting sessions), each with its summary,
+/// newest capture first (a session's main thread first when one session
+/// is asked for). Reads the record summaries only.
+pub fn records(
+    corpus: &Corpus,
+    f: &Filter,
+) -> Result<Vec<history::ListedSummary>, ReconstructError> {
+    let all = history::list_summaries(corpus, f.session.as_deref())?;
+    let unfiltered =
+        f.since_ns.is_none() && f.until_ns.is_none() && f.limit.is_none() && f.agent_type.is_none();
+    if unfiltered {
+        return Ok(all);
+    }
+    let keep: BTreeSet<String> = sessions(corpus, f)?
+        .into_iter()
+        .map(|r| r.session_id)
+        .collect();
+    Ok(all
+        .into_iter()
+        .filter(|l| keep.contains(&l.record.meta.session_id))
+        .collect())
+}
+
 /// One repository of the store, for `--all-repos`.
 pub struct Repo {
     pub root_sha: String,
@@ -458,10 +482,12 @@ fn add(into: &mut crate::telemetry::Tokens, t: &crate::telemetry::Tokens) {
 
 /// Sums every session (start time within `f`'s bounds) of the repository.
 pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
-    let mut ids = BTreeSet::new();
-    for l in history::list(corpus)? {
-        ids.insert(l.meta.session_id);
-    }
+    // The sessions from the summaries (no record opened for that); the
+    // bodies of each, below, for tokens once per message id across threads.
+    let ids: BTreeSet<String> = history::summaries(corpus, None)?
+        .into_iter()
+        .map(|s| s.meta.lineage.session_id)
+        .collect();
     let mut st = Stats::default();
     for id in ids {
         let s = reconstruct::load(corpus, &id)?;

@@ -122,7 +122,7 @@ impl Thread {
             lines: self.lines.clone(),
             unparseable: 0,
         })
-        .map(|t| label(&t))
+        .map(|t| crate::summary::title(&t))
     }
 }
 

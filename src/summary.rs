@@ -40,6 +40,30 @@ pub fn label(s: &str) -> String {
     }
 }
 
+/// The text between `<tag>` and `</tag>` in `s`, trimmed.
+fn tagged<'a>(s: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let start = s.find(&open)? + open.len();
+    let end = s[start..].find(&format!("</{tag}>"))? + start;
+    Some(s[start..end].trim())
+}
+
+/// A session's title from its first prompt, one line: a slash command
+/// (Claude Code writes `<command-message>…</command-message>
+/// <command-name>/x</command-name> <command-args>…</command-args>`) as
+/// `/x args`; any other prompt as it is.
+pub fn title(prompt: &str) -> String {
+    let name = tagged(prompt, "command-name").filter(|n| !n.is_empty());
+    let Some(name) = name.or_else(|| tagged(prompt, "command-message")) else {
+        return label(prompt);
+    };
+    let slash = if name.starts_with('/') { "" } else { "/" };
+    match tagged(prompt, "command-args").filter(|a| !a.is_empty()) {
+        Some(args) => label(&format!("{slash}{name} {args}")),
+        None => label(&format!("{slash}{name}")),
+    }
+}
+
 /// A sub-agent spawning call in a record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spawn {
@@ -160,7 +184,7 @@ impl Summary {
             meta: meta.clone(),
             started_at,
             ended_at,
-            title: transcript::first_prompt(&p).map(|t| label(&t)),
+            title: transcript::first_prompt(&p).map(|t| title(&t)),
             bytes: body.len() as u64,
             tokens,
             turns,
@@ -220,5 +244,22 @@ mod tests {
         assert_eq!(s.spawns[0].agent_id.as_deref(), Some("ag1"));
         assert_eq!(s.spawns[0].turn, 2);
         assert_eq!(Summary::from_line(&s.to_line()), Some(s));
+    }
+
+    #[test]
+    fn a_slash_command_is_titled_as_typed() {
+        assert_eq!(
+            title("<command-message>review</command-message>\n<command-name>/review</command-name>\n<command-args>check the\n API</command-args>"),
+            "/review check the API"
+        );
+        assert_eq!(
+            title("<command-message>clear</command-message>\n <command-args></command-args>"),
+            "/clear"
+        );
+        assert_eq!(title("fix <b>this</b>  bug"), "fix <b>this</b> bug");
+        assert_eq!(
+            title("<command-name>/x</command-name"),
+            "<command-name>/x</command-name"
+        );
     }
 }

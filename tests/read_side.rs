@@ -195,6 +195,20 @@ fn reconstruct_to_stdout_spine_and_caps() {
 
 const HOSTILE: &str = "hostile-0001";
 
+/// Captures `body` directly as the main thread of `session`.
+fn capture_main(env: &Env, session: &str, body: &str) {
+    let p = env.tmp.path().join(format!("{session}.jsonl"));
+    fs::write(&p, body).unwrap();
+    let o = env.abcd(&[
+        "history",
+        "capture",
+        p.to_str().unwrap(),
+        "--session",
+        session,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
 /// A main thread full of markup and controls, captured directly.
 fn hostile(env: &Env) {
     let lines = [
@@ -202,16 +216,23 @@ fn hostile(env: &Env) {
         json!({"type":"assistant","timestamp":"2026-07-01T09:00:01Z","message":{"id":"msg_h1","role":"assistant","model":"m<b>x</b>","content":[{"type":"text","text":"<a href=\"javascript:alert(1)\">click</a> [REDACTED:demo-key]"},{"type":"tool_use","id":"t\"><script>","name":"Bash<script>","input":{"command":"echo </pre><script>x()</script>"}}],"usage":{"input_tokens":1,"output_tokens":1}}}),
     ];
     let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let p = env.tmp.path().join("hostile.jsonl");
-    fs::write(&p, body).unwrap();
+    capture_main(env, HOSTILE, &body);
+}
+
+/// `history export --all --format html` into `site/`, which it returns.
+fn export_site(env: &Env) -> std::path::PathBuf {
+    let site = env.tmp.path().join("site");
     let o = env.abcd(&[
         "history",
-        "capture",
-        p.to_str().unwrap(),
-        "--session",
-        HOSTILE,
+        "export",
+        "--all",
+        "--format",
+        "html",
+        "--out",
+        site.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    site
 }
 
 fn assert_inert(html: &str) {
@@ -260,17 +281,7 @@ fn export_formats_and_escaping() {
         f.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let site = env.tmp.path().join("site");
-    let o = env.abcd(&[
-        "history",
-        "export",
-        "--all",
-        "--format",
-        "html",
-        "--out",
-        site.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let site = export_site(&env);
     let index = fs::read_to_string(site.join("index.html")).unwrap();
     assert!(index.contains(&format!("href=\"{SID}.html\"")));
     assert!(index.contains(&format!("href=\"{HOSTILE}.html\"")));
@@ -368,17 +379,7 @@ fn the_page_in_a_real_browser() {
     };
     let env = captured();
     hostile(&env);
-    let site = env.tmp.path().join("site");
-    let o = env.abcd(&[
-        "history",
-        "export",
-        "--all",
-        "--format",
-        "html",
-        "--out",
-        site.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let site = export_site(&env);
     let profile = env.tmp.path().join("chromium-profile");
     let dom = dump_dom(&browser, &site.join(format!("{SID}.html")), &profile);
     let tree = nesting(&dom);
@@ -554,6 +555,17 @@ fn list_and_stats_across_repositories() {
         .unwrap()
         .iter()
         .all(|r| r["repository"].is_string()));
+    // Search across both: newest first over all of them, --limit in all.
+    let hits = search(&env, &["prompt OR tour", "--all-repos", "--limit", "1"]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0]["session_id"], "other-0001", "{hits:?}");
+    let hits = search(&env, &["second OR tour", "--all-repos", "--limit", "100"]);
+    let repos: std::collections::BTreeSet<&str> = hits
+        .iter()
+        .map(|h| h["repository"].as_str().unwrap())
+        .collect();
+    assert_eq!(repos.len(), 2, "{hits:?}");
+    assert_eq!(hits[0]["session_id"], "other-0001", "{hits:?}");
     let st = env.json(&["history", "stats", "--all-repos"]);
     assert_eq!(st["sessions"], 2, "{st}");
     assert_eq!(st["tokens"]["total"], 1065);
@@ -638,6 +650,91 @@ fn search_finds_words_phrases_and_prefixes_with_filters() {
 }
 
 #[test]
+fn search_hits_come_newest_first_and_stop_at_the_limit() {
+    let env = captured();
+    hostile(&env);
+    // The index is built by this first query: July above June.
+    let hits = search(&env, &["click OR tour"]);
+    assert_eq!(hits[0]["session_id"], HOSTILE, "{hits:?}");
+    // An older session captured after the index was built sorts by when it
+    // ran, not by when it was indexed.
+    let older: String = (0..30)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"type":"user","timestamp":format!("2026-05-01T00:00:{i:02}Z"),"message":{"role":"user","content":format!("needle {i} of the tour")}})
+            )
+        })
+        .collect();
+    capture_main(&env, "older-0001", &older);
+    let hits = search(&env, &["click OR tour", "--limit", "100"]);
+    let order: Vec<&str> = hits
+        .iter()
+        .map(|h| h["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(order[0], HOSTILE, "{order:?}");
+    let first_may = order.iter().position(|s| *s == "older-0001").unwrap();
+    assert!(order[..first_may].contains(&SID), "{order:?}");
+    assert!(
+        order[first_may..].iter().all(|s| *s == "older-0001"),
+        "{order:?}"
+    );
+    assert_eq!(order.len() - first_may, 30);
+    // 20 hits unless told; --limit raises the cap.
+    assert_eq!(search(&env, &["needle"]).len(), 20);
+    assert_eq!(search(&env, &["needle", "--limit", "100"]).len(), 30);
+    assert!(search(&env, &["needle"])[0].get("score").is_none());
+    // --rank: BM25, best first, with the score.
+    let hits = search(&env, &["needle", "--rank", "--limit", "5"]);
+    assert_eq!(hits.len(), 5);
+    let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] <= w[1]), "{scores:?}");
+    // One session's hits only, from the span of its records.
+    let hits = search(&env, &["tour", "--session", "older-0001", "--limit", "100"]);
+    assert_eq!(hits.len(), 30);
+    assert!(search(&env, &["tour", "--session", "no-such-session"]).is_empty());
+}
+
+#[test]
+fn list_json_applies_every_filter() {
+    let env = captured();
+    hostile(&env);
+    let sessions = |args: &[&str]| -> (usize, std::collections::BTreeSet<String>) {
+        let mut a = vec!["history", "list", "--json"];
+        a.extend_from_slice(args);
+        let v = env.json(&a);
+        let recs = v.as_array().unwrap_or_else(|| panic!("{v}"));
+        (
+            recs.len(),
+            recs.iter()
+                .map(|r| r["session_id"].as_str().unwrap().to_owned())
+                .collect(),
+        )
+    };
+    let only = |s: &str| std::collections::BTreeSet::from([s.to_owned()]);
+    assert_eq!(sessions(&[]).0, 5);
+    assert_eq!(sessions(&["--since", "2026-07-01"]), (1, only(HOSTILE)));
+    assert_eq!(sessions(&["--until", "2026-07-01"]), (4, only(SID)));
+    assert_eq!(sessions(&["--limit", "1"]), (1, only(HOSTILE)));
+    assert_eq!(sessions(&["--agent-type", "Explore"]), (4, only(SID)));
+    assert_eq!(
+        sessions(&["--all-repos", "--since", "2026-07-01"]),
+        (1, only(HOSTILE))
+    );
+    // A session asked for and filtered out is a miss, as in text.
+    let o = env.abcd(&[
+        "history",
+        "list",
+        "--json",
+        "--session",
+        SID,
+        "--since",
+        "2026-07-01",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
+
+#[test]
 fn stats_estimate_cost_from_the_shipped_table_or_the_users() {
     let env = captured();
     let st = env.json(&["history", "stats"]);
@@ -691,4 +788,137 @@ fn stats_estimate_cost_from_the_shipped_table_or_the_users() {
     let o = env.abcd(&["history", "stats"]);
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("pricing.json"), "{}", stderr(&o));
+}
+
+/// Every public fixture transcript, each as the main thread of its own
+/// session, captured through the hooks and a drain, then read by every
+/// verb: each succeeds, the figures agree across verbs (a one-thread
+/// session's tokens are its record's), the page is inert, and a word of
+/// each title is found by search in that session.
+#[test]
+fn every_verb_reads_every_public_fixture() {
+    let env = Env::new();
+    let fx = fixtures();
+    let mut files = Vec::new();
+    let mut stack = vec![fx.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "jsonl")
+                && !p.to_string_lossy().contains("/subagents/")
+                && !p.ends_with("history.jsonl")
+            {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let ok = |o: std::process::Output| {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        o
+    };
+    let mut sessions = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let sid = format!("fixture-{i:02}");
+        let body = fs::read_to_string(f).unwrap();
+        let main = env.main_transcript(&sid, &body);
+        ok(env.hook("session-start", &env.start_payload(&sid)));
+        ok(env.hook("stop", &env.end_payload(&sid, &main)));
+        ok(env.hook("session-end", &env.end_payload(&sid, &main)));
+        sessions.push((sid, f.clone()));
+    }
+    env.drain();
+    let list = env.json(&["history", "list", "--json"]);
+    let records = list.as_array().unwrap();
+    assert_eq!(records.len(), files.len(), "one record per fixture: {list}");
+    ok(env.abcd(&["history", "list"]));
+    let out = env.tmp.path().join("out");
+    fs::create_dir_all(&out).unwrap();
+    let mut total = 0u64;
+    let mut searched = 0;
+    for (sid, f) in &sessions {
+        let rec = records
+            .iter()
+            .find(|r| r["session_id"] == sid.as_str())
+            .unwrap_or_else(|| panic!("{sid} ({}) stored", f.display()));
+        ok(env.abcd(&["history", "show", sid]));
+        ok(env.abcd(&[
+            "history",
+            "reconstruct",
+            sid,
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+        let t: Value =
+            serde_json::from_slice(&fs::read(out.join(format!("{sid}.telemetry.json"))).unwrap())
+                .unwrap();
+        let tokens = t["tokens"]["tokens"]["total"].as_u64().unwrap();
+        assert_eq!(rec["tokens"].as_u64(), Some(tokens), "{}", f.display());
+        total += tokens;
+        for format in ["md", "json"] {
+            ok(env.abcd(&["history", "export", sid, "--format", format]));
+        }
+        let html = stdout(&ok(
+            env.abcd(&["history", "export", sid, "--format", "html"])
+        ));
+        assert!(!html.to_lowercase().contains("<script"), "{}", f.display());
+        // A word of the title (when the transcript has a prompt) is found.
+        let word = rec["title"].as_str().and_then(|t| {
+            t.split(|c: char| !c.is_ascii_alphanumeric())
+                .find(|w| w.len() >= 5)
+                .map(str::to_owned)
+        });
+        if let Some(w) = word {
+            let hits = search(&env, &[w.as_str(), "--session", sid]);
+            assert!(
+                hits.iter().any(|h| h["turn"].as_i64() >= Some(1)),
+                "{w} in {}: {hits:?}",
+                f.display()
+            );
+            searched += 1;
+        }
+    }
+    assert!(searched >= files.len() / 2, "{searched} titles searched");
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["sessions"], files.len() as u64, "{st}");
+    assert_eq!(st["tokens"]["total"], total, "{st}");
+    ok(env.abcd(&["history", "stats"]));
+    let site = export_site(&env);
+    assert_eq!(
+        fs::read_dir(&site).unwrap().count(),
+        files.len() + 1,
+        "a page per session and the index"
+    );
+}
+
+#[test]
+fn stats_count_extended_captures_and_hook_events() {
+    let env = Env::new();
+    let ok = |o: std::process::Output| assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let line = |t: &str| {
+        json!({"type":"user","timestamp":"2026-06-01T00:00:00Z","message":{"role":"user","content":t}})
+            .to_string()
+    };
+    let sid = "grow-0001";
+    let body = format!("{}\n", line("one"));
+    let p = env.main_transcript(sid, &body);
+    ok(env.hook("session-start", &env.start_payload(sid)));
+    ok(env.hook("stop", &env.end_payload(sid, &p)));
+    // The transcript grew after it was staged: the drain stores the longer
+    // prefix, and stats counts that capture as extended.
+    fs::write(&p, format!("{body}{}\n", line("two"))).unwrap();
+    env.drain();
+    let st = env.json(&["history", "stats"]);
+    assert_eq!(st["extended"], 1, "{st}");
+    assert_eq!(st["journal_events"]["session-noted"], 1, "{st}");
+    assert_eq!(st["journal_events"]["staged"], 1, "{st}");
+    assert_eq!(st["journal_events"]["captured"], 1, "{st}");
+    let o = stdout(&env.abcd(&["history", "stats"]));
+    assert!(
+        o.contains("captures that extended a staged transcript: 1"),
+        "{o}"
+    );
 }
