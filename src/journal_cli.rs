@@ -277,8 +277,15 @@ pub fn run(
                 m.insert("proof".into(), json!(h.proof.map(|p| p.describe())));
             }
             if json_out {
+                // A body that is missing or damaged makes the store corrupt
+                // even when every frame is whole.
+                let status = if bodies.problems.is_empty() {
+                    status_name(r.status)
+                } else {
+                    "corrupt"
+                };
                 let v = json!({
-                    "status": status_name(r.status),
+                    "status": status,
                     "exit_code": code,
                     "chain_checked": r.chain_checked,
                     "file_bytes": r.file_bytes,

@@ -215,6 +215,9 @@ fn convert(lane: &Lane) -> Result<UpgradeReport, UpgradeError> {
     if let Some(d) = old.header_damage() {
         return Err(damaged(format!("its header is damaged ({d:?})")));
     }
+    // Events an older writer parked in the spool are acknowledged: append
+    // them to the old journal first, so the conversion carries them.
+    old.drain_spool().map_err(|e| damaged(e.to_string()))?;
     let before = snapshot(lane);
     let mut report = UpgradeReport {
         lane: lane.dir.clone(),
@@ -357,6 +360,17 @@ fn convert(lane: &Lane) -> Result<UpgradeReport, UpgradeError> {
         }
     }
     report.events = out.len() as u64;
+    // What a repair or a torn append set aside in the old journal's
+    // directory is evidence for an operator: it goes with the journal
+    // (format-1 bytes, as the old journal had them).
+    {
+        let from = lane.journal_dir();
+        for name in ["journal.torn", "journal.quarantine"] {
+            if fs::symlink_metadata(from.join(name)).is_ok() {
+                fsutil::rename(&from.join(name), &next.join(name))?;
+            }
+        }
+    }
     // Step 3.
     let v1 = v1_dir(lane);
     if fs::symlink_metadata(&v1).is_ok() {
