@@ -681,26 +681,29 @@ fn history_cmd(
                 return Ok(0);
             }
             let m = &shown.record.meta;
-            w(out, format!("session:    {}", m.session_id))?;
-            if let Some(a) = &m.agent_id {
+            w(out, format!("session:    {}", m.lineage.session_id))?;
+            if let Some(a) = &m.lineage.agent_id {
                 w(
                     out,
                     format!(
                         "agent:      agent {a} ({})",
-                        m.agent_type.as_deref().unwrap_or("type unknown")
+                        m.lineage.agent_type.as_deref().unwrap_or("type unknown")
                     ),
                 )?;
-                if let Some(p) = &m.parent_agent_id {
+                if let Some(p) = &m.lineage.parent_agent_id {
                     w(out, format!("parent:     {p}"))?;
                 }
-                if m.spawn_depth > 0 {
-                    w(out, format!("depth:      {}", m.spawn_depth))?;
+                if m.lineage.spawn_depth > 0 {
+                    w(out, format!("depth:      {}", m.lineage.spawn_depth))?;
                 }
                 w(
                     out,
                     format!(
                         "spawn:      {}",
-                        m.spawn_attribution.as_deref().unwrap_or("unattributed")
+                        m.lineage
+                            .spawn_attribution
+                            .map(|a| a.as_str())
+                            .unwrap_or("unattributed")
                     ),
                 )?;
             }
@@ -1553,16 +1556,16 @@ fn print_session_rows(
 fn list_line(r: &history::Listed) -> String {
     let m = &r.meta;
     let at = &m.captured_at[..19.min(m.captured_at.len())];
-    let who = match &m.agent_id {
+    let who = match &m.lineage.agent_id {
         Some(a) => format!(
             " agent {a} ({})",
-            m.agent_type.as_deref().unwrap_or("type unknown")
+            m.lineage.agent_type.as_deref().unwrap_or("type unknown")
         ),
         None => String::new(),
     };
     format!(
         "{at}Z  {}{who}  {}  redacted secrets={} home={}  {}",
-        m.session_id, m.source_kind, m.redacted_secrets, m.redacted_home_paths, r.file
+        m.lineage.session_id, m.source_kind, m.redacted_secrets, m.redacted_home_paths, r.file
     )
 }
 

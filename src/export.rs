@@ -144,13 +144,13 @@ fn agent_summary(t: &Thread) -> String {
     format!(
         "sub-agent {} · {} · depth {} · parent {}",
         t.key(),
-        m.agent_type.as_deref().unwrap_or("type unknown"),
-        if m.spawn_depth == 0 {
+        m.lineage.agent_type.as_deref().unwrap_or("type unknown"),
+        if m.lineage.spawn_depth == 0 {
             "unknown".to_owned()
         } else {
-            m.spawn_depth.to_string()
+            m.lineage.spawn_depth.to_string()
         },
-        m.parent_agent_id.as_deref().unwrap_or("main")
+        m.lineage.parent_agent_id.as_deref().unwrap_or("main")
     )
 }
 
@@ -402,9 +402,9 @@ pub fn json(s: &Session) -> String {
         .iter()
         .map(|t| JsonThread {
             agent_id: t.agent_id(),
-            agent_type: t.record.meta.agent_type.as_deref(),
-            parent_agent_id: t.record.meta.parent_agent_id.as_deref(),
-            spawn_depth: t.record.meta.spawn_depth,
+            agent_type: t.record.meta.lineage.agent_type.as_deref(),
+            parent_agent_id: t.record.meta.lineage.parent_agent_id.as_deref(),
+            spawn_depth: t.record.meta.lineage.spawn_depth,
             record: &t.record.file,
             placement: t.placement.as_ref(),
             turns: t
@@ -529,7 +529,10 @@ pub fn export_site(corpus: &Corpus, dir: &Path) -> Result<Vec<SiteEntry>, Export
     if listed.is_empty() {
         return Err(ExportError::Empty);
     }
-    let sessions: BTreeSet<String> = listed.iter().map(|l| l.meta.session_id.clone()).collect();
+    let sessions: BTreeSet<String> = listed
+        .iter()
+        .map(|l| l.meta.lineage.session_id.clone())
+        .collect();
     let mut entries = Vec::new();
     for sid in sessions {
         let s = reconstruct::load(corpus, &sid)?;

@@ -15,6 +15,7 @@ use thiserror::Error;
 use crate::corpus::{Corpus, CorpusError};
 use crate::event::{BlobPlace, Discarded, Event};
 use crate::fsutil;
+use crate::lineage::Lineage;
 use crate::projection::{ProjectionError, RECORD_READ_CAP};
 use crate::record::{self, RecordMeta};
 use crate::stage::{self, StageError, StagedEntry};
@@ -53,53 +54,29 @@ pub struct Listed {
 #[derive(Debug, Clone, Serialize)]
 pub struct RecordView {
     pub schema: u32,
-    pub session_id: String,
     pub root_commit: String,
     pub captured_at: String,
     pub source_kind: String,
     pub source_sha256: String,
     pub redacted_secrets: u64,
     pub redacted_home_paths: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_agent_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_type: Option<String>,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub spawn_depth: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spawn_tool_use_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lineage_source: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spawn_attribution: Option<String>,
+    #[serde(flatten)]
+    pub lineage: Lineage,
     #[serde(skip)]
     pub captured_at_ns: u64,
-}
-
-fn is_zero(v: &u32) -> bool {
-    *v == 0
 }
 
 impl From<&RecordMeta> for RecordView {
     fn from(m: &RecordMeta) -> Self {
         RecordView {
             schema: m.schema,
-            session_id: m.lineage.session_id.clone(),
             root_commit: m.root_commit.clone(),
             captured_at: crate::clock::rfc3339_nanos(m.captured_at_ns),
             source_kind: m.source_kind.clone(),
             source_sha256: m.source_sha256.clone(),
             redacted_secrets: m.redacted_secrets,
             redacted_home_paths: m.redacted_home_paths,
-            agent_id: m.lineage.agent_id.clone(),
-            parent_agent_id: m.lineage.parent_agent_id.clone(),
-            agent_type: m.lineage.agent_type.clone(),
-            spawn_depth: m.lineage.spawn_depth,
-            spawn_tool_use_id: m.lineage.spawn_tool_use_id.clone(),
-            lineage_source: m.lineage.lineage_source.map(|s| s.as_str().to_owned()),
-            spawn_attribution: m.lineage.spawn_attribution.map(|s| s.as_str().to_owned()),
+            lineage: m.lineage.clone(),
             captured_at_ns: m.captured_at_ns,
         }
     }
@@ -177,10 +154,10 @@ pub fn list_session(corpus: &Corpus, session_id: &str) -> Result<Vec<Listed>, Hi
         .session_records(session_id)?
         .iter()
         .filter_map(|n| read_meta(&dir, n))
-        .filter(|l| l.meta.session_id == session_id)
+        .filter(|l| l.meta.lineage.session_id == session_id)
         .collect();
     newest_first(&mut out);
-    out.sort_by_key(|l| l.meta.agent_id.is_some());
+    out.sort_by_key(|l| l.meta.lineage.agent_id.is_some());
     Ok(out)
 }
 
@@ -270,7 +247,7 @@ pub fn list_summaries(
             .then_with(|| b.record.file.cmp(&a.record.file))
     });
     if session_id.is_some() {
-        v.sort_by_key(|l| l.record.meta.agent_id.is_some());
+        v.sort_by_key(|l| l.record.meta.lineage.agent_id.is_some());
     }
     Ok(v)
 }
@@ -304,7 +281,7 @@ pub fn show(corpus: &Corpus, key: &str) -> Result<Shown, HistoryError> {
             .agent_records(key)?
             .iter()
             .filter_map(|n| read_record(&dir, n))
-            .filter(|(l, _)| l.meta.agent_id.as_deref() == Some(key))
+            .filter(|(l, _)| l.meta.lineage.agent_id.as_deref() == Some(key))
             .collect();
         by_agent.sort_by_key(|b| std::cmp::Reverse(b.0.meta.captured_at_ns));
         found = by_agent.into_iter().next();
@@ -315,7 +292,7 @@ pub fn show(corpus: &Corpus, key: &str) -> Result<Shown, HistoryError> {
         }
     }
     let (record, body) = found.ok_or_else(not_found)?;
-    let session_records = list_session(corpus, &record.meta.session_id)?
+    let session_records = list_session(corpus, &record.meta.lineage.session_id)?
         .into_iter()
         .filter(|l| l.file != record.file)
         .collect();

@@ -329,7 +329,7 @@ pub fn records(
         .collect();
     Ok(all
         .into_iter()
-        .filter(|l| keep.contains(&l.record.meta.session_id))
+        .filter(|l| keep.contains(&l.record.meta.lineage.session_id))
         .collect())
 }
 
@@ -506,12 +506,13 @@ pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
             let ty = t
                 .record
                 .meta
+                .lineage
                 .agent_type
                 .clone()
                 .unwrap_or_else(|| "unknown".into());
             *st.sub_agents_by_type.entry(ty).or_insert(0) += 1;
             *st.sub_agents_by_depth
-                .entry(t.record.meta.spawn_depth)
+                .entry(t.record.meta.lineage.spawn_depth)
                 .or_insert(0) += 1;
         }
         let r = &s.tokens;

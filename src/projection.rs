@@ -429,8 +429,13 @@ fn update_shard(
     if let Some(s) = add {
         items.push((s.file.clone(), s.to_line()));
     }
+    write_shard(&p, items)
+}
+
+/// Writes a shard's (record name, line) items sorted by name; none removes it.
+fn write_shard(p: &Path, mut items: Vec<(String, String)>) -> Result<(), ProjectionError> {
     if items.is_empty() {
-        fsutil::remove_file_if_exists(&p)?;
+        fsutil::remove_file_if_exists(p)?;
         return Ok(());
     }
     items.sort();
@@ -440,7 +445,7 @@ fn update_shard(
         text.push_str(l);
         text.push('\n');
     }
-    fsutil::write_atomic(&p, text.as_bytes(), false)?;
+    fsutil::write_atomic(p, text.as_bytes(), false)?;
     Ok(())
 }
 
@@ -463,14 +468,7 @@ fn replace_summaries(lane: &Lane, summaries: Vec<Summary>) -> Result<(), Project
             .filter(|(f, _)| !fresh.contains_key(f))
             .collect();
         items.extend(fresh);
-        items.sort();
-        ensure_dir(p.parent().expect("summary path has a parent"))?;
-        let mut text = String::new();
-        for (_, l) in &items {
-            text.push_str(l);
-            text.push('\n');
-        }
-        fsutil::write_atomic(&p, text.as_bytes(), false)?;
+        write_shard(&p, items)?;
     }
     Ok(())
 }

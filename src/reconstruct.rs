@@ -105,7 +105,7 @@ pub struct Thread {
 
 impl Thread {
     pub fn agent_id(&self) -> Option<&str> {
-        self.record.meta.agent_id.as_deref()
+        self.record.meta.lineage.agent_id.as_deref()
     }
     /// `main` or the agent id.
     pub fn key(&self) -> &str {
@@ -332,7 +332,7 @@ pub fn build(
     let mut best: BTreeMap<Option<String>, (Listed, Vec<u8>)> = BTreeMap::new();
     let mut dropped = Vec::new();
     for (l, b) in bodies {
-        let key = l.meta.agent_id.clone();
+        let key = l.meta.lineage.agent_id.clone();
         let better = |cur: &(Listed, Vec<u8>)| {
             (b.len(), l.meta.captured_at_ns, &l.file)
                 > (cur.1.len(), cur.0.meta.captured_at_ns, &cur.0.file)
@@ -381,7 +381,7 @@ pub fn build(
     // Main first; sub-agents by known depth (0 = unknown, last), start, id.
     threads.sort_by(|a, b| {
         let k = |t: &Thread| {
-            let d = t.record.meta.spawn_depth;
+            let d = t.record.meta.lineage.spawn_depth;
             (
                 !t.is_main(),
                 if d == 0 { u32::MAX } else { d },
@@ -402,7 +402,7 @@ pub fn build(
         let Some(agent) = threads[i].agent_id().map(str::to_owned) else {
             continue;
         };
-        let parent = threads[i].record.meta.parent_agent_id.clone();
+        let parent = threads[i].record.meta.lineage.parent_agent_id.clone();
         let host_idx = match &parent {
             Some(p) if ids.contains(p) => threads.iter().position(|t| t.agent_id() == Some(p)),
             Some(_) => None,
@@ -415,7 +415,7 @@ pub fn build(
             });
             continue;
         };
-        let spawn = threads[i].record.meta.spawn_tool_use_id.clone();
+        let spawn = threads[i].record.meta.lineage.spawn_tool_use_id.clone();
         let placed = place(&threads[h], &agent, spawn.as_deref());
         if placed.is_none() {
             threads[i].unplaced_reason = Some(format!(
@@ -429,7 +429,7 @@ pub fn build(
         .iter()
         .map(|t| ThreadInput {
             agent_id: t.agent_id(),
-            agent_type: t.record.meta.agent_type.as_deref(),
+            agent_type: t.record.meta.lineage.agent_type.as_deref(),
             lines: &t.lines,
         })
         .collect();
@@ -507,11 +507,11 @@ fn agent_label(t: &Thread) -> String {
     format!(
         "`{}` ({}, depth {})",
         label(t.key()),
-        label(m.agent_type.as_deref().unwrap_or("type unknown")),
-        if m.spawn_depth == 0 {
+        label(m.lineage.agent_type.as_deref().unwrap_or("type unknown")),
+        if m.lineage.spawn_depth == 0 {
             "unknown".to_owned()
         } else {
-            m.spawn_depth.to_string()
+            m.lineage.spawn_depth.to_string()
         }
     )
 }
@@ -675,13 +675,15 @@ pub fn render_markdown(s: &Session, opts: Options) -> (String, Elided) {
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             cell(t.key()),
             cell(
-                m.agent_type
+                m.lineage
+                    .agent_type
                     .as_deref()
                     .unwrap_or(if t.is_main() { "main" } else { "-" })
             ),
-            m.spawn_depth,
+            m.lineage.spawn_depth,
             cell(
-                m.parent_agent_id
+                m.lineage
+                    .parent_agent_id
                     .as_deref()
                     .unwrap_or(if t.is_main() { "-" } else { "main" })
             ),
@@ -730,9 +732,14 @@ fn agent_section(out: &mut String, s: &Session, t: &Thread, opts: Options, el: &
     out.push_str(&format!("## Agent `{}`\n\n", label(t.key())));
     out.push_str(&format!(
         "- type: {}\n- depth: {}\n- parent: {}\n- record: {}\n",
-        label(m.agent_type.as_deref().unwrap_or("unknown")),
-        m.spawn_depth,
-        label(m.parent_agent_id.as_deref().unwrap_or("main thread")),
+        label(m.lineage.agent_type.as_deref().unwrap_or("unknown")),
+        m.lineage.spawn_depth,
+        label(
+            m.lineage
+                .parent_agent_id
+                .as_deref()
+                .unwrap_or("main thread")
+        ),
         t.record.file
     ));
     match &t.placement {
@@ -808,13 +815,14 @@ fn completeness(s: &Session, el: &Elided) -> Completeness {
             .count(),
         agents_without_agent_type: subs
             .iter()
-            .filter(|t| t.record.meta.agent_type.is_none())
+            .filter(|t| t.record.meta.lineage.agent_type.is_none())
             .count(),
         agents_whose_parent_is_not_in_this_set: subs
             .iter()
             .filter(|t| {
                 t.record
                     .meta
+                    .lineage
                     .parent_agent_id
                     .as_deref()
                     .is_some_and(|p| !ids.contains(p))
@@ -934,20 +942,20 @@ pub fn telemetry_json(s: &Session, opts: Options, el: &Elided) -> String {
             }
             let ms = models(t);
             all_models.extend(ms.iter().cloned());
-            if let Some(ty) = &m.agent_type {
+            if let Some(ty) = &m.lineage.agent_type {
                 types.insert(ty.clone());
             }
             user += t.turns.iter().filter(|x| x.role == "user").count();
             assistant += t.turns.iter().filter(|x| x.role == "assistant").count();
             let p = t.placement.as_ref();
             AgentJson {
-                agent_id: m.agent_id.clone(),
+                agent_id: m.lineage.agent_id.clone(),
                 is_main_thread: t.is_main(),
-                parent_agent_id: m.parent_agent_id.clone(),
-                agent_type: m.agent_type.clone(),
-                spawn_depth: m.spawn_depth,
-                spawn_attribution: m.spawn_attribution.clone(),
-                lineage_source: m.lineage_source.clone(),
+                parent_agent_id: m.lineage.parent_agent_id.clone(),
+                agent_type: m.lineage.agent_type.clone(),
+                spawn_depth: m.lineage.spawn_depth,
+                spawn_attribution: m.lineage.spawn_attribution.map(|a| a.as_str().to_owned()),
+                lineage_source: m.lineage.lineage_source.map(|a| a.as_str().to_owned()),
                 record: t.record.file.clone(),
                 started_at: t.started_at.clone(),
                 ended_at: t.ended_at.clone(),
@@ -964,7 +972,7 @@ pub fn telemetry_json(s: &Session, opts: Options, el: &Elided) -> String {
                 spawned_in: p.map(|p| p.host.clone().unwrap_or_else(|| telemetry::MAIN.into())),
                 spawned_at_turn: p.map(|p| p.spawned_at_turn),
                 joined_at_turn: p.and_then(|p| p.joined_at_turn),
-                spawn_tool_use_id: m.spawn_tool_use_id.clone(),
+                spawn_tool_use_id: m.lineage.spawn_tool_use_id.clone(),
                 placed_by: p.map(|p| p.placed_by),
                 lines: t.lines.len() + t.unparseable,
                 lines_unparseable: t.unparseable,

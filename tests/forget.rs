@@ -267,3 +267,37 @@ fn a_forget_killed_at_any_write_is_finished_by_running_it_again() {
         assert_gone_and_clean(env, &ctx);
     }
 }
+
+#[test]
+fn all_repos_forgets_in_every_repository() {
+    let env = store();
+    let other = env.tmp.path().join("other");
+    Env::init_repo(&other, &env.home, "second");
+    let s = "f0000003-0000-4000-8000-000000000003";
+    let m = env.main_transcript(s, &jsonl(&[&line(s, &format!("there too: {VALUE}"))]));
+    let payload = serde_json::json!({
+        "session_id": s, "cwd": other, "transcript_path": m, "hook_event_name": "SessionEnd",
+    });
+    let out = env.hook_in(&other, "session-end", &payload);
+    assert_eq!(hook_json(&out)["outcome"], "staged", "{}", stderr(&out));
+    let d = env
+        .command(&other)
+        .args(["history", "drain"])
+        .output()
+        .unwrap();
+    assert!(d.status.success(), "{}", stderr(&d));
+    assert!(holding(&env, VALUE).len() >= 5);
+    let out = env.abcd(&[
+        "history",
+        "forget",
+        "--value",
+        VALUE,
+        "--all-repos",
+        "--yes",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_gone_and_clean(&env, "all repos");
+    // --record names one repository's record: refused with --all-repos.
+    let out = env.abcd(&["history", "forget", "--record", S1, "--all-repos", "--yes"]);
+    assert_ne!(out.status.code(), Some(0));
+}

@@ -185,7 +185,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     for l in history::list(&corpus).unwrap() {
         let shown = history::show(&corpus, &l.file).unwrap();
         records
-            .entry((l.meta.session_id.clone(), l.meta.agent_id.clone()))
+            .entry((
+                l.meta.lineage.session_id.clone(),
+                l.meta.lineage.agent_id.clone(),
+            ))
             .or_default()
             .push(shown.body);
     }
