@@ -153,6 +153,17 @@ fn command_line_passwords() {
             format!("sshpass -p \"{}\" rsync -a x host:y", pw(20)),
             pw(20),
         ),
+        // Quoted passwords may hold the shell's metacharacters.
+        (
+            "sshpass",
+            format!("sshpass -p '{}&3x' ssh bob@host", pw(21)),
+            format!("{}&3x", pw(21)),
+        ),
+        (
+            "sshpass",
+            format!("sshpass -p \"{};(k)|\" ssh bob@host", pw(22)),
+            format!("{};(k)|", pw(22)),
+        ),
     ]);
 }
 
