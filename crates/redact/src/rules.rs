@@ -667,7 +667,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "aws-secret-after-key-id",
                 "aws-secret-key",
                 &["akia", "asia"],
-                r"(?:AKIA|ASIA)[A-Z0-9]{16}[^A-Za-z0-9/+\n]{1,6}(?:[A-Za-z_]{1,24}[^A-Za-z0-9/+\n]{1,6})?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)",
+                // Within a short phrase of the key id (`AKIA… / S`, `AKIA… and
+                // the secret is S`), a 40-byte base64 word.
+                r"(?:AKIA|ASIA)[A-Z0-9]{16}(?:[^\n]{0,60}?[^A-Za-z0-9/+\n])?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)",
                 Check::Generic,
             )
         },
@@ -735,6 +737,24 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &[" / ", "/ "],
             r#"(?i)\b(?:login|user(?:name)?|account|creds|credentials)\b[^\n]{0,40}?(?:\bis|:|=)\s*[A-Za-z0-9_.@-]{2,64}\s*/\s*([^\s/"'`]{6,64})"#,
+            Check::Bearer,
+        ),
+        // `the password for the db is S`, `password: S`: a human password
+        // named in prose must hold a letter and a digit (`the password is
+        // wrong` is not one).
+        grp(
+            "prose-password",
+            "password",
+            &["password", "passwd", "passphrase", "pw ", "pwd "],
+            r#"(?i)\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            Check::Bearer,
+        ),
+        // `user admin pass S`, `login zed pw S`.
+        grp(
+            "user-pass-words",
+            "password",
+            &[" pass", " pw"],
+            r#"(?i)\b(?:user(?:name)?|login|account)\s*[:=]?\s*[A-Za-z0-9_.@-]{2,64}[,;]?\s+(?:pass(?:word)?|pw|pwd)\s*[:=]?\s*["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
         ),
         grp(

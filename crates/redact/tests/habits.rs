@@ -86,6 +86,15 @@ fn aws_cli_and_prose_key_pairs() {
             sec(6),
         ),
         ("aws prose", format!("{},{}", id(7), sec(7)), sec(7)),
+        (
+            "aws prose",
+            format!(
+                "my aws key is {} and the secret is {} (prod account)",
+                id(8),
+                sec(8)
+            ),
+            sec(8),
+        ),
     ]);
 }
 
@@ -205,6 +214,36 @@ fn secrets_named_in_prose() {
             "login slash",
             "creds = ops@example.org / Tr0ub4dor&3".to_string(),
             "Tr0ub4dor&3".to_string(),
+        ),
+        (
+            "password in prose",
+            "the password for the db is Spring2023$".to_string(),
+            "Spring2023$".to_string(),
+        ),
+        (
+            "password in prose",
+            "use this password: Autumn2024! for now.".to_string(),
+            "Autumn2024!".to_string(),
+        ),
+        (
+            "password in prose",
+            "my staging passphrase is now b4ttery-Stapl3.".to_string(),
+            "b4ttery-Stapl3".to_string(),
+        ),
+        (
+            "password in prose",
+            "pw for the router: Ky7#mqz9".to_string(),
+            "Ky7#mqz9".to_string(),
+        ),
+        (
+            "user pass words",
+            "user admin pass Fall2021pw".to_string(),
+            "Fall2021pw".to_string(),
+        ),
+        (
+            "user pass words",
+            "login: zed, pw: Qm4!rt8x".to_string(),
+            "Qm4!rt8x".to_string(),
         ),
     ]);
 }
@@ -415,6 +454,12 @@ fn habit_near_misses_do_not_fire() {
         "key: base64:".to_string(),
         "echo hello | base64 -d".to_string(),
         "cost is $6 per month and $5 per seat".to_string(),
+        "the password is wrong, try again".to_string(),
+        "password: ${DB_PASSWORD}".to_string(),
+        "Forgot password? Reset it from the login page.".to_string(),
+        "the password for the db is in 1Password".to_string(),
+        "tests pass now; user admin pass review next".to_string(),
+        "let password = read_password()?;".to_string(),
     ] {
         let f = s.scan(&input);
         assert!(f.is_empty(), "{f:?} on {input}");
