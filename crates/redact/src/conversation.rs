@@ -6,6 +6,10 @@
 //! output is a bare random string that no rule could recognise by shape or
 //! by a key name next to it.
 //!
+//! The same state carries one line-to-line rule of plain (not JSON) text:
+//! an element named like a secret whose value sits on its own line
+//! (`<apiToken>` / `S` / `</apiToken>`), which a per-line scan cannot join.
+//!
 //! Owns: which commands read secrets, and which words of their output are
 //! secret-shaped. Must never: parse a line that holds neither a marked
 //! command nor an answer to one (two substring searches decide that), or
@@ -137,9 +141,33 @@ enum Reads {
 #[derive(Default)]
 pub struct Conversation {
     marked: Vec<(String, Reads)>,
+    /// The previous line was an opening tag named like a secret.
+    element_open: bool,
 }
 
+static SECRET_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"(?i)^<[A-Za-z0-9_.:-]*(?:{}|{})[A-Za-z0-9_.:-]*(?:\s[^<>/]*)?>$",
+        crate::rules::GENERIC_KEY_NAMES,
+        crate::rules::PASSWORD_KEY_NAMES
+    ))
+    .ok()
+});
+
 impl Conversation {
+    /// The value of an element named like a secret when it stands alone on
+    /// the line after its opening tag; a single word, not yet classified.
+    pub fn element_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let t = line.trim_ascii();
+        let open = std::mem::replace(&mut self.element_open, false);
+        if t.first() == Some(&b'<') && t.last() == Some(&b'>') {
+            self.element_open = SECRET_TAG.as_ref().is_some_and(|re| re.is_match(t));
+            return None;
+        }
+        (open && !t.is_empty() && !t.iter().any(|&b| b.is_ascii_whitespace() || b == b'<'))
+            .then_some(t)
+    }
+
     /// Reads one transcript line: remembers the ids of secret-reading
     /// `tool_use`s, and for a `tool_result` answering one pushes the
     /// secret-shaped words of its output (decoded) onto `out`.

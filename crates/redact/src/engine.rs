@@ -1715,26 +1715,53 @@ impl AssignGate {
             i += 1;
         }
         let run_end = i;
-        if i < v.len() && matches!(v[i], b'"' | b'\'') {
-            i += 1;
+        let mut ok = operator_follows(v, i, min_value);
+        // A Go declaration's type between name and operator (`name string
+        // = …`): the patterns' `(?:\s+(?:\[\]byte|[A-Za-z_]\w{0,20}))?`.
+        let mut j = i;
+        while !ok && j < v.len() && is_space_byte(v[j]) {
+            j += 1;
         }
-        while i < v.len() && is_space_byte(v[i]) {
-            i += 1;
-        }
-        let ok = match v.get(i) {
-            Some(b':') | Some(b'=') | Some(b'?') => {
-                // The operator's length: `:::=`, `::=`, `:=`, `?=`, `=>`.
-                let op = [&b":::="[..], b"::=", b":=", b"?=", b"=>"]
-                    .iter()
-                    .find(|o| v[i..].starts_with(o))
-                    .map_or(1, |o| o.len());
-                (v[i] != b'?' && value_may_start(v, i + 1, min_value))
-                    || (op > 1 && value_may_start(v, i + op, min_value))
+        if !ok
+            && j > i
+            && j < v.len()
+            && (v[j].is_ascii_alphabetic() || v[j] == b'_' || v[j] == b'[')
+        {
+            while j < v.len()
+                && (v[j].is_ascii_alphanumeric() || matches!(v[j], b'_' | b'[' | b']'))
+            {
+                j += 1;
             }
-            _ => false,
-        };
+            ok = operator_follows(v, j, min_value);
+        }
         self.run = Some((e, run_end, min_value, ok));
         ok
+    }
+}
+
+/// From `i` (just after a key name), the rest of `assign_q!`: an optional
+/// quote, spaces, an operator (`:::=`, `::=`, `:=`, `?=`, `.=`, `=>`, `=`,
+/// `:`, or `,` after a quote), and a value that may start after it.
+fn operator_follows(v: &[u8], mut i: usize, min_value: usize) -> bool {
+    let quoted = i < v.len() && matches!(v[i], b'"' | b'\'');
+    if quoted {
+        i += 1;
+    }
+    while i < v.len() && is_space_byte(v[i]) {
+        i += 1;
+    }
+    match v.get(i) {
+        Some(b':') | Some(b'=') | Some(b'?') | Some(b'.') => {
+            // The operator's length: `:::=`, `::=`, `:=`, `?=`, `.=`, `=>`.
+            let op = [&b":::="[..], b"::=", b":=", b"?=", b".=", b"=>"]
+                .iter()
+                .find(|o| v[i..].starts_with(o))
+                .map_or(1, |o| o.len());
+            (!matches!(v[i], b'?' | b'.') && value_may_start(v, i + 1, min_value))
+                || (op > 1 && value_may_start(v, i + op, min_value))
+        }
+        Some(b',') => quoted && value_may_start(v, i + 1, min_value),
+        _ => false,
     }
 }
 
@@ -1761,7 +1788,7 @@ fn value_may_start(v: &[u8], j: usize, min_value: usize) -> bool {
     loop {
         match v.get(p) {
             None => return false,
-            Some(b'"') | Some(b'\'') => return true,
+            Some(b'"') | Some(b'\'') | Some(b'`') => return true,
             Some(_) => {
                 let bare = v[p..]
                     .iter()

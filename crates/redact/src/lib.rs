@@ -159,6 +159,8 @@ pub struct Scanner {
     /// Meta of the secret-shaped words in a secret-reading command's
     /// output (see `conversation`).
     output_meta: usize,
+    /// Meta of `generic-secret` (an element's value on its own line).
+    generic_meta: usize,
 }
 
 fn placeholder(kind: &str) -> Vec<u8> {
@@ -358,6 +360,11 @@ impl Scanner {
             }
         };
         let repeat_meta_base = b.metas.len();
+        let generic_meta = b
+            .metas
+            .iter()
+            .position(|m| m.id == "generic-secret")
+            .unwrap_or(output_meta);
         let mac_rule = b
             .rules
             .iter()
@@ -429,6 +436,7 @@ impl Scanner {
             },
             degraded,
             output_meta,
+            generic_meta,
         }
     }
 
@@ -708,6 +716,11 @@ impl Scanner {
     ) {
         conversation.observe(line, said);
         found.extend(said.drain(..).map(|v| (v, self.output_meta)));
+        if let Some(v) = conversation.element_value(line) {
+            if engine::generic_ok(v, None, true, 0.0) {
+                found.push((v.to_vec(), self.generic_meta));
+            }
+        }
     }
 
     fn finding(&self, h: &Hit, line: usize) -> Finding {
@@ -1501,11 +1514,16 @@ mod gate_tests {
             "usage",
             "input_tokens\":",
             "12",
+            "`",
+            "?",
+            "string",
+            "[]byte",
+            "var ",
         ];
         let mut rng = crate::testkit::XorShift(0xD1B5_4A32_D192_ED03u64);
         let mut next = || rng.next();
         let mut found = 0;
-        for _ in 0..6000 {
+        for _ in 0..10000 {
             let n = 2 + (next() % 14) as usize;
             let text: String = (0..n)
                 .map(|_| parts[(next() % parts.len() as u64) as usize])

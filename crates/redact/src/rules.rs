@@ -126,10 +126,13 @@ macro_rules! assign {
 
 /// As `assign!` but leaves an opening quote to the value alternatives, so a
 /// quoted value may hold `&`, `;` or `,` (Django keys, shell-quoted
-/// passwords) while a bare one stops at them (query strings).
+/// passwords) while a bare one stops at them (query strings). Also reads a
+/// Go declaration's type (`var name string = …`), PHP's `.=`, and a quoted
+/// name followed by its value as the next argument
+/// (`System.setProperty("NAME", "…")`, `headers.put("X-Api-Key", "…")`).
 macro_rules! assign_q {
     () => {
-        r#"["']?\s*(?::::=|::=|:=|\?=|=>|=|:)\s*"#
+        r#"(?:\s+(?:\[\]byte|[A-Za-z_][A-Za-z0-9_]{0,20}))?(?:["']\s*,|["']?\s*(?::::=|::=|:=|\?=|\.=|=>|=|:))\s*"#
     };
 }
 
@@ -757,6 +760,16 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:user(?:name)?|login|account)\s*[:=]?\s*[A-Za-z0-9_.@-]{2,64}[,;]?\s+(?:pass(?:word)?|pw|pwd)\s*[:=]?\s*["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
         ),
+        // `<apiToken>S</apiToken>`, also with the value on its own line (a
+        // decoded view holds the newlines; a bare multi-line text is read
+        // line by line, see `engine::xml_open_tag`).
+        grp(
+            "xml-element-secret",
+            "generic-secret",
+            &["</"],
+            "",
+            Check::Password,
+        ),
         grp(
             "netrc-password",
             "password",
@@ -890,14 +903,18 @@ pub fn builtin() -> Vec<RuleDef> {
     // The two generic rules share a shape; their key alternations are
     // spliced in here so the patterns stay in one place.
     for rule in r.iter_mut() {
-        if rule.id == "generic-secret" {
+        if rule.id == "xml-element-secret" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{8,}})'|"((?-u:[^"\s]){{8,}})"|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
+                r#"(?i)<[A-Za-z0-9_.:-]*(?:{GENERIC_KEY_NAMES}|{PASSWORD_KEY_NAMES})[A-Za-z0-9_.:-]*(?:\s[^<>]*)?>\s*([^<>\s]{{8,}})\s*</"#
+            ));
+        } else if rule.id == "generic-secret" {
+            rule.pattern = leak(format!(
+                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{8,}})'|"((?-u:[^"\s]){{8,}})"|`((?-u:[^`\s]){{8,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
                 assign_q!()
             ));
         } else if rule.id == "generic-password" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
                 assign_q!()
             ));
         }

@@ -6,13 +6,6 @@
 mod common;
 use common::*;
 
-fn json_line(content: &str) -> String {
-    format!(
-        "{{\"type\":\"user\",\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_01\",\"content\":{}}}]}}}}",
-        json_string(content)
-    )
-}
-
 /// (class, text, secret) — the secret must not survive.
 fn check(cases: &[(&str, String, String)]) {
     let s = scanner();

@@ -1,7 +1,8 @@
 //! Providers and assignment syntaxes added for issue 10 (age, Alibaba,
 //! Doppler, Dynatrace, Mapbox, Notion, Sourcegraph, Teams, Square, Postman,
 //! Supabase, Tailscale, WireGuard, Azure AD, Facebook, NuGet; `::=`,
-//! `:::=`, `?=`). Values are random; each is tried bare and JSON-escaped.
+//! `:::=`, `?=`, Go raw strings and typed declarations, PHP `.=`,
+//! `setProperty("NAME", "…")`, XML elements). Values are random; each is tried bare and JSON-escaped.
 
 mod common;
 use common::*;
@@ -103,11 +104,46 @@ fn assignment_operators_of_other_languages() {
         format!("SERVICE_SECRET ?= {v}"),
         format!("client_secret := '{v}'"),
         format!("db_password ?= \"{v}\""),
+        // Go: a raw string, a declaration with its type.
+        format!("stripeToken := `{v}`"),
+        format!("var stripeToken string = \"{v}\""),
+        format!("var signingKey []byte = \"{v}\""),
+        format!("dbPassword := `{v}`"),
+        // PHP's `.=`.
+        format!("$mailerSecret .= \"{v}\";"),
+        // A name, then its value as the next argument.
+        format!("System.setProperty(\"GEO_API_KEY\", \"{v}\");"),
+        format!("os.environ.setdefault('DB_PASSWORD', '{v}')"),
+        format!("req.headers.set(\"X-Auth-Token\", \"{v}\")"),
+        // XML: the value inline and on its own line.
+        format!("<apiToken>{v}</apiToken>"),
+        format!("<settings>\n  <clientSecret>\n      {v}\n  </clientSecret>\n</settings>"),
+        format!("<db>\n<password>\n{v}\n</password>\n</db>"),
     ] {
-        let r = s.redact(&input).expect("redacts");
-        if r.text.contains(&v) {
-            failures.push(r.text);
+        for text in [input.clone(), json_line(&input)] {
+            let r = s.redact(&text).expect("redacts");
+            if r.text.contains(&v) {
+                failures.push(r.text);
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The syntaxes above where they hold no secret.
+#[test]
+fn assignment_syntaxes_without_secrets_do_not_fire() {
+    let s = scanner();
+    for input in [
+        "var tokenCount int = 42",
+        "tokenizer := `(\\w+)`",
+        "System.setProperty(\"TOKEN_TTL\", \"3600\");",
+        "$secretLabel .= \"${prefix}\";",
+        "<apiToken>\n  ${API_TOKEN}\n</apiToken>",
+        "<passwordPolicy>\n  <minLength>12</minLength>\n</passwordPolicy>",
+        "map.put(\"token\", token);",
+    ] {
+        let f = s.scan(input);
+        assert!(f.is_empty(), "{f:?} on {input}");
+    }
 }

@@ -77,3 +77,11 @@ pub fn b64(s: &str) -> String {
     }
     out
 }
+
+/// `content` as the JSON-escaped text of a `tool_result` transcript line.
+pub fn json_line(content: &str) -> String {
+    format!(
+        "{{\"type\":\"user\",\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_01\",\"content\":{}}}]}}}}",
+        json_string(content)
+    )
+}
