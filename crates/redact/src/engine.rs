@@ -87,7 +87,7 @@ pub const SKIP_SCAN_MIN: usize = 128;
 
 /// Prefixed tokens whose bytes are this repetitive are documentation
 /// placeholders (`ghp_xxxx…`); real tokens sit near 5 bits per byte.
-pub const MIN_TOKEN_ENTROPY: f64 = 3.0;
+pub const MIN_TOKEN_ENTROPY: f64 = 2.5;
 
 /// What a rule is, as far as placement and reporting go.
 pub struct Meta {
@@ -664,7 +664,12 @@ fn is_code_ref(v: &[u8]) -> bool {
         return false;
     }
     let has_digit = v.iter().any(|b| b.is_ascii_digit());
-    let dotted = v.contains(&b'.');
+    // `config.db2.password` is a path through code; a dotted token
+    // (`<32 hex>.<24 random>`) has a long segment full of digits.
+    let dotted = v.contains(&b'.')
+        && !v
+            .split(|&b| b == b'.')
+            .any(|seg| seg.len() >= 16 && seg.iter().filter(|b| b.is_ascii_digit()).count() >= 3);
     let snake = v.contains(&b'_');
     let upper = v
         .iter()

@@ -656,6 +656,87 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)<add\s+key\s*=\s*["']ClearTextPassword["']\s+value\s*=\s*["']([^"']{1,})["']"#,
             Check::Password,
         ),
+        tok(
+            "harness-token",
+            "harness-token",
+            &["pat.", "sat."],
+            r"(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}",
+        ),
+        tok(
+            "huggingface-org-token",
+            "huggingface-token",
+            &["api_org_"],
+            r"api_org_[A-Za-z]{34}",
+        ),
+        tok(
+            "airtable-pat",
+            "airtable-token",
+            &["pat"],
+            r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}",
+        ),
+        tok(
+            "authress-key",
+            "authress-key",
+            &[".acc_", ".acc-"],
+            r"(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}",
+        ),
+        tok(
+            "onepassword-secret-key",
+            "1password-secret-key",
+            &["a3-"],
+            r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+        ),
+        tok(
+            "flyio-token",
+            "flyio-token",
+            &["fo1_", "fm1a_", "fm1r_", "fm2_", "flyv1 "],
+            r"fo1_[A-Za-z0-9_-]{43}|fm1[ar]_[A-Za-z0-9+/]{100,}={0,3}|fm2_[A-Za-z0-9+/]{100,}={0,3}|FlyV1 [A-Za-z0-9=_,/+-]{100,}",
+        ),
+        tok(
+            "gemini-api-key",
+            "google-api-key",
+            &["aq.ab8rn6"],
+            r"AQ\.Ab8RN6[A-Za-z0-9_-]{44}",
+        ),
+        tok(
+            "posthog-personal-key",
+            "posthog-key",
+            &["phx_"],
+            r"phx_[A-Za-z0-9_-]{41,49}",
+        ),
+        tok(
+            "cockroach-cloud-key",
+            "cockroach-key",
+            &["ccdb1_"],
+            r"CCDB1_[A-Za-z0-9]{22}_[A-Za-z0-9]{40}",
+        ),
+        // Base64 of a JWT (`eyJ` encodes to `ZXlK`): a token wrapped once more.
+        tok(
+            "jwt-base64",
+            "jwt",
+            &["zxlk"],
+            r"ZXlK[A-Za-z0-9+/]{60,}={0,2}",
+        ),
+        // Values whose shape is only a secret next to the provider's name
+        // (`asana_client_id = 16 digits`, `<discordToken>` …).
+        grp(
+            "provider-named-value",
+            "generic-secret",
+            &[
+                "asana",
+                "discord",
+                "sonar",
+                "sumo",
+                "contribsys",
+                "ollama",
+                "zai",
+                "z_ai",
+                "z.ai",
+                "glm",
+            ],
+            "",
+            Check::None,
+        ),
         // --- Transcript habits: secrets typed the way people type them ---
         grp(
             "aws-cli-secret",
@@ -903,7 +984,33 @@ pub fn builtin() -> Vec<RuleDef> {
     // The two generic rules share a shape; their key alternations are
     // spliced in here so the patterns stay in one place.
     for rule in r.iter_mut() {
-        if rule.id == "xml-element-secret" {
+        if rule.id == "provider-named-value" {
+            let named = |names: &str, value: &str| {
+                format!(
+                    r#"(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
+                    assign_q!()
+                )
+            };
+            rule.pattern = leak(format!(
+                "(?i){}|{}|{}|{}|{}|{}|{}",
+                named(
+                    "asana",
+                    r"[0-9]{16}|[0-9]/[0-9]{16}:[A-Za-z0-9]{32}|[A-Za-z0-9]{32,36}"
+                ),
+                named("discord", r"[0-9]{17,19}|[A-Za-z0-9=_-]{32}"),
+                named(
+                    r"sonar[_.-]?(?:login|token)",
+                    r"(?:squ_|sqp_|sqa_)?[A-Za-z0-9=_-]{40}"
+                ),
+                named("sumo", r"su[A-Za-z0-9]{12}|[A-Za-z0-9]{64}"),
+                named(
+                    r"bundle_(?:enterprise|gems)__contribsys__com",
+                    r"[a-f0-9]{8}:[a-f0-9]{8}"
+                ),
+                named("ollama", r"[a-f0-9]{32}\.[A-Za-z0-9_-]{24}"),
+                named(r"zai|z_ai|z\.ai|glm", r"[a-f0-9]{32}\.[A-Za-z0-9]{16}"),
+            ));
+        } else if rule.id == "xml-element-secret" {
             rule.pattern = leak(format!(
                 r#"(?i)<[A-Za-z0-9_.:-]*(?:{GENERIC_KEY_NAMES}|{PASSWORD_KEY_NAMES})[A-Za-z0-9_.:-]*(?:\s[^<>]*)?>\s*([^<>\s]{{8,}})\s*</"#
             ));

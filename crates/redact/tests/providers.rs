@@ -1,6 +1,8 @@
 //! Providers and assignment syntaxes added for issue 10 (age, Alibaba,
 //! Doppler, Dynatrace, Mapbox, Notion, Sourcegraph, Teams, Square, Postman,
-//! Supabase, Tailscale, WireGuard, Azure AD, Facebook, NuGet; `::=`,
+//! Supabase, Tailscale, WireGuard, Azure AD, Facebook, NuGet, Harness,
+//! Hugging Face orgs, Airtable, Authress, 1Password, Fly.io, Gemini,
+//! PostHog, CockroachDB, base64 JWTs, provider-named values; `::=`,
 //! `:::=`, `?=`, Go raw strings and typed declarations, PHP `.=`,
 //! `setProperty("NAME", "…")`, XML elements). Values are random; each is tried bare and JSON-escaped.
 
@@ -71,6 +73,84 @@ fn provider_tokens_are_redacted() {
                 rs(26, ALNUM, 14)
             ),
             rs(26, ALNUM, 14),
+        ),
+        (
+            format!(
+                "pat.{}.{}.{}",
+                rs(40, URLSAFE, 22),
+                rs(41, ALNUM, 24),
+                rs(42, ALNUM, 20)
+            ),
+            String::new(),
+        ),
+        (
+            format!("api_org_{}", rs(43, &ALNUM[..52], 34)),
+            String::new(),
+        ),
+        (
+            format!("pat{}.{}", rs(44, ALNUM, 14), rs(45, HEX, 64)),
+            String::new(),
+        ),
+        (
+            format!(
+                "sc_{}.{}.acc_{}.{}",
+                rs(46, LOWER_NUM, 12),
+                rs(47, LOWER_NUM, 5),
+                rs(48, LOWER_NUM, 14),
+                rs(49, URLSAFE, 40)
+            ),
+            String::new(),
+        ),
+        (
+            format!(
+                "A3-{}-{}-{}-{}-{}",
+                rs(50, UPPER_NUM, 6),
+                rs(51, UPPER_NUM, 11),
+                rs(52, UPPER_NUM, 5),
+                rs(53, UPPER_NUM, 5),
+                rs(54, UPPER_NUM, 5)
+            ),
+            String::new(),
+        ),
+        (format!("fo1_{}", rs(55, URLSAFE, 43)), String::new()),
+        (format!("AQ.Ab8RN6{}", rs(56, URLSAFE, 44)), String::new()),
+        (format!("phx_{}", rs(57, ALNUM, 43)), String::new()),
+        (
+            format!("CCDB1_{}_{}", rs(58, ALNUM, 22), rs(59, ALNUM, 40)),
+            String::new(),
+        ),
+        (format!("ZXlK{}", rs(60, B64, 96)), String::new()),
+        (
+            format!("asana_client_id = \"{}\"", rs(61, "0123456789", 16)),
+            rs(61, "0123456789", 16),
+        ),
+        (
+            format!("DISCORD_CLIENT_ID: {}", rs(62, "0123456789", 18)),
+            rs(62, "0123456789", 18),
+        ),
+        (
+            format!("<sonarToken>{}</sonarToken>", rs(63, LOWER_NUM, 40)),
+            rs(63, LOWER_NUM, 40),
+        ),
+        (
+            format!("sumo_access_id = \"su{}\"", rs(64, ALNUM, 12)),
+            format!("su{}", rs(64, ALNUM, 12)),
+        ),
+        (
+            format!(
+                "BUNDLE_GEMS__CONTRIBSYS__COM: {}:{}",
+                rs(65, HEX, 8),
+                rs(66, HEX, 8)
+            ),
+            format!("{}:{}", rs(65, HEX, 8), rs(66, HEX, 8)),
+        ),
+        (
+            format!("OLLAMA_KEY={}.{}", rs(67, HEX, 32), rs(68, URLSAFE, 24)),
+            format!("{}.{}", rs(67, HEX, 32), rs(68, URLSAFE, 24)),
+        ),
+        (
+            format!("glm_api_key := '{}.{}'", rs(69, HEX, 32), rs(70, ALNUM, 16)),
+            format!("{}.{}", rs(69, HEX, 32), rs(70, ALNUM, 16)),
         ),
     ];
     let mut failures = Vec::new();
