@@ -626,6 +626,13 @@ const STOPWORDS: &[&str] = &[
 ];
 
 const PLACEHOLDER_MARKS: &[&str] = &[
+    // Keyboard runs stand in for values in documentation (`abc123…`,
+    // `…abcdefghij…`, `0000…`); a random token holds one by chance about
+    // once in 10^10. (Not `123456…`: real test fixtures and peers' own
+    // positives are full of it.)
+    "abcdefg",
+    "abc123",
+    "00000000",
     "xxxx",
     "****",
     "...",
@@ -730,6 +737,59 @@ pub fn decoded_secret(d: &[u8]) -> bool {
         }
     }
     false
+}
+
+/// Name parts after which a value is about a secret rather than the secret:
+/// `credentialsId`, `SECRET_NAME`, `token_url`, `password_file`, …
+const REFERENCE_SUFFIXES: &[&str] = &[
+    "id", "ids", "name", "names", "url", "uri", "path", "file", "type", "label", "count", "length",
+    "len", "size", "ttl", "timeout", "expiry", "expires", "header", "field", "env", "var",
+    "prefix", "policy", "hint", "format", "mode", "version", "ref", "arn",
+];
+
+/// Name parts before which a value is public by design (`publicToken`,
+/// `csrf-token`).
+const PUBLIC_PREFIXES: &[&str] = &["public", "csrf", "xsrf"];
+
+/// Does the last name in `pre` (the match before its value: a key, its
+/// operator and quote) end in a part from [`REFERENCE_SUFFIXES`], or start
+/// with one from [`PUBLIC_PREFIXES`]? Parts split at `_`, `-`, `.` and
+/// camel-case humps.
+fn names_a_reference(pre: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    let Some(end) = pre.iter().rposition(|&b| b.is_ascii_alphanumeric()) else {
+        return false;
+    };
+    let start = pre[..end]
+        .iter()
+        .rposition(|&b| !is_ident(b))
+        .map_or(0, |i| i + 1);
+    let name = &pre[start..=end];
+    // Split into parts.
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let mut from = 0;
+    for i in 0..name.len() {
+        let b = name[i];
+        if matches!(b, b'_' | b'-' | b'.') {
+            if i > from {
+                parts.push(&name[from..i]);
+            }
+            from = i + 1;
+        } else if i > from && b.is_ascii_uppercase() && name[i - 1].is_ascii_lowercase() {
+            parts.push(&name[from..i]);
+            from = i;
+        }
+    }
+    if from < name.len() {
+        parts.push(&name[from..]);
+    }
+    if parts.len() < 2 {
+        return false;
+    }
+    let is = |p: &[u8], w: &str| p.eq_ignore_ascii_case(w.as_bytes());
+    let last = parts[parts.len() - 1];
+    REFERENCE_SUFFIXES.iter().any(|w| is(last, w))
+        || PUBLIC_PREFIXES.iter().any(|w| is(parts[0], w))
 }
 
 /// Classifies the value of a keyword-anchored assignment.
@@ -1279,8 +1339,13 @@ impl Engine {
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
-                Check::Generic => generic_ok(val, next, false, min_entropy),
-                Check::Password => generic_ok(val, next, true, 0.0),
+                Check::Generic => {
+                    !names_a_reference(&v[m.start()..s])
+                        && generic_ok(val, next, false, min_entropy)
+                }
+                Check::Password => {
+                    !names_a_reference(&v[m.start()..s]) && generic_ok(val, next, true, 0.0)
+                }
                 Check::Basic => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
                         && scratch.b64.contains(&b':')

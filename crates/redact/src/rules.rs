@@ -735,7 +735,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "glm",
             ],
             "",
-            Check::None,
+            Check::Token,
         ),
         // --- Transcript habits: secrets typed the way people type them ---
         grp(
@@ -1002,7 +1002,7 @@ pub fn builtin() -> Vec<RuleDef> {
                     r"sonar[_.-]?(?:login|token)",
                     r"(?:squ_|sqp_|sqa_)?[A-Za-z0-9=_-]{40}"
                 ),
-                named("sumo", r"su[A-Za-z0-9]{12}|[A-Za-z0-9]{64}"),
+                named(r"(?-i:[Ss]umo|SUMO)", r"su[A-Za-z0-9]{12}|[A-Za-z0-9]{64}"),
                 named(
                     r"bundle_(?:enterprise|gems)__contribsys__com",
                     r"[a-f0-9]{8}:[a-f0-9]{8}"

@@ -227,3 +227,45 @@ fn assignment_syntaxes_without_secrets_do_not_fire() {
         assert!(f.is_empty(), "{f:?} on {input}");
     }
 }
+
+/// Values named as being *about* a secret (its id, name, URL, file) or
+/// public by design, documentation runs, and a provider's name inside
+/// another word: none is a secret.
+#[test]
+fn references_and_placeholders_are_not_secrets() {
+    let s = scanner();
+    let uuid = format!(
+        "{}-{}-{}-{}-{}",
+        rs(80, HEX, 8),
+        rs(81, HEX, 4),
+        rs(82, HEX, 4),
+        rs(83, HEX, 4),
+        rs(84, HEX, 12)
+    );
+    let tok = rs(85, ALNUM, 32);
+    for input in [
+        format!("credentialsId: '{uuid}'"),
+        format!("<UserSecretsId>{uuid}</UserSecretsId>"),
+        format!("GEO_SECRET_NAME = \"{tok}\""),
+        format!("token_url={tok}"),
+        format!("password-file: {tok}"),
+        format!("publicToken = \"{tok}\""),
+        format!("csrf-token={tok}"),
+        "API_SECRET=abcdefghijklmnopqrstuvwxyz123456".to_string(),
+        "api_key = \"sk-abc123xyz-456def-klmnopq\"".to_string(),
+        "ZUPLO_API_KEY=zpka_00000000000000000000000000000000_00000000".to_string(),
+        "discord=000000000000000000".to_string(),
+        format!("sumOfExposures = {tok};"),
+    ] {
+        let f = s.scan(&input);
+        assert!(f.is_empty(), "{f:?} on {input}");
+    }
+    // The same values under a name that holds them are still caught.
+    for input in [
+        format!("GEO_SECRET = \"{tok}\""),
+        format!("client_secret: '{tok}'"),
+        format!("SUMO_ACCESS_KEY={}", rs(86, ALNUM, 64)),
+    ] {
+        assert!(!s.scan(&input).is_empty(), "missed {input}");
+    }
+}
