@@ -54,6 +54,11 @@ static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
         .ok()
 });
 
+/// `…TokenHere`, `RANDOMSTRINGHERE`: a slot to fill in.
+fn ends_with_here(v: &[u8]) -> bool {
+    v.len() >= 4 && v[v.len() - 4..].eq_ignore_ascii_case(b"here")
+}
+
 fn has_placeholder_mark(v: &[u8]) -> bool {
     PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
 }
@@ -80,6 +85,10 @@ pub const MAX_PEM_BYTES: usize = 32 * 1024;
 /// After a BEGIN marker with no END on its line, at most this many following
 /// lines are consumed as key body (an 8192-bit key is ~100 lines).
 pub const MAX_PEM_LINES: usize = 512;
+
+/// Fewer key characters than this between `BEGIN` and `END` is an empty
+/// frame (documentation), not a key.
+const MIN_PEM_BODY: usize = 16;
 
 /// Allowlisted values at least this long are cut out of the scan rather
 /// than scanned and filtered: signatures and images run to kilobytes.
@@ -623,6 +632,12 @@ const STOPWORDS: &[&str] = &[
     "revoked",
     "enabled",
     "disabled",
+    "pass",
+    "passwd",
+    "pw",
+    "test",
+    "user",
+    "username",
 ];
 
 const PLACEHOLDER_MARKS: &[&str] = &[
@@ -632,6 +647,7 @@ const PLACEHOLDER_MARKS: &[&str] = &[
     // positives are full of it.)
     "abcdefg",
     "abc123",
+    "a1b2c3",
     "00000000",
     "xxxx",
     "****",
@@ -748,8 +764,19 @@ const REFERENCE_SUFFIXES: &[&str] = &[
 ];
 
 /// Name parts before which a value is public by design (`publicToken`,
-/// `csrf-token`).
-const PUBLIC_PREFIXES: &[&str] = &["public", "csrf", "xsrf"];
+/// `csrf-token`) or made up for a test (`fakeToken`, `nonMatchingToken`).
+const PUBLIC_PREFIXES: &[&str] = &[
+    "public",
+    "csrf",
+    "xsrf",
+    "fake",
+    "dummy",
+    "mock",
+    "sample",
+    "example",
+    "invalid",
+    "nonmatching",
+];
 
 /// Does the last name in `pre` (the match before its value: a key, its
 /// operator and quote) end in a part from [`REFERENCE_SUFFIXES`], or start
@@ -810,7 +837,7 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     }
     if matches!(
         v[0],
-        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<'
+        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<' | b'['
     ) || v.starts_with(b"./")
     {
         return false;
@@ -1336,6 +1363,7 @@ impl Engine {
                 Check::Token => {
                     entropy(val) >= MIN_TOKEN_ENTROPY
                         && !has_placeholder_mark(val)
+                        && !ends_with_here(val)
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
@@ -1482,6 +1510,17 @@ impl Engine {
             let body_start = label_end + 5;
             let window = &v[body_start..v.len().min(body_start + MAX_PEM_BYTES)];
             let end = match memchr::memmem::find(window, b"-----END ") {
+                // `BEGIN … KEY----------END … KEY-----`: a frame with no key.
+                Some(p)
+                    if window[..p]
+                        .iter()
+                        .filter(|b| b.is_ascii_alphanumeric())
+                        .count()
+                        < MIN_PEM_BODY =>
+                {
+                    at = body_start + p;
+                    continue;
+                }
                 Some(p) => {
                     let e0 = body_start + p + 9;
                     match memchr::memmem::find(&v[e0..v.len().min(e0 + 64)], b"-----") {

@@ -256,6 +256,12 @@ fn references_and_placeholders_are_not_secrets() {
         "ZUPLO_API_KEY=zpka_00000000000000000000000000000000_00000000".to_string(),
         "discord=000000000000000000".to_string(),
         format!("sumOfExposures = {tok};"),
+        "API_KEY=a1b2c3d4-e5f6-7890-abcd-ef1234567890".to_string(),
+        format!("nonMatchingToken := \"{tok}\""),
+        "curl -i -u 'test:test' https://localhost:9200".to_string(),
+        "curl --user neo4j:[PASSWORD] http://[IP]:7474/db/data/".to_string(),
+        "slack: xoxe.xoxp-1-SlackAppConfigurationAccessTokenHere".to_string(),
+        "-----BEGIN OPENSSH PRIVATE KEY----------END OPENSSH PRIVATE KEY-----".to_string(),
     ] {
         let f = s.scan(&input);
         assert!(f.is_empty(), "{f:?} on {input}");
