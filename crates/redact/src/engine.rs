@@ -776,6 +776,7 @@ const PUBLIC_PREFIXES: &[&str] = &[
     "example",
     "invalid",
     "nonmatching",
+    "non",
 ];
 
 /// Does the last name in `pre` (the match before its value: a key, its
