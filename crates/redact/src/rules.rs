@@ -203,7 +203,9 @@ pub fn builtin() -> Vec<RuleDef> {
             "slack-token",
             "slack-token",
             &["xox"],
-            r"xox[abposre]-[A-Za-z0-9-]{10,}",
+            // Legacy `xoxo-`/`xoxs-` tokens are numeric groups (`xoxo-` alone
+            // is a word).
+            r"xox[abpre]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
         ),
         tok(
             "slack-app-token",
@@ -373,7 +375,8 @@ pub fn builtin() -> Vec<RuleDef> {
             "huggingface-token",
             "huggingface-token",
             &["hf_"],
-            r"hf_[A-Za-z0-9]{34,64}",
+            // Exactly 34: `hf_requiredCharacteristicTypes…` is an identifier.
+            r"hf_[A-Za-z0-9]{34}",
         ),
         tok(
             "twilio-api-key",
@@ -837,8 +840,22 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "user-pass-words",
             "password",
-            &[" pass", " pw"],
-            r#"(?i)\b(?:user(?:name)?|login|account)\s*[:=]?\s*[A-Za-z0-9_.@-]{2,64}[,;]?\s+(?:pass(?:word)?|pw|pwd)\s*[:=]?\s*["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            // With the separator: bare ` pass` is in every "tests pass".
+            &[
+                " pass ",
+                " pass:",
+                " pass=",
+                " pw ",
+                " pw:",
+                " pw=",
+                " pwd ",
+                " pwd:",
+                " pwd=",
+                " password ",
+                " password:",
+                " password=",
+            ],
+            r#"(?i)\b(?:user(?:name)?|login|account)\s*[:=]?\s*[A-Za-z0-9_.@-]{2,64}[,;]? +(?:pass(?:word)?|pw|pwd)(?:[:=]|  *[:=]?) *["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
         ),
         // `<apiToken>S</apiToken>`, also with the value on its own line (a

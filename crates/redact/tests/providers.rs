@@ -262,6 +262,8 @@ fn references_and_placeholders_are_not_secrets() {
         "curl --user neo4j:[PASSWORD] http://[IP]:7474/db/data/".to_string(),
         "slack: xoxe.xoxp-1-SlackAppConfigurationAccessTokenHere".to_string(),
         "-----BEGIN OPENSSH PRIVATE KEY----------END OPENSSH PRIVATE KEY-----".to_string(),
+        "- (id)hf_requiredCharacteristicTypesForDisplayMetadata;".to_string(),
+        "https://indieweb.org/images/3/35/2018-250-xoxo-indieweb-1.jpg".to_string(),
     ] {
         let f = s.scan(&input);
         assert!(f.is_empty(), "{f:?} on {input}");
