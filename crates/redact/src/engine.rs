@@ -1362,7 +1362,8 @@ impl Engine {
             let next = v.get(e).copied();
             let ok = match check {
                 Check::Token => {
-                    entropy(val) >= MIN_TOKEN_ENTROPY
+                    (min_entropy == crate::rules::NO_ENTROPY_FLOOR
+                        || entropy(val) >= MIN_TOKEN_ENTROPY)
                         && !has_placeholder_mark(val)
                         && !ends_with_here(val)
                         && !prev.is_some_and(is_alnum)

@@ -145,6 +145,11 @@ pub const GENERIC_MIN_VALUE: usize = 8;
 /// Shortest value the generic-password pattern accepts (`{4,}` below).
 pub const PASSWORD_MIN_VALUE: usize = 4;
 
+/// `min_entropy` of a prefixed-token rule whose prefix and alphabet name
+/// the format alone: no entropy floor (the default floor is
+/// `engine::MIN_TOKEN_ENTROPY`).
+pub const NO_ENTROPY_FLOOR: f64 = -1.0;
+
 pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "sshpass", "--pass"];
 
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
@@ -229,8 +234,11 @@ pub fn builtin() -> Vec<RuleDef> {
             ..tok(
                 "stripe-key",
                 "stripe-key",
-                &["sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"],
-                r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
+                &[
+                    "sk_live_", "sk_test_", "rk_live_", "rk_test_", "rk_prod_", "sk_prod_",
+                    "whsec_",
+                ],
+                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
             )
         },
         // --- OpenAI / Anthropic / OpenRouter ---
@@ -553,12 +561,17 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::Basic,
         ),
         // --- More providers (issue 10's long tail) ---
-        tok(
-            "age-secret-key",
-            "age-secret-key",
-            &["age-secret-key-1"],
-            r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
-        ),
+        // The 16-byte prefix and the bech32 body name the format alone; a
+        // repetitive body is still a well-formed key.
+        RuleDef {
+            min_entropy: NO_ENTROPY_FLOOR,
+            ..tok(
+                "age-secret-key",
+                "age-secret-key",
+                &["age-secret-key-1"],
+                r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+            )
+        },
         tok(
             "alibaba-access-key-id",
             "alibaba-key",
@@ -655,9 +668,63 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "nuget-config-password",
             "password",
-            &["cleartextpassword"],
-            r#"(?i)<add\s+key\s*=\s*["']ClearTextPassword["']\s+value\s*=\s*["']([^"']{1,})["']"#,
+            &["password"],
+            r#"(?i)<add\s+key\s*=\s*["'](?:ClearText)?Password["']\s+value\s*=\s*["']([^"']{1,})["']"#,
             Check::Password,
+        ),
+        tok(
+            "facebook-app-token",
+            "facebook-token",
+            &["facebook", "fb_", "fb-"],
+            r"[0-9]{15,16}\|[A-Za-z0-9_-]{27}",
+        ),
+        tok(
+            "facebook-page-token",
+            "facebook-token",
+            &["eaa"],
+            r"EAA[A-Z][A-Za-z0-9]{90,}",
+        ),
+        tok(
+            "intra42-secret",
+            "intra42-secret",
+            &["s-s4t2ud-", "s-s4t2af-"],
+            r"s-s4t2(?:ud|af)-[a-f0-9]{64}",
+        ),
+        tok(
+            "cloudflare-origin-ca-key",
+            "cloudflare-key",
+            &["v1.0-"],
+            r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}",
+        ),
+        tok(
+            "easypost-token",
+            "easypost-token",
+            &["eztk", "ezak"],
+            r"EZ[AT]K[A-Za-z0-9]{54}",
+        ),
+        tok(
+            "openshift-token",
+            "openshift-token",
+            &["sha256~"],
+            r"sha256~[A-Za-z0-9_-]{43}",
+        ),
+        tok(
+            "mailchimp-key",
+            "mailchimp-key",
+            &["-us"],
+            r"[a-f0-9]{32}-us[0-9]{1,2}",
+        ),
+        tok(
+            "adobe-client-secret",
+            "adobe-secret",
+            &["p8e-"],
+            r"p8e-[A-Za-z0-9]{32}",
+        ),
+        tok(
+            "grafana-cloud-token",
+            "grafana-token",
+            &["glc_"],
+            r"glc_[A-Za-z0-9+/]{32,400}={0,2}",
         ),
         tok(
             "harness-token",
@@ -736,6 +803,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "z_ai",
                 "z.ai",
                 "glm",
+                "telegram",
+                "sourcegraph",
+                "cloudflare",
             ],
             "",
             Check::Token,
@@ -1009,7 +1079,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 )
             };
             rule.pattern = leak(format!(
-                "(?i){}|{}|{}|{}|{}|{}|{}",
+                "(?i){}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
                 named(
                     "asana",
                     r"[0-9]{16}|[0-9]/[0-9]{16}:[A-Za-z0-9]{32}|[A-Za-z0-9]{32,36}"
@@ -1026,6 +1096,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 ),
                 named("ollama", r"[a-f0-9]{32}\.[A-Za-z0-9_-]{24}"),
                 named(r"zai|z_ai|z\.ai|glm", r"[a-f0-9]{32}\.[A-Za-z0-9]{16}"),
+                named("telegram", r"[0-9]{5,16}:A[A-Za-z0-9_-]{34}"),
+                named("sourcegraph", r"[a-fA-F0-9]{40}"),
+                named("cloudflare", r"[A-Za-z0-9_-]{40}|[a-f0-9]{37}"),
             ));
         } else if rule.id == "xml-element-secret" {
             rule.pattern = leak(format!(

@@ -152,6 +152,41 @@ fn provider_tokens_are_redacted() {
             format!("glm_api_key := '{}.{}'", rs(69, HEX, 32), rs(70, ALNUM, 16)),
             format!("{}.{}", rs(69, HEX, 32), rs(70, ALNUM, 16)),
         ),
+        // A repetitive body is still a well-formed age key.
+        (format!("AGE-SECRET-KEY-1{}", "Q".repeat(58)), String::new()),
+        (
+            format!(
+                "facebook {}|{}",
+                rs(71, "0123456789", 16),
+                rs(72, URLSAFE, 27)
+            ),
+            format!("{}|{}", rs(71, "0123456789", 16), rs(72, URLSAFE, 27)),
+        ),
+        (format!("EAAM{}", rs(73, ALNUM, 120)), String::new()),
+        (format!("s-s4t2ud-{}", rs(74, HEX, 64)), String::new()),
+        (
+            format!("v1.0-{}-{}", rs(75, HEX, 24), rs(76, HEX, 146)),
+            String::new(),
+        ),
+        (format!("EZAK{}", rs(77, ALNUM, 54)), String::new()),
+        (format!("sha256~{}", rs(78, URLSAFE, 43)), String::new()),
+        (format!("{}-us18", rs(79, HEX, 32)), String::new()),
+        (format!("p8e-{}", rs(80, ALNUM, 32)), String::new()),
+        (format!("glc_{}", rs(81, B64, 120)), String::new()),
+        (format!("rk_prod_{}", rs(82, ALNUM, 60)), String::new()),
+        (
+            format!(
+                "telegram bot: {}:A{}",
+                rs(83, "0123456789", 9),
+                rs(84, URLSAFE, 34)
+            ),
+            format!("{}:A{}", rs(83, "0123456789", 9), rs(84, URLSAFE, 34)),
+        ),
+        (format!("sourcegraph: {}", rs(85, HEX, 40)), rs(85, HEX, 40)),
+        (
+            format!("<add key=\"Password\" value=\"{}\" />", rs(86, ALNUM, 14)),
+            rs(86, ALNUM, 14),
+        ),
     ];
     let mut failures = Vec::new();
     for (text, secret) in cases {
