@@ -433,28 +433,28 @@ fn password_hashes() {
 fn habit_near_misses_do_not_fire() {
     let s = scanner();
     let sha = rs(95, HEX, 40);
-    for input in [
-        "the api key is stored in the vault, see docs".to_string(),
-        "Set the client secret in the dashboard and restart.".to_string(),
-        "login with your account / password on the portal".to_string(),
-        "user: admin / password: (ask ops)".to_string(),
-        "docker login -u bob --password-stdin < token.txt".to_string(),
-        "curl -u $USER:$TOKEN https://api.example.com".to_string(),
-        "SECRET_KEY=${SECRET_KEY}".to_string(),
-        "API_TOKEN=$(cat /run/secrets/token)".to_string(),
-        format!("commit {sha} fixes the access token refresh"),
-        "const SECRET_LEN: usize = 32;".to_string(),
-        "key: base64:".to_string(),
-        "echo hello | base64 -d".to_string(),
-        "cost is $6 per month and $5 per seat".to_string(),
-        "the password is wrong, try again".to_string(),
-        "password: ${DB_PASSWORD}".to_string(),
-        "Forgot password? Reset it from the login page.".to_string(),
-        "the password for the db is in 1Password".to_string(),
-        "tests pass now; user admin pass review next".to_string(),
-        "let password = read_password()?;".to_string(),
-    ] {
-        let f = s.scan(&input);
-        assert!(f.is_empty(), "{f:?} on {input}");
-    }
+    assert_no_findings(
+        &s,
+        [
+            "the api key is stored in the vault, see docs".to_string(),
+            "Set the client secret in the dashboard and restart.".to_string(),
+            "login with your account / password on the portal".to_string(),
+            "user: admin / password: (ask ops)".to_string(),
+            "docker login -u bob --password-stdin < token.txt".to_string(),
+            "curl -u $USER:$TOKEN https://api.example.com".to_string(),
+            "SECRET_KEY=${SECRET_KEY}".to_string(),
+            "API_TOKEN=$(cat /run/secrets/token)".to_string(),
+            format!("commit {sha} fixes the access token refresh"),
+            "const SECRET_LEN: usize = 32;".to_string(),
+            "key: base64:".to_string(),
+            "echo hello | base64 -d".to_string(),
+            "cost is $6 per month and $5 per seat".to_string(),
+            "the password is wrong, try again".to_string(),
+            "password: ${DB_PASSWORD}".to_string(),
+            "Forgot password? Reset it from the login page.".to_string(),
+            "the password for the db is in 1Password".to_string(),
+            "tests pass now; user admin pass review next".to_string(),
+            "let password = read_password()?;".to_string(),
+        ],
+    );
 }

@@ -249,18 +249,18 @@ fn assignment_operators_of_other_languages() {
 #[test]
 fn assignment_syntaxes_without_secrets_do_not_fire() {
     let s = scanner();
-    for input in [
-        "var tokenCount int = 42",
-        "tokenizer := `(\\w+)`",
-        "System.setProperty(\"TOKEN_TTL\", \"3600\");",
-        "$secretLabel .= \"${prefix}\";",
-        "<apiToken>\n  ${API_TOKEN}\n</apiToken>",
-        "<passwordPolicy>\n  <minLength>12</minLength>\n</passwordPolicy>",
-        "map.put(\"token\", token);",
-    ] {
-        let f = s.scan(input);
-        assert!(f.is_empty(), "{f:?} on {input}");
-    }
+    assert_no_findings(
+        &s,
+        [
+            "var tokenCount int = 42",
+            "tokenizer := `(\\w+)`",
+            "System.setProperty(\"TOKEN_TTL\", \"3600\");",
+            "$secretLabel .= \"${prefix}\";",
+            "<apiToken>\n  ${API_TOKEN}\n</apiToken>",
+            "<passwordPolicy>\n  <minLength>12</minLength>\n</passwordPolicy>",
+            "map.put(\"token\", token);",
+        ],
+    );
 }
 
 /// Values named as being *about* a secret (its id, name, URL, file) or
@@ -278,31 +278,31 @@ fn references_and_placeholders_are_not_secrets() {
         rs(84, HEX, 12)
     );
     let tok = rs(85, ALNUM, 32);
-    for input in [
-        format!("credentialsId: '{uuid}'"),
-        format!("<UserSecretsId>{uuid}</UserSecretsId>"),
-        format!("GEO_SECRET_NAME = \"{tok}\""),
-        format!("token_url={tok}"),
-        format!("password-file: {tok}"),
-        format!("publicToken = \"{tok}\""),
-        format!("csrf-token={tok}"),
-        "API_SECRET=abcdefghijklmnopqrstuvwxyz123456".to_string(),
-        "api_key = \"sk-abc123xyz-456def-klmnopq\"".to_string(),
-        "ZUPLO_API_KEY=zpka_00000000000000000000000000000000_00000000".to_string(),
-        "discord=000000000000000000".to_string(),
-        format!("sumOfExposures = {tok};"),
-        "API_KEY=a1b2c3d4-e5f6-7890-abcd-ef1234567890".to_string(),
-        format!("nonMatchingToken := \"{tok}\""),
-        "curl -i -u 'test:test' https://localhost:9200".to_string(),
-        "curl --user neo4j:[PASSWORD] http://[IP]:7474/db/data/".to_string(),
-        "slack: xoxe.xoxp-1-SlackAppConfigurationAccessTokenHere".to_string(),
-        "-----BEGIN OPENSSH PRIVATE KEY----------END OPENSSH PRIVATE KEY-----".to_string(),
-        "- (id)hf_requiredCharacteristicTypesForDisplayMetadata;".to_string(),
-        "https://indieweb.org/images/3/35/2018-250-xoxo-indieweb-1.jpg".to_string(),
-    ] {
-        let f = s.scan(&input);
-        assert!(f.is_empty(), "{f:?} on {input}");
-    }
+    assert_no_findings(
+        &s,
+        [
+            format!("credentialsId: '{uuid}'"),
+            format!("<UserSecretsId>{uuid}</UserSecretsId>"),
+            format!("GEO_SECRET_NAME = \"{tok}\""),
+            format!("token_url={tok}"),
+            format!("password-file: {tok}"),
+            format!("publicToken = \"{tok}\""),
+            format!("csrf-token={tok}"),
+            "API_SECRET=abcdefghijklmnopqrstuvwxyz123456".to_string(),
+            "api_key = \"sk-abc123xyz-456def-klmnopq\"".to_string(),
+            "ZUPLO_API_KEY=zpka_00000000000000000000000000000000_00000000".to_string(),
+            "discord=000000000000000000".to_string(),
+            format!("sumOfExposures = {tok};"),
+            "API_KEY=a1b2c3d4-e5f6-7890-abcd-ef1234567890".to_string(),
+            format!("nonMatchingToken := \"{tok}\""),
+            "curl -i -u 'test:test' https://localhost:9200".to_string(),
+            "curl --user neo4j:[PASSWORD] http://[IP]:7474/db/data/".to_string(),
+            "slack: xoxe.xoxp-1-SlackAppConfigurationAccessTokenHere".to_string(),
+            "-----BEGIN OPENSSH PRIVATE KEY----------END OPENSSH PRIVATE KEY-----".to_string(),
+            "- (id)hf_requiredCharacteristicTypesForDisplayMetadata;".to_string(),
+            "https://indieweb.org/images/3/35/2018-250-xoxo-indieweb-1.jpg".to_string(),
+        ],
+    );
     // The same values under a name that holds them are still caught.
     for input in [
         format!("GEO_SECRET = \"{tok}\""),

@@ -85,3 +85,12 @@ pub fn json_line(content: &str) -> String {
         json_string(content)
     )
 }
+
+/// Every input scans clean (the near-miss tables).
+pub fn assert_no_findings<S: AsRef<str>>(s: &Scanner, inputs: impl IntoIterator<Item = S>) {
+    for input in inputs {
+        let input = input.as_ref();
+        let f = s.scan(input);
+        assert!(f.is_empty(), "{f:?} on {input}");
+    }
+}
