@@ -17,7 +17,6 @@
 
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use memchr::memmem::Finder;
 use regex::bytes::Regex;
 use serde_json::Value;
@@ -33,53 +32,6 @@ const MAX_WORD: usize = 4096;
 
 static F_TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
 static F_TOOL_USE_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use_id\""));
-
-/// Literals one of which every secret-reading command or file name holds
-/// (ASCII case-insensitively): a `tool_use` line without any is not parsed.
-const NEEDLES: &[&str] = &[
-    "pass ",
-    "op read",
-    "op item get",
-    "op inject",
-    "vault kv get",
-    "vault read",
-    "get-secret-value",
-    "get-parameter",
-    "configure get",
-    "secrets versions access",
-    "print-access-token",
-    "get-access-token",
-    "get secret",
-    "config view",
-    "find-generic-password",
-    "find-internet-password",
-    "keyvault secret show",
-    "doppler secrets",
-    "config:get",
-    "auth:token",
-    "auth token",
-    "openssl rand",
-    "pwgen",
-    ".pgpass",
-    ".netrc",
-    ".env",
-    ".git-credentials",
-    "credentials",
-    ".npmrc",
-    ".pypirc",
-    "id_rsa",
-    "id_ed25519",
-    "id_ecdsa",
-    "secrets.",
-];
-
-static NEEDLE_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .match_kind(MatchKind::LeftmostFirst)
-        .build(NEEDLES)
-        .ok()
-});
 
 /// Files whose content is credentials (read with `cat` and friends, or
 /// with the `Read` tool).
@@ -172,9 +124,15 @@ impl Conversation {
     /// `tool_use`s, and for a `tool_result` answering one pushes the
     /// secret-shaped words of its output (decoded) onto `out`.
     pub fn observe(&mut self, line: &[u8], out: &mut Vec<Vec<u8>>) {
-        let uses = F_TOOL_USE.find(line).is_some()
-            && NEEDLE_AC.as_ref().is_some_and(|ac| ac.find(line).is_some());
-        let answers = !self.marked.is_empty() && F_TOOL_USE_ID.find(line).is_some();
+        // Only a line whose command (or file) reads a secret, or that names
+        // a marked id, is parsed: both are decided on the raw line.
+        let uses = F_TOOL_USE.find(line).is_some() && reads_a_secret(line);
+        let answers = !self.marked.is_empty()
+            && F_TOOL_USE_ID.find(line).is_some()
+            && self
+                .marked
+                .iter()
+                .any(|(id, _)| memchr::memmem::find(line, id.as_bytes()).is_some());
         if !uses && !answers {
             return;
         }
@@ -243,6 +201,50 @@ impl Conversation {
             secret_words(t, reads, out);
         }
     }
+}
+
+/// Does some `"command"` or `"file_path"` string member of this raw JSON
+/// line read a secret? (A superset of what [`Conversation::observe`]'s
+/// parse then marks: the same tests on the same strings.)
+fn reads_a_secret(line: &[u8]) -> bool {
+    for (key, is_path) in [(&b"\"command\":"[..], false), (b"\"file_path\":", true)] {
+        for at in memchr::memmem::find_iter(line, key) {
+            let mut i = at + key.len();
+            while i < line.len() && line[i] == b' ' {
+                i += 1;
+            }
+            let Some(v) = json_string_at(line, i) else {
+                continue;
+            };
+            let hit = if is_path {
+                SECRET_PATH
+                    .as_ref()
+                    .is_some_and(|re| re.is_match(v.as_bytes()))
+            } else {
+                classify_command(&v).is_some()
+            };
+            if hit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The JSON string starting with the quote at `i`, decoded.
+fn json_string_at(b: &[u8], i: usize) -> Option<String> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'"' => return serde_json::from_slice(&b[i..=j]).ok(),
+            _ => j += 1,
+        }
+    }
+    None
 }
 
 /// Does this shell command read a secret, and how is its output shaped?

@@ -668,7 +668,7 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "nuget-config-password",
             "password",
-            &["password"],
+            &["<add"],
             r#"(?i)<add\s+key\s*=\s*["'](?:ClearText)?Password["']\s+value\s*=\s*["']([^"']{1,})["']"#,
             Check::Password,
         ),
@@ -711,7 +711,9 @@ pub fn builtin() -> Vec<RuleDef> {
         tok(
             "mailchimp-key",
             "mailchimp-key",
-            &["-us"],
+            &[
+                "-us1", "-us2", "-us3", "-us4", "-us5", "-us6", "-us7", "-us8", "-us9",
+            ],
             r"[a-f0-9]{32}-us[0-9]{1,2}",
         ),
         tok(
@@ -786,29 +788,6 @@ pub fn builtin() -> Vec<RuleDef> {
             "jwt",
             &["zxlk"],
             r"ZXlK[A-Za-z0-9+/]{60,}={0,2}",
-        ),
-        // Values whose shape is only a secret next to the provider's name
-        // (`asana_client_id = 16 digits`, `<discordToken>` …).
-        grp(
-            "provider-named-value",
-            "generic-secret",
-            &[
-                "asana",
-                "discord",
-                "sonar",
-                "sumo",
-                "contribsys",
-                "ollama",
-                "zai",
-                "z_ai",
-                "z.ai",
-                "glm",
-                "telegram",
-                "sourcegraph",
-                "cloudflare",
-            ],
-            "",
-            Check::Token,
         ),
         // --- Transcript habits: secrets typed the way people type them ---
         grp(
@@ -1071,36 +1050,7 @@ pub fn builtin() -> Vec<RuleDef> {
     // The two generic rules share a shape; their key alternations are
     // spliced in here so the patterns stay in one place.
     for rule in r.iter_mut() {
-        if rule.id == "provider-named-value" {
-            let named = |names: &str, value: &str| {
-                format!(
-                    r#"(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
-                    assign_q!()
-                )
-            };
-            rule.pattern = leak(format!(
-                "(?i){}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
-                named(
-                    "asana",
-                    r"[0-9]{16}|[0-9]/[0-9]{16}:[A-Za-z0-9]{32}|[A-Za-z0-9]{32,36}"
-                ),
-                named("discord", r"[0-9]{17,19}|[A-Za-z0-9=_-]{32}"),
-                named(
-                    r"sonar[_.-]?(?:login|token)",
-                    r"(?:squ_|sqp_|sqa_)?[A-Za-z0-9=_-]{40}"
-                ),
-                named(r"(?-i:[Ss]umo|SUMO)", r"su[A-Za-z0-9]{12}|[A-Za-z0-9]{64}"),
-                named(
-                    r"bundle_(?:enterprise|gems)__contribsys__com",
-                    r"[a-f0-9]{8}:[a-f0-9]{8}"
-                ),
-                named("ollama", r"[a-f0-9]{32}\.[A-Za-z0-9_-]{24}"),
-                named(r"zai|z_ai|z\.ai|glm", r"[a-f0-9]{32}\.[A-Za-z0-9]{16}"),
-                named("telegram", r"[0-9]{5,16}:A[A-Za-z0-9_-]{34}"),
-                named("sourcegraph", r"[a-fA-F0-9]{40}"),
-                named("cloudflare", r"[A-Za-z0-9_-]{40}|[a-f0-9]{37}"),
-            ));
-        } else if rule.id == "xml-element-secret" {
+        if rule.id == "xml-element-secret" {
             rule.pattern = leak(format!(
                 r#"(?i)<[A-Za-z0-9_.:-]*(?:{GENERIC_KEY_NAMES}|{PASSWORD_KEY_NAMES})[A-Za-z0-9_.:-]*(?:\s[^<>]*)?>\s*([^<>\s]{{8,}})\s*</"#
             ));
@@ -1116,8 +1066,87 @@ pub fn builtin() -> Vec<RuleDef> {
             ));
         }
     }
+    r.extend(named_values());
     r.extend(network());
     r
+}
+
+/// Values whose shape is only a secret next to the provider's name
+/// (`asana_client_id = 16 digits`, `<discordToken>` …): one rule per
+/// provider, so a line naming one runs one small pattern.
+fn named_values() -> Vec<RuleDef> {
+    let table: &[(&'static str, &'static [&'static str], &str, &str)] = &[
+        (
+            "named-asana",
+            &["asana"],
+            "asana",
+            r"[0-9]{16}|[0-9]/[0-9]{16}:[A-Za-z0-9]{32}|[A-Za-z0-9]{32,36}",
+        ),
+        (
+            "named-discord",
+            &["discord"],
+            "discord",
+            r"[0-9]{17,19}|[A-Za-z0-9=_-]{32}",
+        ),
+        (
+            "named-sonar",
+            &["sonar"],
+            r"sonar[_.-]?(?:login|token)",
+            r"(?:squ_|sqp_|sqa_)?[A-Za-z0-9=_-]{40}",
+        ),
+        (
+            "named-sumologic",
+            &["sumo"],
+            r"(?-i:[Ss]umo|SUMO)",
+            r"su[A-Za-z0-9]{12}|[A-Za-z0-9]{64}",
+        ),
+        (
+            "named-sidekiq",
+            &["contribsys"],
+            r"bundle_(?:enterprise|gems)__contribsys__com",
+            r"[a-f0-9]{8}:[a-f0-9]{8}",
+        ),
+        (
+            "named-ollama",
+            &["ollama"],
+            "ollama",
+            r"[a-f0-9]{32}\.[A-Za-z0-9_-]{24}",
+        ),
+        (
+            "named-zai",
+            &["zai", "z_ai", "z.ai", "glm"],
+            r"zai|z_ai|z\.ai|glm",
+            r"[a-f0-9]{32}\.[A-Za-z0-9]{16}",
+        ),
+        (
+            "named-telegram",
+            &["telegram"],
+            "telegram",
+            r"[0-9]{5,16}:A[A-Za-z0-9_-]{34}",
+        ),
+        (
+            "named-sourcegraph",
+            &["sourcegraph"],
+            "sourcegraph",
+            r"[a-fA-F0-9]{40}",
+        ),
+        (
+            "named-cloudflare",
+            &["cloudflare"],
+            "cloudflare",
+            r"[A-Za-z0-9_-]{40}|[a-f0-9]{37}",
+        ),
+    ];
+    table
+        .iter()
+        .map(|&(id, keywords, names, value)| {
+            let pattern = leak(format!(
+                r#"(?i)(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
+                assign_q!()
+            ));
+            grp(id, "generic-secret", keywords, pattern, Check::Token)
+        })
+        .collect()
 }
 
 /// Generated patterns live for the program's lifetime; the catalogue is
