@@ -95,6 +95,8 @@ pub struct Conversation {
     marked: Vec<(String, Reads)>,
     /// The previous line was an opening tag named like a secret.
     element_open: bool,
+    /// Inside a YAML `data:` block: the indentation of its `data:` line.
+    data_indent: Option<usize>,
 }
 
 static SECRET_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -107,6 +109,35 @@ static SECRET_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 
 impl Conversation {
+    /// A base64 value of a YAML `data:` block (a Kubernetes `Secret`)
+    /// read line by line; not yet classified.
+    pub fn yaml_data_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let t = line.trim_ascii();
+        let indent = line.len() - line.trim_ascii_start().len();
+        if t.is_empty() {
+            return None;
+        }
+        if t == b"data:" || t == b"stringData:" {
+            self.data_indent = Some(indent);
+            return None;
+        }
+        let inside = self.data_indent?;
+        if indent <= inside {
+            self.data_indent = None;
+            return None;
+        }
+        let colon = t.iter().position(|&b| b == b':')?;
+        let v = t[colon + 1..].trim_ascii();
+        let v = v.strip_prefix(b"\"").unwrap_or(v);
+        let v = v.strip_prefix(b"'").unwrap_or(v);
+        let v = v.strip_suffix(b"\"").unwrap_or(v);
+        let v = v.strip_suffix(b"'").unwrap_or(v);
+        (v.len() >= 12
+            && v.iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')))
+        .then_some(v)
+    }
+
     /// The value of an element named like a secret when it stands alone on
     /// the line after its opening tag; a single word, not yet classified.
     pub fn element_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {

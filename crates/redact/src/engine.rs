@@ -54,6 +54,16 @@ static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
         .ok()
 });
 
+/// Does `v` decode from base64 to at least six bytes of printable text?
+pub fn base64_text(v: &[u8], buf: &mut Vec<u8>) -> bool {
+    v.len() % 4 == 0
+        && b64_decode(v, buf, MAX_B64_DECODE)
+        && buf.len() >= 6
+        && buf
+            .iter()
+            .all(|&b| (0x20..0x7f).contains(&b) || matches!(b, b'\n' | b'\r' | b'\t'))
+}
+
 /// `…TokenHere`, `RANDOMSTRINGHERE`: a slot to fill in.
 fn ends_with_here(v: &[u8]) -> bool {
     v.len() >= 4 && v[v.len() - 4..].eq_ignore_ascii_case(b"here")
@@ -1381,6 +1391,7 @@ impl Engine {
                         && scratch.b64.contains(&b':')
                         && scratch.b64.iter().all(|b| (0x20..0x7f).contains(b))
                 }
+                Check::Base64Text => base64_text(val, &mut scratch.b64),
                 Check::DecodedSecret => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
                         && decoded_secret(&scratch.b64)

@@ -721,6 +721,12 @@ impl Scanner {
                 found.push((v.to_vec(), self.generic_meta));
             }
         }
+        if let Some(v) = conversation.yaml_data_value(line) {
+            let mut buf = Vec::new();
+            if engine::base64_text(v, &mut buf) {
+                found.push((v.to_vec(), self.generic_meta));
+            }
+        }
     }
 
     fn finding(&self, h: &Hit, line: usize) -> Finding {

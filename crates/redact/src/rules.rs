@@ -39,6 +39,9 @@ pub enum Check {
     /// Base64 that decodes to secret-bearing text: a PEM private key,
     /// `NAME=value` lines naming a secret, or JSON with secret fields.
     DecodedSecret,
+    /// Base64 that decodes to printable text (a Kubernetes `Secret`'s
+    /// `data:` values: `admin:password`, a connection string).
+    Base64Text,
     Ipv4,
     Ipv6,
     Mac,
@@ -238,7 +241,7 @@ pub fn builtin() -> Vec<RuleDef> {
                     "sk_live_", "sk_test_", "rk_live_", "rk_test_", "rk_prod_", "sk_prod_",
                     "whsec_",
                 ],
-                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
+                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9+/]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
             )
         },
         // --- OpenAI / Anthropic / OpenRouter ---
@@ -672,6 +675,81 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)<add\s+key\s*=\s*["'](?:ClearText)?Password["']\s+value\s*=\s*["']([^"']{1,})["']"#,
             Check::Password,
         ),
+        // A Kubernetes `Secret`'s `data:` block read as one text (a decoded
+        // view); plain text line by line is `conversation::yaml_data_value`.
+        grp(
+            "yaml-data-base64",
+            "encoded-secret",
+            &["data:"],
+            r#"(?m)^[ \t]+[A-Za-z0-9_.-]+:[ \t]*["']?([A-Za-z0-9+/]{12,}={0,2})["']?[ \t]*$"#,
+            Check::Base64Text,
+        ),
+        tok(
+            "alibaba-sts-key-id",
+            "alibaba-key",
+            &["sts."],
+            r"STS\.[A-Za-z0-9]{20,30}",
+        ),
+        tok(
+            "asaas-token",
+            "asaas-token",
+            &["$aact_"],
+            r"\$aact_(?:prod|hmlg)_[A-Za-z0-9_-]{30,}",
+        ),
+        tok(
+            "midtrans-key",
+            "midtrans-key",
+            &["mid-server-", "mid-client-"],
+            r"Mid-(?:server|client)-[A-Za-z0-9_-]{16,}",
+        ),
+        tok(
+            "devin-token",
+            "devin-token",
+            &["apk_", "cog_"],
+            r"apk_(?:user_)?[A-Za-z0-9+/]{40,}={0,2}|cog_[a-z0-9]{52}",
+        ),
+        tok(
+            "docker-swarm-key",
+            "docker-swarm-key",
+            &["swmkey-1-"],
+            r"SWMKEY-1-[A-Za-z0-9+/]{40,44}",
+        ),
+        tok(
+            "figma-token",
+            "figma-token",
+            &["figd_"],
+            r"figd_[A-Za-z0-9_-]{40}",
+        ),
+        tok(
+            "langsmith-key",
+            "langsmith-key",
+            &["lsv2_"],
+            r"lsv2_(?:sk|pt)_[a-f0-9]{32}_[a-f0-9]{10}",
+        ),
+        tok(
+            "ramp-client-id",
+            "ramp-key",
+            &["ramp_id_", "ramp_sec_"],
+            r"ramp_(?:id|sec)_[A-Za-z0-9]{40}",
+        ),
+        tok(
+            "endorlabs-key",
+            "endorlabs-key",
+            &["endr+"],
+            r"endr\+[A-Za-z0-9_-]{16}",
+        ),
+        tok(
+            "aiven-token",
+            "aiven-token",
+            &["aivenv1 "],
+            r"aivenv1 [A-Za-z0-9+/=]{100,}",
+        ),
+        tok(
+            "notify-api-key",
+            "notify-key",
+            &["gcntfy-"],
+            r"(?i)gcntfy-[a-z0-9_-]+-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}",
+        ),
         tok(
             "facebook-app-token",
             "facebook-token",
@@ -773,8 +851,8 @@ pub fn builtin() -> Vec<RuleDef> {
         tok(
             "posthog-personal-key",
             "posthog-key",
-            &["phx_"],
-            r"phx_[A-Za-z0-9_-]{41,49}",
+            &["phx_", "phc_"],
+            r"phx_[A-Za-z0-9_-]{41,49}|phc_[A-Za-z0-9_-]{39,45}",
         ),
         tok(
             "cockroach-cloud-key",
@@ -820,7 +898,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "cli-user-colon-password",
             "password",
             &["curl", "wget", " -a ", "--auth", " -a"],
-            r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{1,64}:([^\s"'`;&|<>]{4,})"#,
+            r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{0,64}:([^\s"'`;&|<>]{4,})"#,
             Check::Password,
         ),
         RuleDef {
@@ -1135,6 +1213,58 @@ fn named_values() -> Vec<RuleDef> {
             &["cloudflare"],
             "cloudflare",
             r"[A-Za-z0-9_-]{40}|[a-f0-9]{37}",
+        ),
+        (
+            "named-ovh",
+            &["ovh"],
+            "ovh",
+            r"[A-Za-z0-9_-]{32}|[A-Za-z0-9_-]{16}",
+        ),
+        (
+            "named-configcat",
+            &["configcat"],
+            "configcat",
+            r"(?:configcat-sdk-1/)?[A-Za-z0-9_-]{22}/[A-Za-z0-9_-]{22}",
+        ),
+        ("named-canva", &["canva"], "canva", r"OC-[A-Za-z0-9_-]{10,}"),
+        (
+            "named-klaviyo",
+            &["klaviyo"],
+            "klaviyo",
+            r"pk_[A-Za-z0-9]{34}",
+        ),
+        ("named-gumroad", &["gumroad"], "gumroad", r"[a-f0-9]{64}"),
+        ("named-ibm", &["ibm"], "ibm", r"[A-Za-z0-9_-]{44}"),
+        (
+            "named-greptile",
+            &["greptile"],
+            "greptile",
+            r"[A-Za-z0-9+/]{48}",
+        ),
+        ("named-plivo", &["plivo"], "plivo", r"MA[A-Z0-9]{18}"),
+        (
+            "named-clickhouse",
+            &["clickhouse"],
+            "clickhouse",
+            r"[A-Za-z0-9]{20}",
+        ),
+        (
+            "named-openweather",
+            &["openweather", "pyowm", "owm"],
+            "openweather|pyowm|owm",
+            r"[a-z0-9]{32}",
+        ),
+        (
+            "named-cloudinary",
+            &["cloudinary"],
+            "cloudinary",
+            r"[0-9]{15}",
+        ),
+        (
+            "named-uuid-key",
+            &["hubspot", "messagebird", "snyk"],
+            "hubspot|messagebird|snyk",
+            r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
         ),
     ];
     table

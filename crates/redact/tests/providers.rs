@@ -187,6 +187,51 @@ fn provider_tokens_are_redacted() {
             format!("<add key=\"Password\" value=\"{}\" />", rs(86, ALNUM, 14)),
             rs(86, ALNUM, 14),
         ),
+        (format!("STS.{}", rs(87, ALNUM, 25)), String::new()),
+        (format!("$aact_prod_{}", rs(88, URLSAFE, 40)), String::new()),
+        (format!("Mid-server-{}", rs(89, URLSAFE, 20)), String::new()),
+        (format!("apk_user_{}", rs(90, B64, 80)), String::new()),
+        (format!("cog_{}", rs(91, LOWER_NUM, 52)), String::new()),
+        (format!("SWMKEY-1-{}", rs(92, B64, 43)), String::new()),
+        (format!("figd_{}", rs(93, URLSAFE, 40)), String::new()),
+        (
+            format!("lsv2_sk_{}_{}", rs(94, HEX, 32), rs(95, HEX, 10)),
+            String::new(),
+        ),
+        (format!("ramp_id_{}", rs(96, ALNUM, 40)), String::new()),
+        (format!("endr+{}", rs(97, URLSAFE, 16)), String::new()),
+        (format!("aivenv1 {}", rs(98, B64, 120)), String::new()),
+        (format!("phc_{}", rs(99, URLSAFE, 43)), String::new()),
+        (
+            format!("ovh_consumer_key = \"{}\"", rs(100, URLSAFE, 32)),
+            rs(100, URLSAFE, 32),
+        ),
+        (
+            format!(
+                "CONFIGCAT_SDK_KEY={}/{}",
+                rs(101, URLSAFE, 22),
+                rs(102, URLSAFE, 22)
+            ),
+            format!("{}/{}", rs(101, URLSAFE, 22), rs(102, URLSAFE, 22)),
+        ),
+        (
+            format!(
+                "const hubspotKey = \"{}-{}-{}-{}-{}\"",
+                rs(103, HEX, 8),
+                rs(104, HEX, 4),
+                rs(105, HEX, 4),
+                rs(106, HEX, 4),
+                rs(107, HEX, 12)
+            ),
+            format!(
+                "{}-{}-{}-{}-{}",
+                rs(103, HEX, 8),
+                rs(104, HEX, 4),
+                rs(105, HEX, 4),
+                rs(106, HEX, 4),
+                rs(107, HEX, 12)
+            ),
+        ),
     ];
     let mut failures = Vec::new();
     for (text, secret) in cases {
@@ -311,4 +356,27 @@ fn references_and_placeholders_are_not_secrets() {
     ] {
         assert!(!s.scan(&input).is_empty(), "missed {input}");
     }
+}
+
+/// A Kubernetes `Secret`'s `data:` values: base64 of text, line by line in
+/// plain text and inside one JSON string; other YAML is left alone.
+#[test]
+fn kubernetes_secret_data_values() {
+    let s = scanner();
+    let v1 = b64(&format!("admin:{}", rs(110, ALNUM, 12)));
+    let v2 = b64(&format!("postgres://app:{}@db/app", rs(111, ALNUM, 12)));
+    let manifest = format!(
+        "apiVersion: v1\ndata:\n  username: {v1}\n  url: \"{v2}\"\nkind: Secret\nmetadata:\n  name: db\n"
+    );
+    for text in [manifest.clone(), json_line(&manifest)] {
+        let r = s.redact(&text).expect("redacts");
+        assert!(!r.text.contains(&v1) && !r.text.contains(&v2), "{}", r.text);
+    }
+    assert_no_findings(
+        &s,
+        [
+            "data:\n  mode: production\n  replicas: 3\n",
+            "metadata:\n  name: verylongservicename\n",
+        ],
+    );
 }
