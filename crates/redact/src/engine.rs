@@ -766,6 +766,23 @@ pub fn decoded_secret(d: &[u8]) -> bool {
     false
 }
 
+/// `jjwt-jackson-0.11.2`, `left-pad-1.3.0`: a package and its version.
+fn is_versioned_name(v: &[u8]) -> bool {
+    let Some(dash) = v.iter().rposition(|&b| b == b'-') else {
+        return false;
+    };
+    let (name, ver) = (&v[..dash], &v[dash + 1..]);
+    !name.is_empty()
+        && name[0].is_ascii_lowercase()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && ver.split(|&b| b == b'.').count() >= 2
+        && ver
+            .split(|&b| b == b'.')
+            .all(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
+}
+
 /// Name parts after which a value is about a secret rather than the secret:
 /// `credentialsId`, `SECRET_NAME`, `token_url`, `password_file`, …
 const REFERENCE_SUFFIXES: &[&str] = &[
@@ -874,6 +891,9 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     }
     if password {
         return true;
+    }
+    if is_versioned_name(v) {
+        return false;
     }
     let has_digit = v.iter().any(|b| b.is_ascii_digit());
     let has_alpha = v.iter().any(|b| b.is_ascii_alphabetic());

@@ -999,7 +999,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "netrc-password",
             "password",
             &["machine", "login", "password"],
-            r#"(?i)\b(?:machine\s+[^\s]+\s+(?:login\s+[^\s]+\s+)?|login\s+[^\s]+\s+)password\s+([^\s"'`]{4,})|(?m)^[ \t]*password[ \t]+([^\s"'`]{4,})[ \t]*$"#,
+            r#"(?i)\b(?:machine\s+[^\s]+\s+(?:login\s+[^\s]+\s+)?|login\s+[^\s]+\s+)password\s+([^\s"'`]{4,})|(?m)^[ \t]*password[ \t]+([^\s"'`]{3,}[^\s"'`.,!?])[ \t]*$"#,
             Check::Password,
         ),
         // A `.env` line's unquoted value runs to the end of the line: Django

@@ -346,6 +346,8 @@ fn references_and_placeholders_are_not_secrets() {
             "-----BEGIN OPENSSH PRIVATE KEY----------END OPENSSH PRIVATE KEY-----".to_string(),
             "- (id)hf_requiredCharacteristicTypesForDisplayMetadata;".to_string(),
             "https://indieweb.org/images/3/35/2018-250-xoxo-indieweb-1.jpg".to_string(),
+            "notes = \"Maven - io.jsonwebtoken:jjwt-jackson-0.11.2\"".to_string(),
+            "password combination.\n\nR5: Regulatory--21".to_string(),
         ],
     );
     // The same values under a name that holds them are still caught.
