@@ -54,6 +54,22 @@ static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
         .ok()
 });
 
+/// Does `v` decode from base64 to at least six bytes of printable text?
+pub fn base64_text(v: &[u8], buf: &mut Vec<u8>) -> bool {
+    // A whole number of 4-byte groups (`is_multiple_of` needs Rust 1.87).
+    v.len() & 3 == 0
+        && b64_decode(v, buf, MAX_B64_DECODE)
+        && buf.len() >= 6
+        && buf
+            .iter()
+            .all(|&b| (0x20..0x7f).contains(&b) || matches!(b, b'\n' | b'\r' | b'\t'))
+}
+
+/// `…TokenHere`, `RANDOMSTRINGHERE`: a slot to fill in.
+fn ends_with_here(v: &[u8]) -> bool {
+    v.len() >= 4 && v[v.len() - 4..].eq_ignore_ascii_case(b"here")
+}
+
 fn has_placeholder_mark(v: &[u8]) -> bool {
     PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
 }
@@ -81,13 +97,17 @@ pub const MAX_PEM_BYTES: usize = 32 * 1024;
 /// lines are consumed as key body (an 8192-bit key is ~100 lines).
 pub const MAX_PEM_LINES: usize = 512;
 
+/// Fewer key characters than this between `BEGIN` and `END` is an empty
+/// frame (documentation), not a key.
+const MIN_PEM_BODY: usize = 16;
+
 /// Allowlisted values at least this long are cut out of the scan rather
 /// than scanned and filtered: signatures and images run to kilobytes.
 pub const SKIP_SCAN_MIN: usize = 128;
 
 /// Prefixed tokens whose bytes are this repetitive are documentation
 /// placeholders (`ghp_xxxx…`); real tokens sit near 5 bits per byte.
-pub const MIN_TOKEN_ENTROPY: f64 = 3.0;
+pub const MIN_TOKEN_ENTROPY: f64 = 2.5;
 
 /// What a rule is, as far as placement and reporting go.
 pub struct Meta {
@@ -623,9 +643,23 @@ const STOPWORDS: &[&str] = &[
     "revoked",
     "enabled",
     "disabled",
+    "pass",
+    "passwd",
+    "pw",
+    "test",
+    "user",
+    "username",
 ];
 
 const PLACEHOLDER_MARKS: &[&str] = &[
+    // Keyboard runs stand in for values in documentation (`abc123…`,
+    // `…abcdefghij…`, `0000…`); a random token holds one by chance about
+    // once in 10^10. (Not `123456…`: real test fixtures and peers' own
+    // positives are full of it.)
+    "abcdefg",
+    "abc123",
+    "a1b2c3",
+    "00000000",
     "xxxx",
     "****",
     "...",
@@ -664,7 +698,12 @@ fn is_code_ref(v: &[u8]) -> bool {
         return false;
     }
     let has_digit = v.iter().any(|b| b.is_ascii_digit());
-    let dotted = v.contains(&b'.');
+    // `config.db2.password` is a path through code; a dotted token
+    // (`<32 hex>.<24 random>`) has a long segment full of digits.
+    let dotted = v.contains(&b'.')
+        && !v
+            .split(|&b| b == b'.')
+            .any(|seg| seg.len() >= 16 && seg.iter().filter(|b| b.is_ascii_digit()).count() >= 3);
     let snake = v.contains(&b'_');
     let upper = v
         .iter()
@@ -727,6 +766,88 @@ pub fn decoded_secret(d: &[u8]) -> bool {
     false
 }
 
+/// `jjwt-jackson-0.11.2`, `left-pad-1.3.0`: a package and its version.
+fn is_versioned_name(v: &[u8]) -> bool {
+    let Some(dash) = v.iter().rposition(|&b| b == b'-') else {
+        return false;
+    };
+    let (name, ver) = (&v[..dash], &v[dash + 1..]);
+    !name.is_empty()
+        && name[0].is_ascii_lowercase()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && ver.split(|&b| b == b'.').count() >= 2
+        && ver
+            .split(|&b| b == b'.')
+            .all(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
+}
+
+/// Name parts after which a value is about a secret rather than the secret:
+/// `credentialsId`, `SECRET_NAME`, `token_url`, `password_file`, …
+const REFERENCE_SUFFIXES: &[&str] = &[
+    "id", "ids", "name", "names", "url", "uri", "path", "file", "type", "label", "count", "length",
+    "len", "size", "ttl", "timeout", "expiry", "expires", "header", "field", "env", "var",
+    "prefix", "policy", "hint", "format", "mode", "version", "ref", "arn",
+];
+
+/// Name parts before which a value is public by design (`publicToken`,
+/// `csrf-token`) or made up for a test (`fakeToken`, `nonMatchingToken`).
+const PUBLIC_PREFIXES: &[&str] = &[
+    "public",
+    "csrf",
+    "xsrf",
+    "fake",
+    "dummy",
+    "mock",
+    "sample",
+    "example",
+    "invalid",
+    "nonmatching",
+    "non",
+];
+
+/// Does the last name in `pre` (the match before its value: a key, its
+/// operator and quote) end in a part from [`REFERENCE_SUFFIXES`], or start
+/// with one from [`PUBLIC_PREFIXES`]? Parts split at `_`, `-`, `.` and
+/// camel-case humps.
+fn names_a_reference(pre: &[u8]) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    let Some(end) = pre.iter().rposition(|&b| b.is_ascii_alphanumeric()) else {
+        return false;
+    };
+    let start = pre[..end]
+        .iter()
+        .rposition(|&b| !is_ident(b))
+        .map_or(0, |i| i + 1);
+    let name = &pre[start..=end];
+    // Split into parts.
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let mut from = 0;
+    for i in 0..name.len() {
+        let b = name[i];
+        if matches!(b, b'_' | b'-' | b'.') {
+            if i > from {
+                parts.push(&name[from..i]);
+            }
+            from = i + 1;
+        } else if i > from && b.is_ascii_uppercase() && name[i - 1].is_ascii_lowercase() {
+            parts.push(&name[from..i]);
+            from = i;
+        }
+    }
+    if from < name.len() {
+        parts.push(&name[from..]);
+    }
+    if parts.len() < 2 {
+        return false;
+    }
+    let is = |p: &[u8], w: &str| p.eq_ignore_ascii_case(w.as_bytes());
+    let last = parts[parts.len() - 1];
+    REFERENCE_SUFFIXES.iter().any(|w| is(last, w))
+        || PUBLIC_PREFIXES.iter().any(|w| is(parts[0], w))
+}
+
 /// Classifies the value of a keyword-anchored assignment.
 pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
     let mut v = v;
@@ -745,7 +866,7 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     }
     if matches!(
         v[0],
-        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<'
+        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<' | b'['
     ) || v.starts_with(b"./")
     {
         return false;
@@ -770,6 +891,9 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     }
     if password {
         return true;
+    }
+    if is_versioned_name(v) {
+        return false;
     }
     let has_digit = v.iter().any(|b| b.is_ascii_digit());
     let has_alpha = v.iter().any(|b| b.is_ascii_alphabetic());
@@ -1269,18 +1393,26 @@ impl Engine {
             let next = v.get(e).copied();
             let ok = match check {
                 Check::Token => {
-                    entropy(val) >= MIN_TOKEN_ENTROPY
+                    (min_entropy == crate::rules::NO_ENTROPY_FLOOR
+                        || entropy(val) >= MIN_TOKEN_ENTROPY)
                         && !has_placeholder_mark(val)
+                        && !ends_with_here(val)
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
-                Check::Generic => generic_ok(val, next, false, min_entropy),
-                Check::Password => generic_ok(val, next, true, 0.0),
+                Check::Generic => {
+                    !names_a_reference(&v[m.start()..s])
+                        && generic_ok(val, next, false, min_entropy)
+                }
+                Check::Password => {
+                    !names_a_reference(&v[m.start()..s]) && generic_ok(val, next, true, 0.0)
+                }
                 Check::Basic => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
                         && scratch.b64.contains(&b':')
                         && scratch.b64.iter().all(|b| (0x20..0x7f).contains(b))
                 }
+                Check::Base64Text => base64_text(val, &mut scratch.b64),
                 Check::DecodedSecret => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
                         && decoded_secret(&scratch.b64)
@@ -1412,6 +1544,17 @@ impl Engine {
             let body_start = label_end + 5;
             let window = &v[body_start..v.len().min(body_start + MAX_PEM_BYTES)];
             let end = match memchr::memmem::find(window, b"-----END ") {
+                // `BEGIN … KEY----------END … KEY-----`: a frame with no key.
+                Some(p)
+                    if window[..p]
+                        .iter()
+                        .filter(|b| b.is_ascii_alphanumeric())
+                        .count()
+                        < MIN_PEM_BODY =>
+                {
+                    at = body_start + p;
+                    continue;
+                }
                 Some(p) => {
                     let e0 = body_start + p + 9;
                     match memchr::memmem::find(&v[e0..v.len().min(e0 + 64)], b"-----") {
@@ -1715,26 +1858,53 @@ impl AssignGate {
             i += 1;
         }
         let run_end = i;
-        if i < v.len() && matches!(v[i], b'"' | b'\'') {
-            i += 1;
+        let mut ok = operator_follows(v, i, min_value);
+        // A Go declaration's type between name and operator (`name string
+        // = …`): the patterns' `(?:\s+(?:\[\]byte|[A-Za-z_]\w{0,20}))?`.
+        let mut j = i;
+        while !ok && j < v.len() && is_space_byte(v[j]) {
+            j += 1;
         }
-        while i < v.len() && is_space_byte(v[i]) {
-            i += 1;
-        }
-        let ok = match v.get(i) {
-            Some(b':') | Some(b'=') | Some(b'?') => {
-                // The operator's length: `:::=`, `::=`, `:=`, `?=`, `=>`.
-                let op = [&b":::="[..], b"::=", b":=", b"?=", b"=>"]
-                    .iter()
-                    .find(|o| v[i..].starts_with(o))
-                    .map_or(1, |o| o.len());
-                (v[i] != b'?' && value_may_start(v, i + 1, min_value))
-                    || (op > 1 && value_may_start(v, i + op, min_value))
+        if !ok
+            && j > i
+            && j < v.len()
+            && (v[j].is_ascii_alphabetic() || v[j] == b'_' || v[j] == b'[')
+        {
+            while j < v.len()
+                && (v[j].is_ascii_alphanumeric() || matches!(v[j], b'_' | b'[' | b']'))
+            {
+                j += 1;
             }
-            _ => false,
-        };
+            ok = operator_follows(v, j, min_value);
+        }
         self.run = Some((e, run_end, min_value, ok));
         ok
+    }
+}
+
+/// From `i` (just after a key name), the rest of `assign_q!`: an optional
+/// quote, spaces, an operator (`:::=`, `::=`, `:=`, `?=`, `.=`, `=>`, `=`,
+/// `:`, or `,` after a quote), and a value that may start after it.
+fn operator_follows(v: &[u8], mut i: usize, min_value: usize) -> bool {
+    let quoted = i < v.len() && matches!(v[i], b'"' | b'\'');
+    if quoted {
+        i += 1;
+    }
+    while i < v.len() && is_space_byte(v[i]) {
+        i += 1;
+    }
+    match v.get(i) {
+        Some(b':') | Some(b'=') | Some(b'?') | Some(b'.') => {
+            // The operator's length: `:::=`, `::=`, `:=`, `?=`, `.=`, `=>`.
+            let op = [&b":::="[..], b"::=", b":=", b"?=", b".=", b"=>"]
+                .iter()
+                .find(|o| v[i..].starts_with(o))
+                .map_or(1, |o| o.len());
+            (!matches!(v[i], b'?' | b'.') && value_may_start(v, i + 1, min_value))
+                || (op > 1 && value_may_start(v, i + op, min_value))
+        }
+        Some(b',') => quoted && value_may_start(v, i + 1, min_value),
+        _ => false,
     }
 }
 
@@ -1761,7 +1931,7 @@ fn value_may_start(v: &[u8], j: usize, min_value: usize) -> bool {
     loop {
         match v.get(p) {
             None => return false,
-            Some(b'"') | Some(b'\'') => return true,
+            Some(b'"') | Some(b'\'') | Some(b'`') => return true,
             Some(_) => {
                 let bare = v[p..]
                     .iter()

@@ -23,6 +23,7 @@
 
 mod cli;
 pub mod config;
+mod conversation;
 mod engine;
 pub mod identity;
 mod keywords;
@@ -42,6 +43,7 @@ pub use cli::{
 pub use identity::Identity;
 pub use rules::Severity;
 
+use conversation::Conversation;
 use engine::{Engine, Gate, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
 use keywords::Keywords;
 use rules::{Check, Class};
@@ -154,6 +156,11 @@ impl RedactError {
 pub struct Scanner {
     engine: Engine,
     degraded: Option<String>,
+    /// Meta of the secret-shaped words in a secret-reading command's
+    /// output (see `conversation`).
+    output_meta: usize,
+    /// Meta of `generic-secret` (an element's value on its own line).
+    generic_meta: usize,
 }
 
 fn placeholder(kind: &str) -> Vec<u8> {
@@ -305,6 +312,13 @@ impl Scanner {
             Class::Secret,
         );
         b.rule(m, Matcher::DataUri, &[";base64,".into()]);
+        let sev = raise(
+            "secret-command-output",
+            "secret-output",
+            Severity::Block,
+            &mut b.errors,
+        );
+        let output_meta = b.meta("secret-command-output", "secret-output", sev, Class::Secret);
 
         let identity_set = Self::identity(&mut b, &identity, &raise);
         if let Some(c) = &cfg {
@@ -346,6 +360,11 @@ impl Scanner {
             }
         };
         let repeat_meta_base = b.metas.len();
+        let generic_meta = b
+            .metas
+            .iter()
+            .position(|m| m.id == "generic-secret")
+            .unwrap_or(output_meta);
         let mac_rule = b
             .rules
             .iter()
@@ -416,6 +435,8 @@ impl Scanner {
                 kw_ungated,
             },
             degraded,
+            output_meta,
+            generic_meta,
         }
     }
 
@@ -601,6 +622,8 @@ impl Scanner {
         let mut found = Vec::new();
         let mut hits = Vec::new();
         let mut residual = Vec::new();
+        let mut conversation = Conversation::default();
+        let mut said = Vec::new();
         loop {
             line.clear();
             let n = read_line_capped(&mut r, &mut line, report.lines + 1)?;
@@ -626,6 +649,7 @@ impl Scanner {
             // for the new values as `redact` sweeps every line after
             // detection (otherwise verify finds that occurrence and refuses
             // the whole text). One pass, whatever the number of values.
+            self.observe(&mut conversation, body, &mut said, &mut found);
             let first_new = known.len();
             for (v, m) in found.drain(..) {
                 known.add(&v, m);
@@ -681,6 +705,30 @@ impl Scanner {
         Ok(report)
     }
 
+    /// The conversation step of stage one: words a secret-reading command
+    /// printed become known values (swept on this line and every other).
+    fn observe(
+        &self,
+        conversation: &mut Conversation,
+        line: &[u8],
+        said: &mut Vec<Vec<u8>>,
+        found: &mut Vec<(Vec<u8>, usize)>,
+    ) {
+        conversation.observe(line, said);
+        found.extend(said.drain(..).map(|v| (v, self.output_meta)));
+        if let Some(v) = conversation.element_value(line) {
+            if engine::generic_ok(v, None, true, 0.0) {
+                found.push((v.to_vec(), self.generic_meta));
+            }
+        }
+        if let Some(v) = conversation.yaml_data_value(line) {
+            let mut buf = Vec::new();
+            if engine::base64_text(v, &mut buf) {
+                found.push((v.to_vec(), self.generic_meta));
+            }
+        }
+    }
+
     fn finding(&self, h: &Hit, line: usize) -> Finding {
         let m = &self.engine.metas[h.meta];
         Finding {
@@ -702,6 +750,8 @@ impl Scanner {
         let mut known = Known::default();
         let mut found = Vec::new();
         let mut all = Vec::with_capacity(parts.len());
+        let mut conversation = Conversation::default();
+        let mut said = Vec::new();
         for part in parts {
             let mut pem_open = 0usize;
             let mut per_line = Vec::new();
@@ -722,6 +772,7 @@ impl Scanner {
                     &mut found,
                     &mut hits,
                 );
+                self.observe(&mut conversation, body, &mut said, &mut found);
                 per_line.push(hits);
             }
             all.push(per_line);
@@ -1469,11 +1520,16 @@ mod gate_tests {
             "usage",
             "input_tokens\":",
             "12",
+            "`",
+            "?",
+            "string",
+            "[]byte",
+            "var ",
         ];
         let mut rng = crate::testkit::XorShift(0xD1B5_4A32_D192_ED03u64);
         let mut next = || rng.next();
         let mut found = 0;
-        for _ in 0..6000 {
+        for _ in 0..10000 {
             let n = 2 + (next() % 14) as usize;
             let text: String = (0..n)
                 .map(|_| parts[(next() % parts.len() as u64) as usize])

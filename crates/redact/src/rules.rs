@@ -39,6 +39,9 @@ pub enum Check {
     /// Base64 that decodes to secret-bearing text: a PEM private key,
     /// `NAME=value` lines naming a secret, or JSON with secret fields.
     DecodedSecret,
+    /// Base64 that decodes to printable text (a Kubernetes `Secret`'s
+    /// `data:` values: `admin:password`, a connection string).
+    Base64Text,
     Ipv4,
     Ipv6,
     Mac,
@@ -126,10 +129,13 @@ macro_rules! assign {
 
 /// As `assign!` but leaves an opening quote to the value alternatives, so a
 /// quoted value may hold `&`, `;` or `,` (Django keys, shell-quoted
-/// passwords) while a bare one stops at them (query strings).
+/// passwords) while a bare one stops at them (query strings). Also reads a
+/// Go declaration's type (`var name string = …`), PHP's `.=`, and a quoted
+/// name followed by its value as the next argument
+/// (`System.setProperty("NAME", "…")`, `headers.put("X-Api-Key", "…")`).
 macro_rules! assign_q {
     () => {
-        r#"["']?\s*(?::::=|::=|:=|\?=|=>|=|:)\s*"#
+        r#"(?:\s+(?:\[\]byte|[A-Za-z_][A-Za-z0-9_]{0,20}))?(?:["']\s*,|["']?\s*(?::::=|::=|:=|\?=|\.=|=>|=|:))\s*"#
     };
 }
 
@@ -141,6 +147,11 @@ pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[
 pub const GENERIC_MIN_VALUE: usize = 8;
 /// Shortest value the generic-password pattern accepts (`{4,}` below).
 pub const PASSWORD_MIN_VALUE: usize = 4;
+
+/// `min_entropy` of a prefixed-token rule whose prefix and alphabet name
+/// the format alone: no entropy floor (the default floor is
+/// `engine::MIN_TOKEN_ENTROPY`).
+pub const NO_ENTROPY_FLOOR: f64 = -1.0;
 
 pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "sshpass", "--pass"];
 
@@ -200,7 +211,9 @@ pub fn builtin() -> Vec<RuleDef> {
             "slack-token",
             "slack-token",
             &["xox"],
-            r"xox[abposre]-[A-Za-z0-9-]{10,}",
+            // Legacy `xoxo-`/`xoxs-` tokens are numeric groups (`xoxo-` alone
+            // is a word).
+            r"xox[abpre]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
         ),
         tok(
             "slack-app-token",
@@ -224,8 +237,11 @@ pub fn builtin() -> Vec<RuleDef> {
             ..tok(
                 "stripe-key",
                 "stripe-key",
-                &["sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"],
-                r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
+                &[
+                    "sk_live_", "sk_test_", "rk_live_", "rk_test_", "rk_prod_", "sk_prod_",
+                    "whsec_",
+                ],
+                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9+/]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
             )
         },
         // --- OpenAI / Anthropic / OpenRouter ---
@@ -370,7 +386,8 @@ pub fn builtin() -> Vec<RuleDef> {
             "huggingface-token",
             "huggingface-token",
             &["hf_"],
-            r"hf_[A-Za-z0-9]{34,64}",
+            // Exactly 34: `hf_requiredCharacteristicTypes…` is an identifier.
+            r"hf_[A-Za-z0-9]{34}",
         ),
         tok(
             "twilio-api-key",
@@ -547,12 +564,17 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::Basic,
         ),
         // --- More providers (issue 10's long tail) ---
-        tok(
-            "age-secret-key",
-            "age-secret-key",
-            &["age-secret-key-1"],
-            r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
-        ),
+        // The 16-byte prefix and the bech32 body name the format alone; a
+        // repetitive body is still a well-formed key.
+        RuleDef {
+            min_entropy: NO_ENTROPY_FLOOR,
+            ..tok(
+                "age-secret-key",
+                "age-secret-key",
+                &["age-secret-key-1"],
+                r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+            )
+        },
         tok(
             "alibaba-access-key-id",
             "alibaba-key",
@@ -649,9 +671,201 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "nuget-config-password",
             "password",
-            &["cleartextpassword"],
-            r#"(?i)<add\s+key\s*=\s*["']ClearTextPassword["']\s+value\s*=\s*["']([^"']{1,})["']"#,
+            &["<add"],
+            r#"(?i)<add\s+key\s*=\s*["'](?:ClearText)?Password["']\s+value\s*=\s*["']([^"']{1,})["']"#,
             Check::Password,
+        ),
+        // A Kubernetes `Secret`'s `data:` block read as one text (a decoded
+        // view); plain text line by line is `conversation::yaml_data_value`.
+        grp(
+            "yaml-data-base64",
+            "encoded-secret",
+            &["data:"],
+            r#"(?m)^[ \t]+[A-Za-z0-9_.-]+:[ \t]*["']?([A-Za-z0-9+/]{12,}={0,2})["']?[ \t]*$"#,
+            Check::Base64Text,
+        ),
+        tok(
+            "alibaba-sts-key-id",
+            "alibaba-key",
+            &["sts."],
+            r"STS\.[A-Za-z0-9]{20,30}",
+        ),
+        tok(
+            "asaas-token",
+            "asaas-token",
+            &["$aact_"],
+            r"\$aact_(?:prod|hmlg)_[A-Za-z0-9_-]{30,}",
+        ),
+        tok(
+            "midtrans-key",
+            "midtrans-key",
+            &["mid-server-", "mid-client-"],
+            r"Mid-(?:server|client)-[A-Za-z0-9_-]{16,}",
+        ),
+        tok(
+            "devin-token",
+            "devin-token",
+            &["apk_", "cog_"],
+            r"apk_(?:user_)?[A-Za-z0-9+/]{40,}={0,2}|cog_[a-z0-9]{52}",
+        ),
+        tok(
+            "docker-swarm-key",
+            "docker-swarm-key",
+            &["swmkey-1-"],
+            r"SWMKEY-1-[A-Za-z0-9+/]{40,44}",
+        ),
+        tok(
+            "figma-token",
+            "figma-token",
+            &["figd_"],
+            r"figd_[A-Za-z0-9_-]{40}",
+        ),
+        tok(
+            "langsmith-key",
+            "langsmith-key",
+            &["lsv2_"],
+            r"lsv2_(?:sk|pt)_[a-f0-9]{32}_[a-f0-9]{10}",
+        ),
+        tok(
+            "ramp-client-id",
+            "ramp-key",
+            &["ramp_id_", "ramp_sec_"],
+            r"ramp_(?:id|sec)_[A-Za-z0-9]{40}",
+        ),
+        tok(
+            "endorlabs-key",
+            "endorlabs-key",
+            &["endr+"],
+            r"endr\+[A-Za-z0-9_-]{16}",
+        ),
+        tok(
+            "aiven-token",
+            "aiven-token",
+            &["aivenv1 "],
+            r"aivenv1 [A-Za-z0-9+/=]{100,}",
+        ),
+        tok(
+            "notify-api-key",
+            "notify-key",
+            &["gcntfy-"],
+            r"(?i)gcntfy-[a-z0-9_-]+-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}",
+        ),
+        tok(
+            "facebook-app-token",
+            "facebook-token",
+            &["facebook", "fb_", "fb-"],
+            r"[0-9]{15,16}\|[A-Za-z0-9_-]{27}",
+        ),
+        tok(
+            "facebook-page-token",
+            "facebook-token",
+            &["eaa"],
+            r"EAA[A-Z][A-Za-z0-9]{90,}",
+        ),
+        tok(
+            "intra42-secret",
+            "intra42-secret",
+            &["s-s4t2ud-", "s-s4t2af-"],
+            r"s-s4t2(?:ud|af)-[a-f0-9]{64}",
+        ),
+        tok(
+            "cloudflare-origin-ca-key",
+            "cloudflare-key",
+            &["v1.0-"],
+            r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}",
+        ),
+        tok(
+            "easypost-token",
+            "easypost-token",
+            &["eztk", "ezak"],
+            r"EZ[AT]K[A-Za-z0-9]{54}",
+        ),
+        tok(
+            "openshift-token",
+            "openshift-token",
+            &["sha256~"],
+            r"sha256~[A-Za-z0-9_-]{43}",
+        ),
+        tok(
+            "mailchimp-key",
+            "mailchimp-key",
+            &[
+                "-us1", "-us2", "-us3", "-us4", "-us5", "-us6", "-us7", "-us8", "-us9",
+            ],
+            r"[a-f0-9]{32}-us[0-9]{1,2}",
+        ),
+        tok(
+            "adobe-client-secret",
+            "adobe-secret",
+            &["p8e-"],
+            r"p8e-[A-Za-z0-9]{32}",
+        ),
+        tok(
+            "grafana-cloud-token",
+            "grafana-token",
+            &["glc_"],
+            r"glc_[A-Za-z0-9+/]{32,400}={0,2}",
+        ),
+        tok(
+            "harness-token",
+            "harness-token",
+            &["pat.", "sat."],
+            r"(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}",
+        ),
+        tok(
+            "huggingface-org-token",
+            "huggingface-token",
+            &["api_org_"],
+            r"api_org_[A-Za-z]{34}",
+        ),
+        tok(
+            "airtable-pat",
+            "airtable-token",
+            &["pat"],
+            r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}",
+        ),
+        tok(
+            "authress-key",
+            "authress-key",
+            &[".acc_", ".acc-"],
+            r"(?:sc|ext|scauth|authress)_[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}",
+        ),
+        tok(
+            "onepassword-secret-key",
+            "1password-secret-key",
+            &["a3-"],
+            r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+        ),
+        tok(
+            "flyio-token",
+            "flyio-token",
+            &["fo1_", "fm1a_", "fm1r_", "fm2_", "flyv1 "],
+            r"fo1_[A-Za-z0-9_-]{43}|fm1[ar]_[A-Za-z0-9+/]{100,}={0,3}|fm2_[A-Za-z0-9+/]{100,}={0,3}|FlyV1 [A-Za-z0-9=_,/+-]{100,}",
+        ),
+        tok(
+            "gemini-api-key",
+            "google-api-key",
+            &["aq.ab8rn6"],
+            r"AQ\.Ab8RN6[A-Za-z0-9_-]{44}",
+        ),
+        tok(
+            "posthog-personal-key",
+            "posthog-key",
+            &["phx_", "phc_"],
+            r"phx_[A-Za-z0-9_-]{41,49}|phc_[A-Za-z0-9_-]{39,45}",
+        ),
+        tok(
+            "cockroach-cloud-key",
+            "cockroach-key",
+            &["ccdb1_"],
+            r"CCDB1_[A-Za-z0-9]{22}_[A-Za-z0-9]{40}",
+        ),
+        // Base64 of a JWT (`eyJ` encodes to `ZXlK`): a token wrapped once more.
+        tok(
+            "jwt-base64",
+            "jwt",
+            &["zxlk"],
+            r"ZXlK[A-Za-z0-9+/]{60,}={0,2}",
         ),
         // --- Transcript habits: secrets typed the way people type them ---
         grp(
@@ -667,7 +881,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "aws-secret-after-key-id",
                 "aws-secret-key",
                 &["akia", "asia"],
-                r"(?:AKIA|ASIA)[A-Z0-9]{16}[^A-Za-z0-9/+\n]{1,6}(?:[A-Za-z_]{1,24}[^A-Za-z0-9/+\n]{1,6})?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)",
+                // Within a short phrase of the key id (`AKIA… / S`, `AKIA… and
+                // the secret is S`), a 40-byte base64 word.
+                r"(?:AKIA|ASIA)[A-Z0-9]{16}(?:[^\n]{0,60}?[^A-Za-z0-9/+\n])?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)",
                 Check::Generic,
             )
         },
@@ -682,7 +898,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "cli-user-colon-password",
             "password",
             &["curl", "wget", " -a ", "--auth", " -a"],
-            r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{1,64}:([^\s"'`;&|<>]{4,})"#,
+            r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{0,64}:([^\s"'`;&|<>]{4,})"#,
             Check::Password,
         ),
         RuleDef {
@@ -737,11 +953,53 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:login|user(?:name)?|account|creds|credentials)\b[^\n]{0,40}?(?:\bis|:|=)\s*[A-Za-z0-9_.@-]{2,64}\s*/\s*([^\s/"'`]{6,64})"#,
             Check::Bearer,
         ),
+        // `the password for the db is S`, `password: S`: a human password
+        // named in prose must hold a letter and a digit (`the password is
+        // wrong` is not one).
+        grp(
+            "prose-password",
+            "password",
+            &["password", "passwd", "passphrase", "pw ", "pwd "],
+            r#"(?i)\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            Check::Bearer,
+        ),
+        // `user admin pass S`, `login zed pw S`.
+        grp(
+            "user-pass-words",
+            "password",
+            // With the separator: bare ` pass` is in every "tests pass".
+            &[
+                " pass ",
+                " pass:",
+                " pass=",
+                " pw ",
+                " pw:",
+                " pw=",
+                " pwd ",
+                " pwd:",
+                " pwd=",
+                " password ",
+                " password:",
+                " password=",
+            ],
+            r#"(?i)\b(?:user(?:name)?|login|account)\s*[:=]?\s*[A-Za-z0-9_.@-]{2,64}[,;]? +(?:pass(?:word)?|pw|pwd)(?:[:=]|  *[:=]?) *["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            Check::Bearer,
+        ),
+        // `<apiToken>S</apiToken>`, also with the value on its own line (a
+        // decoded view holds the newlines; a bare multi-line text is read
+        // line by line, see `engine::xml_open_tag`).
+        grp(
+            "xml-element-secret",
+            "generic-secret",
+            &["</"],
+            "",
+            Check::Password,
+        ),
         grp(
             "netrc-password",
             "password",
             &["machine", "login", "password"],
-            r#"(?i)\b(?:machine\s+[^\s]+\s+(?:login\s+[^\s]+\s+)?|login\s+[^\s]+\s+)password\s+([^\s"'`]{4,})|(?m)^[ \t]*password[ \t]+([^\s"'`]{4,})[ \t]*$"#,
+            r#"(?i)\b(?:machine\s+[^\s]+\s+(?:login\s+[^\s]+\s+)?|login\s+[^\s]+\s+)password\s+([^\s"'`]{4,})|(?m)^[ \t]*password[ \t]+([^\s"'`]{3,}[^\s"'`.,!?])[ \t]*$"#,
             Check::Password,
         ),
         // A `.env` line's unquoted value runs to the end of the line: Django
@@ -870,20 +1128,155 @@ pub fn builtin() -> Vec<RuleDef> {
     // The two generic rules share a shape; their key alternations are
     // spliced in here so the patterns stay in one place.
     for rule in r.iter_mut() {
-        if rule.id == "generic-secret" {
+        if rule.id == "xml-element-secret" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{8,}})'|"((?-u:[^"\s]){{8,}})"|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
+                r#"(?i)<[A-Za-z0-9_.:-]*(?:{GENERIC_KEY_NAMES}|{PASSWORD_KEY_NAMES})[A-Za-z0-9_.:-]*(?:\s[^<>]*)?>\s*([^<>\s]{{8,}})\s*</"#
+            ));
+        } else if rule.id == "generic-secret" {
+            rule.pattern = leak(format!(
+                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{8,}})'|"((?-u:[^"\s]){{8,}})"|`((?-u:[^`\s]){{8,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
                 assign_q!()
             ));
         } else if rule.id == "generic-password" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*["']?([^\s"'`;&|<>]{{4,}})|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
                 assign_q!()
             ));
         }
     }
+    r.extend(named_values());
     r.extend(network());
     r
+}
+
+/// Values whose shape is only a secret next to the provider's name
+/// (`asana_client_id = 16 digits`, `<discordToken>` …): one rule per
+/// provider, so a line naming one runs one small pattern.
+fn named_values() -> Vec<RuleDef> {
+    let table: &[(&'static str, &'static [&'static str], &str, &str)] = &[
+        (
+            "named-asana",
+            &["asana"],
+            "asana",
+            r"[0-9]{16}|[0-9]/[0-9]{16}:[A-Za-z0-9]{32}|[A-Za-z0-9]{32,36}",
+        ),
+        (
+            "named-discord",
+            &["discord"],
+            "discord",
+            r"[0-9]{17,19}|[A-Za-z0-9=_-]{32}",
+        ),
+        (
+            "named-sonar",
+            &["sonar"],
+            r"sonar[_.-]?(?:login|token)",
+            r"(?:squ_|sqp_|sqa_)?[A-Za-z0-9=_-]{40}",
+        ),
+        (
+            "named-sumologic",
+            &["sumo"],
+            r"(?-i:[Ss]umo|SUMO)",
+            r"su[A-Za-z0-9]{12}|[A-Za-z0-9]{64}",
+        ),
+        (
+            "named-sidekiq",
+            &["contribsys"],
+            r"bundle_(?:enterprise|gems)__contribsys__com",
+            r"[a-f0-9]{8}:[a-f0-9]{8}",
+        ),
+        (
+            "named-ollama",
+            &["ollama"],
+            "ollama",
+            r"[a-f0-9]{32}\.[A-Za-z0-9_-]{24}",
+        ),
+        (
+            "named-zai",
+            &["zai", "z_ai", "z.ai", "glm"],
+            r"zai|z_ai|z\.ai|glm",
+            r"[a-f0-9]{32}\.[A-Za-z0-9]{16}",
+        ),
+        (
+            "named-telegram",
+            &["telegram"],
+            "telegram",
+            r"[0-9]{5,16}:A[A-Za-z0-9_-]{34}",
+        ),
+        (
+            "named-sourcegraph",
+            &["sourcegraph"],
+            "sourcegraph",
+            r"[a-fA-F0-9]{40}",
+        ),
+        (
+            "named-cloudflare",
+            &["cloudflare"],
+            "cloudflare",
+            r"[A-Za-z0-9_-]{40}|[a-f0-9]{37}",
+        ),
+        (
+            "named-ovh",
+            &["ovh"],
+            "ovh",
+            r"[A-Za-z0-9_-]{32}|[A-Za-z0-9_-]{16}",
+        ),
+        (
+            "named-configcat",
+            &["configcat"],
+            "configcat",
+            r"(?:configcat-sdk-1/)?[A-Za-z0-9_-]{22}/[A-Za-z0-9_-]{22}",
+        ),
+        ("named-canva", &["canva"], "canva", r"OC-[A-Za-z0-9_-]{10,}"),
+        (
+            "named-klaviyo",
+            &["klaviyo"],
+            "klaviyo",
+            r"pk_[A-Za-z0-9]{34}",
+        ),
+        ("named-gumroad", &["gumroad"], "gumroad", r"[a-f0-9]{64}"),
+        ("named-ibm", &["ibm"], "ibm", r"[A-Za-z0-9_-]{44}"),
+        (
+            "named-greptile",
+            &["greptile"],
+            "greptile",
+            r"[A-Za-z0-9+/]{48}",
+        ),
+        ("named-plivo", &["plivo"], "plivo", r"MA[A-Z0-9]{18}"),
+        (
+            "named-clickhouse",
+            &["clickhouse"],
+            "clickhouse",
+            r"[A-Za-z0-9]{20}",
+        ),
+        (
+            "named-openweather",
+            &["openweather", "pyowm", "owm"],
+            "openweather|pyowm|owm",
+            r"[a-z0-9]{32}",
+        ),
+        (
+            "named-cloudinary",
+            &["cloudinary"],
+            "cloudinary",
+            r"[0-9]{15}",
+        ),
+        (
+            "named-uuid-key",
+            &["hubspot", "messagebird", "snyk"],
+            "hubspot|messagebird|snyk",
+            r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
+        ),
+    ];
+    table
+        .iter()
+        .map(|&(id, keywords, names, value)| {
+            let pattern = leak(format!(
+                r#"(?i)(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
+                assign_q!()
+            ));
+            grp(id, "generic-secret", keywords, pattern, Check::Token)
+        })
+        .collect()
 }
 
 /// Generated patterns live for the program's lifetime; the catalogue is

@@ -6,13 +6,6 @@
 mod common;
 use common::*;
 
-fn json_line(content: &str) -> String {
-    format!(
-        "{{\"type\":\"user\",\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_01\",\"content\":{}}}]}}}}",
-        json_string(content)
-    )
-}
-
 /// (class, text, secret) — the secret must not survive.
 fn check(cases: &[(&str, String, String)]) {
     let s = scanner();
@@ -86,6 +79,15 @@ fn aws_cli_and_prose_key_pairs() {
             sec(6),
         ),
         ("aws prose", format!("{},{}", id(7), sec(7)), sec(7)),
+        (
+            "aws prose",
+            format!(
+                "my aws key is {} and the secret is {} (prod account)",
+                id(8),
+                sec(8)
+            ),
+            sec(8),
+        ),
     ]);
 }
 
@@ -153,6 +155,17 @@ fn command_line_passwords() {
             format!("sshpass -p \"{}\" rsync -a x host:y", pw(20)),
             pw(20),
         ),
+        // Quoted passwords may hold the shell's metacharacters.
+        (
+            "sshpass",
+            format!("sshpass -p '{}&3x' ssh bob@host", pw(21)),
+            format!("{}&3x", pw(21)),
+        ),
+        (
+            "sshpass",
+            format!("sshpass -p \"{};(k)|\" ssh bob@host", pw(22)),
+            format!("{};(k)|", pw(22)),
+        ),
     ]);
 }
 
@@ -194,6 +207,36 @@ fn secrets_named_in_prose() {
             "login slash",
             "creds = ops@example.org / Tr0ub4dor&3".to_string(),
             "Tr0ub4dor&3".to_string(),
+        ),
+        (
+            "password in prose",
+            "the password for the db is Spring2023$".to_string(),
+            "Spring2023$".to_string(),
+        ),
+        (
+            "password in prose",
+            "use this password: Autumn2024! for now.".to_string(),
+            "Autumn2024!".to_string(),
+        ),
+        (
+            "password in prose",
+            "my staging passphrase is now b4ttery-Stapl3.".to_string(),
+            "b4ttery-Stapl3".to_string(),
+        ),
+        (
+            "password in prose",
+            "pw for the router: Ky7#mqz9".to_string(),
+            "Ky7#mqz9".to_string(),
+        ),
+        (
+            "user pass words",
+            "user admin pass Fall2021pw".to_string(),
+            "Fall2021pw".to_string(),
+        ),
+        (
+            "user pass words",
+            "login: zed, pw: Qm4!rt8x".to_string(),
+            "Qm4!rt8x".to_string(),
         ),
     ]);
 }
@@ -390,22 +433,28 @@ fn password_hashes() {
 fn habit_near_misses_do_not_fire() {
     let s = scanner();
     let sha = rs(95, HEX, 40);
-    for input in [
-        "the api key is stored in the vault, see docs".to_string(),
-        "Set the client secret in the dashboard and restart.".to_string(),
-        "login with your account / password on the portal".to_string(),
-        "user: admin / password: (ask ops)".to_string(),
-        "docker login -u bob --password-stdin < token.txt".to_string(),
-        "curl -u $USER:$TOKEN https://api.example.com".to_string(),
-        "SECRET_KEY=${SECRET_KEY}".to_string(),
-        "API_TOKEN=$(cat /run/secrets/token)".to_string(),
-        format!("commit {sha} fixes the access token refresh"),
-        "const SECRET_LEN: usize = 32;".to_string(),
-        "key: base64:".to_string(),
-        "echo hello | base64 -d".to_string(),
-        "cost is $6 per month and $5 per seat".to_string(),
-    ] {
-        let f = s.scan(&input);
-        assert!(f.is_empty(), "{f:?} on {input}");
-    }
+    assert_no_findings(
+        &s,
+        [
+            "the api key is stored in the vault, see docs".to_string(),
+            "Set the client secret in the dashboard and restart.".to_string(),
+            "login with your account / password on the portal".to_string(),
+            "user: admin / password: (ask ops)".to_string(),
+            "docker login -u bob --password-stdin < token.txt".to_string(),
+            "curl -u $USER:$TOKEN https://api.example.com".to_string(),
+            "SECRET_KEY=${SECRET_KEY}".to_string(),
+            "API_TOKEN=$(cat /run/secrets/token)".to_string(),
+            format!("commit {sha} fixes the access token refresh"),
+            "const SECRET_LEN: usize = 32;".to_string(),
+            "key: base64:".to_string(),
+            "echo hello | base64 -d".to_string(),
+            "cost is $6 per month and $5 per seat".to_string(),
+            "the password is wrong, try again".to_string(),
+            "password: ${DB_PASSWORD}".to_string(),
+            "Forgot password? Reset it from the login page.".to_string(),
+            "the password for the db is in 1Password".to_string(),
+            "tests pass now; user admin pass review next".to_string(),
+            "let password = read_password()?;".to_string(),
+        ],
+    );
 }

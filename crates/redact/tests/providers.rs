@@ -1,7 +1,10 @@
 //! Providers and assignment syntaxes added for issue 10 (age, Alibaba,
 //! Doppler, Dynatrace, Mapbox, Notion, Sourcegraph, Teams, Square, Postman,
-//! Supabase, Tailscale, WireGuard, Azure AD, Facebook, NuGet; `::=`,
-//! `:::=`, `?=`). Values are random; each is tried bare and JSON-escaped.
+//! Supabase, Tailscale, WireGuard, Azure AD, Facebook, NuGet, Harness,
+//! Hugging Face orgs, Airtable, Authress, 1Password, Fly.io, Gemini,
+//! PostHog, CockroachDB, base64 JWTs, provider-named values; `::=`,
+//! `:::=`, `?=`, Go raw strings and typed declarations, PHP `.=`,
+//! `setProperty("NAME", "…")`, XML elements). Values are random; each is tried bare and JSON-escaped.
 
 mod common;
 use common::*;
@@ -71,6 +74,164 @@ fn provider_tokens_are_redacted() {
             ),
             rs(26, ALNUM, 14),
         ),
+        (
+            format!(
+                "pat.{}.{}.{}",
+                rs(40, URLSAFE, 22),
+                rs(41, ALNUM, 24),
+                rs(42, ALNUM, 20)
+            ),
+            String::new(),
+        ),
+        (
+            format!("api_org_{}", rs(43, &ALNUM[..52], 34)),
+            String::new(),
+        ),
+        (
+            format!("pat{}.{}", rs(44, ALNUM, 14), rs(45, HEX, 64)),
+            String::new(),
+        ),
+        (
+            format!(
+                "sc_{}.{}.acc_{}.{}",
+                rs(46, LOWER_NUM, 12),
+                rs(47, LOWER_NUM, 5),
+                rs(48, LOWER_NUM, 14),
+                rs(49, URLSAFE, 40)
+            ),
+            String::new(),
+        ),
+        (
+            format!(
+                "A3-{}-{}-{}-{}-{}",
+                rs(50, UPPER_NUM, 6),
+                rs(51, UPPER_NUM, 11),
+                rs(52, UPPER_NUM, 5),
+                rs(53, UPPER_NUM, 5),
+                rs(54, UPPER_NUM, 5)
+            ),
+            String::new(),
+        ),
+        (format!("fo1_{}", rs(55, URLSAFE, 43)), String::new()),
+        (format!("AQ.Ab8RN6{}", rs(56, URLSAFE, 44)), String::new()),
+        (format!("phx_{}", rs(57, ALNUM, 43)), String::new()),
+        (
+            format!("CCDB1_{}_{}", rs(58, ALNUM, 22), rs(59, ALNUM, 40)),
+            String::new(),
+        ),
+        (format!("ZXlK{}", rs(60, B64, 96)), String::new()),
+        (
+            format!("asana_client_id = \"{}\"", rs(61, "0123456789", 16)),
+            rs(61, "0123456789", 16),
+        ),
+        (
+            format!("DISCORD_CLIENT_ID: {}", rs(62, "0123456789", 18)),
+            rs(62, "0123456789", 18),
+        ),
+        (
+            format!("<sonarToken>{}</sonarToken>", rs(63, LOWER_NUM, 40)),
+            rs(63, LOWER_NUM, 40),
+        ),
+        (
+            format!("sumo_access_id = \"su{}\"", rs(64, ALNUM, 12)),
+            format!("su{}", rs(64, ALNUM, 12)),
+        ),
+        (
+            format!(
+                "BUNDLE_GEMS__CONTRIBSYS__COM: {}:{}",
+                rs(65, HEX, 8),
+                rs(66, HEX, 8)
+            ),
+            format!("{}:{}", rs(65, HEX, 8), rs(66, HEX, 8)),
+        ),
+        (
+            format!("OLLAMA_KEY={}.{}", rs(67, HEX, 32), rs(68, URLSAFE, 24)),
+            format!("{}.{}", rs(67, HEX, 32), rs(68, URLSAFE, 24)),
+        ),
+        (
+            format!("glm_api_key := '{}.{}'", rs(69, HEX, 32), rs(70, ALNUM, 16)),
+            format!("{}.{}", rs(69, HEX, 32), rs(70, ALNUM, 16)),
+        ),
+        // A repetitive body is still a well-formed age key.
+        (format!("AGE-SECRET-KEY-1{}", "Q".repeat(58)), String::new()),
+        (
+            format!(
+                "facebook {}|{}",
+                rs(71, "0123456789", 16),
+                rs(72, URLSAFE, 27)
+            ),
+            format!("{}|{}", rs(71, "0123456789", 16), rs(72, URLSAFE, 27)),
+        ),
+        (format!("EAAM{}", rs(73, ALNUM, 120)), String::new()),
+        (format!("s-s4t2ud-{}", rs(74, HEX, 64)), String::new()),
+        (
+            format!("v1.0-{}-{}", rs(75, HEX, 24), rs(76, HEX, 146)),
+            String::new(),
+        ),
+        (format!("EZAK{}", rs(77, ALNUM, 54)), String::new()),
+        (format!("sha256~{}", rs(78, URLSAFE, 43)), String::new()),
+        (format!("{}-us18", rs(79, HEX, 32)), String::new()),
+        (format!("p8e-{}", rs(80, ALNUM, 32)), String::new()),
+        (format!("glc_{}", rs(81, B64, 120)), String::new()),
+        (format!("rk_prod_{}", rs(82, ALNUM, 60)), String::new()),
+        (
+            format!(
+                "telegram bot: {}:A{}",
+                rs(83, "0123456789", 9),
+                rs(84, URLSAFE, 34)
+            ),
+            format!("{}:A{}", rs(83, "0123456789", 9), rs(84, URLSAFE, 34)),
+        ),
+        (format!("sourcegraph: {}", rs(85, HEX, 40)), rs(85, HEX, 40)),
+        (
+            format!("<add key=\"Password\" value=\"{}\" />", rs(86, ALNUM, 14)),
+            rs(86, ALNUM, 14),
+        ),
+        (format!("STS.{}", rs(87, ALNUM, 25)), String::new()),
+        (format!("$aact_prod_{}", rs(88, URLSAFE, 40)), String::new()),
+        (format!("Mid-server-{}", rs(89, URLSAFE, 20)), String::new()),
+        (format!("apk_user_{}", rs(90, B64, 80)), String::new()),
+        (format!("cog_{}", rs(91, LOWER_NUM, 52)), String::new()),
+        (format!("SWMKEY-1-{}", rs(92, B64, 43)), String::new()),
+        (format!("figd_{}", rs(93, URLSAFE, 40)), String::new()),
+        (
+            format!("lsv2_sk_{}_{}", rs(94, HEX, 32), rs(95, HEX, 10)),
+            String::new(),
+        ),
+        (format!("ramp_id_{}", rs(96, ALNUM, 40)), String::new()),
+        (format!("endr+{}", rs(97, URLSAFE, 16)), String::new()),
+        (format!("aivenv1 {}", rs(98, B64, 120)), String::new()),
+        (format!("phc_{}", rs(99, URLSAFE, 43)), String::new()),
+        (
+            format!("ovh_consumer_key = \"{}\"", rs(100, URLSAFE, 32)),
+            rs(100, URLSAFE, 32),
+        ),
+        (
+            format!(
+                "CONFIGCAT_SDK_KEY={}/{}",
+                rs(101, URLSAFE, 22),
+                rs(102, URLSAFE, 22)
+            ),
+            format!("{}/{}", rs(101, URLSAFE, 22), rs(102, URLSAFE, 22)),
+        ),
+        (
+            format!(
+                "const hubspotKey = \"{}-{}-{}-{}-{}\"",
+                rs(103, HEX, 8),
+                rs(104, HEX, 4),
+                rs(105, HEX, 4),
+                rs(106, HEX, 4),
+                rs(107, HEX, 12)
+            ),
+            format!(
+                "{}-{}-{}-{}-{}",
+                rs(103, HEX, 8),
+                rs(104, HEX, 4),
+                rs(105, HEX, 4),
+                rs(106, HEX, 4),
+                rs(107, HEX, 12)
+            ),
+        ),
     ];
     let mut failures = Vec::new();
     for (text, secret) in cases {
@@ -103,11 +264,121 @@ fn assignment_operators_of_other_languages() {
         format!("SERVICE_SECRET ?= {v}"),
         format!("client_secret := '{v}'"),
         format!("db_password ?= \"{v}\""),
+        // Go: a raw string, a declaration with its type.
+        format!("stripeToken := `{v}`"),
+        format!("var stripeToken string = \"{v}\""),
+        format!("var signingKey []byte = \"{v}\""),
+        format!("dbPassword := `{v}`"),
+        // PHP's `.=`.
+        format!("$mailerSecret .= \"{v}\";"),
+        // A name, then its value as the next argument.
+        format!("System.setProperty(\"GEO_API_KEY\", \"{v}\");"),
+        format!("os.environ.setdefault('DB_PASSWORD', '{v}')"),
+        format!("req.headers.set(\"X-Auth-Token\", \"{v}\")"),
+        // XML: the value inline and on its own line.
+        format!("<apiToken>{v}</apiToken>"),
+        format!("<settings>\n  <clientSecret>\n      {v}\n  </clientSecret>\n</settings>"),
+        format!("<db>\n<password>\n{v}\n</password>\n</db>"),
     ] {
-        let r = s.redact(&input).expect("redacts");
-        if r.text.contains(&v) {
-            failures.push(r.text);
+        for text in [input.clone(), json_line(&input)] {
+            let r = s.redact(&text).expect("redacts");
+            if r.text.contains(&v) {
+                failures.push(r.text);
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The syntaxes above where they hold no secret.
+#[test]
+fn assignment_syntaxes_without_secrets_do_not_fire() {
+    let s = scanner();
+    assert_no_findings(
+        &s,
+        [
+            "var tokenCount int = 42",
+            "tokenizer := `(\\w+)`",
+            "System.setProperty(\"TOKEN_TTL\", \"3600\");",
+            "$secretLabel .= \"${prefix}\";",
+            "<apiToken>\n  ${API_TOKEN}\n</apiToken>",
+            "<passwordPolicy>\n  <minLength>12</minLength>\n</passwordPolicy>",
+            "map.put(\"token\", token);",
+        ],
+    );
+}
+
+/// Values named as being *about* a secret (its id, name, URL, file) or
+/// public by design, documentation runs, and a provider's name inside
+/// another word: none is a secret.
+#[test]
+fn references_and_placeholders_are_not_secrets() {
+    let s = scanner();
+    let uuid = format!(
+        "{}-{}-{}-{}-{}",
+        rs(80, HEX, 8),
+        rs(81, HEX, 4),
+        rs(82, HEX, 4),
+        rs(83, HEX, 4),
+        rs(84, HEX, 12)
+    );
+    let tok = rs(85, ALNUM, 32);
+    assert_no_findings(
+        &s,
+        [
+            format!("credentialsId: '{uuid}'"),
+            format!("<UserSecretsId>{uuid}</UserSecretsId>"),
+            format!("GEO_SECRET_NAME = \"{tok}\""),
+            format!("token_url={tok}"),
+            format!("password-file: {tok}"),
+            format!("publicToken = \"{tok}\""),
+            format!("csrf-token={tok}"),
+            "API_SECRET=abcdefghijklmnopqrstuvwxyz123456".to_string(),
+            "api_key = \"sk-abc123xyz-456def-klmnopq\"".to_string(),
+            "ZUPLO_API_KEY=zpka_00000000000000000000000000000000_00000000".to_string(),
+            "discord=000000000000000000".to_string(),
+            format!("sumOfExposures = {tok};"),
+            "API_KEY=a1b2c3d4-e5f6-7890-abcd-ef1234567890".to_string(),
+            format!("nonMatchingToken := \"{tok}\""),
+            "curl -i -u 'test:test' https://localhost:9200".to_string(),
+            "curl --user neo4j:[PASSWORD] http://[IP]:7474/db/data/".to_string(),
+            "slack: xoxe.xoxp-1-SlackAppConfigurationAccessTokenHere".to_string(),
+            "-----BEGIN OPENSSH PRIVATE KEY----------END OPENSSH PRIVATE KEY-----".to_string(),
+            "- (id)hf_requiredCharacteristicTypesForDisplayMetadata;".to_string(),
+            "https://indieweb.org/images/3/35/2018-250-xoxo-indieweb-1.jpg".to_string(),
+            "notes = \"Maven - io.jsonwebtoken:jjwt-jackson-0.11.2\"".to_string(),
+            "password combination.\n\nR5: Regulatory--21".to_string(),
+        ],
+    );
+    // The same values under a name that holds them are still caught.
+    for input in [
+        format!("GEO_SECRET = \"{tok}\""),
+        format!("client_secret: '{tok}'"),
+        format!("SUMO_ACCESS_KEY={}", rs(86, ALNUM, 64)),
+    ] {
+        assert!(!s.scan(&input).is_empty(), "missed {input}");
+    }
+}
+
+/// A Kubernetes `Secret`'s `data:` values: base64 of text, line by line in
+/// plain text and inside one JSON string; other YAML is left alone.
+#[test]
+fn kubernetes_secret_data_values() {
+    let s = scanner();
+    let v1 = b64(&format!("admin:{}", rs(110, ALNUM, 12)));
+    let v2 = b64(&format!("postgres://app:{}@db/app", rs(111, ALNUM, 12)));
+    let manifest = format!(
+        "apiVersion: v1\ndata:\n  username: {v1}\n  url: \"{v2}\"\nkind: Secret\nmetadata:\n  name: db\n"
+    );
+    for text in [manifest.clone(), json_line(&manifest)] {
+        let r = s.redact(&text).expect("redacts");
+        assert!(!r.text.contains(&v1) && !r.text.contains(&v2), "{}", r.text);
+    }
+    assert_no_findings(
+        &s,
+        [
+            "data:\n  mode: production\n  replicas: 3\n",
+            "metadata:\n  name: verylongservicename\n",
+        ],
+    );
 }

@@ -113,13 +113,13 @@ fn integrity_hashes_are_not_findings() {
 #[test]
 fn a_port_and_a_path_with_at_are_not_a_password() {
     let s = scanner();
-    for input in [
-        "GET http://localhost:5173/@vite/client 200",
-        "open http://127.0.0.1:3000/@fs/src/main.ts",
-        "https://registry.example.com:443/@scope/pkg/-/pkg-1.0.0.tgz",
-        "http://[::1]:8080/users/@me",
-    ] {
-        let f = s.scan(input);
-        assert!(f.is_empty(), "{f:?} on {input}");
-    }
+    assert_no_findings(
+        &s,
+        [
+            "GET http://localhost:5173/@vite/client 200",
+            "open http://127.0.0.1:3000/@fs/src/main.ts",
+            "https://registry.example.com:443/@scope/pkg/-/pkg-1.0.0.tgz",
+            "http://[::1]:8080/users/@me",
+        ],
+    );
 }

@@ -77,3 +77,20 @@ pub fn b64(s: &str) -> String {
     }
     out
 }
+
+/// `content` as the JSON-escaped text of a `tool_result` transcript line.
+pub fn json_line(content: &str) -> String {
+    format!(
+        "{{\"type\":\"user\",\"message\":{{\"content\":[{{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_01\",\"content\":{}}}]}}}}",
+        json_string(content)
+    )
+}
+
+/// Every input scans clean (the near-miss tables).
+pub fn assert_no_findings<S: AsRef<str>>(s: &Scanner, inputs: impl IntoIterator<Item = S>) {
+    for input in inputs {
+        let input = input.as_ref();
+        let f = s.scan(input);
+        assert!(f.is_empty(), "{f:?} on {input}");
+    }
+}

@@ -1,0 +1,448 @@
+//! A transcript seen as a conversation, not only as lines: a `tool_use` that
+//! ran a secret-reading command (`pass show`, `op read`, `vault kv get`,
+//! `aws secretsmanager get-secret-value`, `cat ~/.pgpass`, a `Read` of a
+//! `.env`, …) marks its id, and the `tool_result` answering that id later in
+//! the same transcript has its secret-shaped words taken as secrets. Their
+//! output is a bare random string that no rule could recognise by shape or
+//! by a key name next to it.
+//!
+//! The same state carries one line-to-line rule of plain (not JSON) text:
+//! an element named like a secret whose value sits on its own line
+//! (`<apiToken>` / `S` / `</apiToken>`), which a per-line scan cannot join.
+//!
+//! Owns: which commands read secrets, and which words of their output are
+//! secret-shaped. Must never: parse a line that holds neither a marked
+//! command nor an answer to one (two substring searches decide that), or
+//! hold more than [`MAX_MARKED`] ids.
+
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+use regex::bytes::Regex;
+use serde_json::Value;
+
+use crate::engine::{entropy, MIN_REPEAT_LEN};
+
+/// Ids of secret-reading `tool_use`s awaiting their result; the oldest is
+/// forgotten beyond this.
+pub const MAX_MARKED: usize = 1024;
+
+/// Longest output word taken as a secret (longer ones are documents).
+const MAX_WORD: usize = 4096;
+
+static F_TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
+static F_TOOL_USE_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use_id\""));
+
+/// Files whose content is credentials (read with `cat` and friends, or
+/// with the `Read` tool).
+const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git-credentials|credentials(?:\.json|\.csv)?|\.npmrc|\.pypirc|secrets?\.(?:ya?ml|json|toml|env)|id_(?:rsa|ed25519|ecdsa|dsa))";
+
+/// Commands whose whole output is one secret.
+static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r"(?x)(?:(?:^|[;&|(`]|\$\(|\bsudo)\s*(?:go)?pass(?:\s+show)?(?:\s+-[a-z-]+)*\s+[^\s|;&-][^\s|;&]*\s*(?:$|[|;&)`]))
+        | (?:^|[\s;&|(`$])(?:
+            op\s+read\b
+          | gcloud\s+secrets\s+versions\s+access\b
+          | gcloud\s+auth\s+(?:application-default\s+)?print-access-token\b
+          | security\s+find-(?:generic|internet)-password\b[^\n]*\s-w\b
+          | heroku\s+(?:config:get|auth:token)\b
+          | gh\s+auth\s+token\b
+          | aws\s+configure\s+get\b
+          | openssl\s+rand\b
+          | pwgen\b
+          | kubectl\s+get\s+secrets?\b[^\n]*(?:jsonpath|go-template)[^\n]*\|\s*base64\s+(?:-d|--decode|-D)\b
+        )",
+    )
+    .ok()
+});
+
+/// Commands whose output holds secrets among other words.
+static MULTI_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"(?x)(?:^|[\s;&|(`$])(?:
+            op\s+(?:item\s+get|inject)\b
+          | vault\s+(?:kv\s+get|read)\b
+          | aws\s+secretsmanager\s+get-secret-value\b
+          | aws\s+ssm\s+get-parameters?\b[^\n]*--with-decryption
+          | az\s+keyvault\s+secret\s+show\b
+          | az\s+account\s+get-access-token\b
+          | doppler\s+secrets\b
+          | kubectl\s+get\s+secrets?\b[^\n]*\s-o
+          | kubectl\s+config\s+view\b[^\n]*--raw
+          | (?:cat|less|more|head|tail|bat|type|grep|sed\s+-n)\b[^\n|;&]*{SECRET_FILE}\b
+        )"
+    ))
+    .ok()
+});
+
+static SECRET_PATH: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(&format!(r"(?:^|[/\\]){SECRET_FILE}$")).ok());
+
+/// What a marked `tool_use` read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reads {
+    /// The whole output is the secret (its first line).
+    One,
+    /// Secret-shaped words among others.
+    Many,
+}
+
+/// The conversation state of one transcript: the secret-reading `tool_use`
+/// ids still awaiting their result.
+#[derive(Default)]
+pub struct Conversation {
+    marked: Vec<(String, Reads)>,
+    /// The previous line was an opening tag named like a secret.
+    element_open: bool,
+    /// Inside a YAML `data:` block: the indentation of its `data:` line.
+    data_indent: Option<usize>,
+}
+
+static SECRET_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"(?i)^<[A-Za-z0-9_.:-]*(?:{}|{})[A-Za-z0-9_.:-]*(?:\s[^<>/]*)?>$",
+        crate::rules::GENERIC_KEY_NAMES,
+        crate::rules::PASSWORD_KEY_NAMES
+    ))
+    .ok()
+});
+
+impl Conversation {
+    /// A base64 value of a YAML `data:` block (a Kubernetes `Secret`)
+    /// read line by line; not yet classified.
+    pub fn yaml_data_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let t = line.trim_ascii();
+        let indent = line.len() - line.trim_ascii_start().len();
+        if t.is_empty() {
+            return None;
+        }
+        if t == b"data:" || t == b"stringData:" {
+            self.data_indent = Some(indent);
+            return None;
+        }
+        let inside = self.data_indent?;
+        if indent <= inside {
+            self.data_indent = None;
+            return None;
+        }
+        let colon = t.iter().position(|&b| b == b':')?;
+        let v = t[colon + 1..].trim_ascii();
+        let v = v.strip_prefix(b"\"").unwrap_or(v);
+        let v = v.strip_prefix(b"'").unwrap_or(v);
+        let v = v.strip_suffix(b"\"").unwrap_or(v);
+        let v = v.strip_suffix(b"'").unwrap_or(v);
+        (v.len() >= 12
+            && v.iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')))
+        .then_some(v)
+    }
+
+    /// The value of an element named like a secret when it stands alone on
+    /// the line after its opening tag; a single word, not yet classified.
+    pub fn element_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let t = line.trim_ascii();
+        let open = std::mem::replace(&mut self.element_open, false);
+        if t.first() == Some(&b'<') && t.last() == Some(&b'>') {
+            self.element_open = SECRET_TAG.as_ref().is_some_and(|re| re.is_match(t));
+            return None;
+        }
+        (open && !t.is_empty() && !t.iter().any(|&b| b.is_ascii_whitespace() || b == b'<'))
+            .then_some(t)
+    }
+
+    /// Reads one transcript line: remembers the ids of secret-reading
+    /// `tool_use`s, and for a `tool_result` answering one pushes the
+    /// secret-shaped words of its output (decoded) onto `out`.
+    pub fn observe(&mut self, line: &[u8], out: &mut Vec<Vec<u8>>) {
+        // Only a line whose command (or file) reads a secret, or that names
+        // a marked id, is parsed: both are decided on the raw line.
+        let uses = F_TOOL_USE.find(line).is_some() && reads_a_secret(line);
+        let answers = !self.marked.is_empty()
+            && F_TOOL_USE_ID.find(line).is_some()
+            && self
+                .marked
+                .iter()
+                .any(|(id, _)| memchr::memmem::find(line, id.as_bytes()).is_some());
+        if !uses && !answers {
+            return;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            return;
+        };
+        let mut stack = vec![&v];
+        while let Some(n) = stack.pop() {
+            match n {
+                Value::Array(a) => stack.extend(a.iter()),
+                Value::Object(o) => {
+                    match o.get("type").and_then(Value::as_str) {
+                        Some("tool_use") => self.mark(o),
+                        Some("tool_result") => self.answer(o, out),
+                        _ => {}
+                    }
+                    stack.extend(o.values());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn mark(&mut self, o: &serde_json::Map<String, Value>) {
+        let (Some(id), Some(input)) = (o.get("id").and_then(Value::as_str), o.get("input")) else {
+            return;
+        };
+        let reads = if let Some(cmd) = input.get("command").and_then(Value::as_str) {
+            classify_command(cmd)
+        } else if let Some(p) = input.get("file_path").and_then(Value::as_str) {
+            SECRET_PATH
+                .as_ref()
+                .is_some_and(|re| re.is_match(p.as_bytes()))
+                .then_some(Reads::Many)
+        } else {
+            None
+        };
+        let Some(reads) = reads else { return };
+        if self.marked.len() >= MAX_MARKED {
+            self.marked.remove(0);
+        }
+        self.marked.push((id.to_string(), reads));
+    }
+
+    fn answer(&mut self, o: &serde_json::Map<String, Value>, out: &mut Vec<Vec<u8>>) {
+        let Some(id) = o.get("tool_use_id").and_then(Value::as_str) else {
+            return;
+        };
+        let Some(i) = self.marked.iter().position(|(m, _)| m == id) else {
+            return;
+        };
+        let reads = self.marked.remove(i).1;
+        let mut texts = Vec::new();
+        match o.get("content") {
+            Some(Value::String(s)) => texts.push(s.as_str()),
+            Some(Value::Array(a)) => {
+                for part in a {
+                    if let Some(t) = part.get("text").and_then(Value::as_str) {
+                        texts.push(t);
+                    }
+                }
+            }
+            _ => {}
+        }
+        for t in texts {
+            secret_words(t, reads, out);
+        }
+    }
+}
+
+/// Does some `"command"` or `"file_path"` string member of this raw JSON
+/// line read a secret? (A superset of what [`Conversation::observe`]'s
+/// parse then marks: the same tests on the same strings.)
+fn reads_a_secret(line: &[u8]) -> bool {
+    for (key, is_path) in [(&b"\"command\":"[..], false), (b"\"file_path\":", true)] {
+        for at in memchr::memmem::find_iter(line, key) {
+            let mut i = at + key.len();
+            while i < line.len() && line[i] == b' ' {
+                i += 1;
+            }
+            let Some(v) = json_string_at(line, i) else {
+                continue;
+            };
+            let hit = if is_path {
+                SECRET_PATH
+                    .as_ref()
+                    .is_some_and(|re| re.is_match(v.as_bytes()))
+            } else {
+                classify_command(&v).is_some()
+            };
+            if hit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The JSON string starting with the quote at `i`, decoded.
+fn json_string_at(b: &[u8], i: usize) -> Option<String> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'"' => return serde_json::from_slice(&b[i..=j]).ok(),
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+/// Does this shell command read a secret, and how is its output shaped?
+fn classify_command(cmd: &str) -> Option<Reads> {
+    let c = cmd.as_bytes();
+    if SINGLE_VALUE.as_ref().is_some_and(|re| re.is_match(c)) {
+        Some(Reads::One)
+    } else if MULTI_VALUE.as_ref().is_some_and(|re| re.is_match(c)) {
+        Some(Reads::Many)
+    } else {
+        None
+    }
+}
+
+/// Output that reports a failure rather than a value.
+fn is_error_text(l: &str) -> bool {
+    let l = l.to_ascii_lowercase();
+    [
+        "error",
+        "not found",
+        "no such",
+        "denied",
+        "usage:",
+        "not in the password store",
+        "command not found",
+        "exit code",
+        "unauthorized",
+        "forbidden",
+        "[redacted:",
+    ]
+    .iter()
+    .any(|m| l.contains(m))
+}
+
+/// The secret-shaped words of a secret-reading command's output.
+fn secret_words(text: &str, reads: Reads, out: &mut Vec<Vec<u8>>) {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    if reads == Reads::One {
+        if let Some(first) = lines.next() {
+            // A passphrase may hold a few spaces; a sentence is a message
+            // (`Copied … to clipboard`), not the secret.
+            let spaces = first.bytes().filter(|b| *b == b' ').count();
+            let message = spaces > 4 || (spaces > 0 && first.len() > 64);
+            if first.len() >= MIN_REPEAT_LEN
+                && first.len() <= MAX_WORD
+                && !message
+                && !is_error_text(first)
+                && !first.to_ascii_lowercase().contains("clipboard")
+            {
+                out.push(first.as_bytes().to_vec());
+            }
+        }
+    }
+    for l in lines {
+        // `Read` output numbers its lines: `    12→KEY=value`.
+        for w in l.split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '"' | '\'' | '`' | ',' | '{' | '}' | '[' | ']' | '=' | '\\' | '→'
+                )
+        }) {
+            let w = w.trim_end_matches([':', ';', '.']);
+            if secret_shaped(w) {
+                out.push(w.as_bytes().to_vec());
+            } else if w.contains(':') {
+                // `host:port:db:user:password` (`.pgpass`), `user:token`.
+                for p in w.split(':') {
+                    if secret_shaped(p) {
+                        out.push(p.as_bytes().to_vec());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A word that looks generated rather than written: long enough, letters
+/// mixed with digits (or both cases over 16 bytes), varied, and not a path,
+/// date or placeholder.
+fn secret_shaped(w: &str) -> bool {
+    let b = w.as_bytes();
+    if b.len() < MIN_REPEAT_LEN || b.len() > MAX_WORD {
+        return false;
+    }
+    let letters = b.iter().any(u8::is_ascii_alphabetic);
+    let digits = b.iter().any(u8::is_ascii_digit);
+    let upper = b.iter().any(u8::is_ascii_uppercase);
+    let lower = b.iter().any(u8::is_ascii_lowercase);
+    let mixed = (letters && digits) || (b.len() >= 16 && upper && lower);
+    let pathish = matches!(b[0], b'/' | b'~' | b'.' | b'$' | b'<' | b'%');
+    let dateish =
+        b.len() >= 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && b[7] == b'-';
+    let placeholder = {
+        let l = w.to_ascii_lowercase();
+        [
+            "example",
+            "placeholder",
+            "your-",
+            "your_",
+            "xxxx",
+            "changeme",
+            "redacted",
+        ]
+        .iter()
+        .any(|m| l.contains(m))
+    };
+    mixed && !pathish && !dateish && !placeholder && entropy(b) >= 2.5
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_classified() {
+        for (cmd, want) in [
+            ("pass show github/token", Some(Reads::One)),
+            ("pass github/token", Some(Reads::One)),
+            ("gopass show -o infra/db", Some(Reads::One)),
+            ("pass show work/vpn | head -1", Some(Reads::One)),
+            ("pass show -c web/login && echo ok", Some(Reads::One)),
+            ("op read op://Private/Stripe/credential", Some(Reads::One)),
+            ("vault kv get secret/app", Some(Reads::Many)),
+            (
+                "aws secretsmanager get-secret-value --secret-id prod/db",
+                Some(Reads::Many),
+            ),
+            (
+                "gcloud secrets versions access latest --secret=api",
+                Some(Reads::One),
+            ),
+            (
+                "kubectl get secret db -o jsonpath='{.data.password}' | base64 -d",
+                Some(Reads::One),
+            ),
+            ("kubectl get secret db -o yaml", Some(Reads::Many)),
+            (
+                "security find-generic-password -s github -w",
+                Some(Reads::One),
+            ),
+            ("cat ~/.pgpass", Some(Reads::Many)),
+            ("cd app && cat .env", Some(Reads::Many)),
+            ("ls -la", None),
+            ("cargo test --release", None),
+            ("git commit -m 'tests pass now'", None),
+            ("kubectl get secrets", None),
+            ("echo you shall not pass", None),
+        ] {
+            assert_eq!(classify_command(cmd), want, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn secret_shaped_words() {
+        for w in ["Xk9mP2qR7tW4", "hunter2hunter", "AbCdEfGhIjKlMnOpQr"] {
+            assert!(secret_shaped(w), "{w}");
+        }
+        for w in [
+            "password",
+            "/home/zed/.env",
+            "2026-11-30T10:00:00Z",
+            "DATABASE_URL",
+            "your-api-key-here",
+            "short1",
+        ] {
+            assert!(!secret_shaped(w), "{w}");
+        }
+    }
+}
