@@ -49,7 +49,7 @@ fn holding(env: &Env, v: &str) -> Vec<String> {
 /// holding it too; the search index built.
 fn store() -> Env {
     let env = Env::new();
-    let said = |s: &str| line(s, &format!("the password is {VALUE} — keep it"));
+    let said = |s: &str| line(s, &format!("the ticket label is {VALUE}, keep it"));
     // S1: a first, shorter capture of the main thread (superseded later).
     let m1 = env.main_transcript(S1, &jsonl(&[&said(S1)]));
     env.hook("session-end", &env.end_payload(S1, &m1));
