@@ -70,6 +70,7 @@ fn no_planted_value_survives_hooks_drain_and_discard() {
         ("transcript body", token('h')),
         ("session id", token('i')),
         ("payload description", token('j')),
+        ("payload hook_event_name", token('k')),
     ];
     let v = |field: &str| planted.iter().find(|(f, _)| *f == field).unwrap().1.clone();
     // A repository whose path holds a token.
@@ -138,6 +139,18 @@ fn no_planted_value_survives_hooks_drain_and_discard() {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    // A SubagentStop without a transcript path is journaled as a gap
+    // sighting: under the harness's event name, never the payload's text.
+    let gap = json!({
+        "session_id": session, "cwd": repo, "agent_id": "a3f00d",
+        "hook_event_name": v("payload hook_event_name"),
+    });
+    let out = env.hook_in(&repo, "subagent-stop", &gap);
+    assert!(out.status.success());
+    assert!(env
+        .lane_of(&repo)
+        .join("subagent-payload-gap.json")
+        .exists());
     let end = json!({
         "session_id": session, "cwd": repo, "transcript_path": main,
         "hook_event_name": "SessionEnd", "description": v("payload description"),

@@ -342,10 +342,21 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         return;
     };
     let Some(path) = p.agent_transcript_path.as_deref().filter(|s| !s.is_empty()) else {
+        // Journaled as one of the harness's own event names, never as
+        // payload text (no externally supplied byte enters the journal).
+        const KNOWN: [&str; 5] = [
+            "SubagentStop",
+            "Stop",
+            "SessionEnd",
+            "SessionStart",
+            "UserPromptSubmit",
+        ];
         let event = p
             .hook_event_name
-            .clone()
-            .unwrap_or_else(|| "SubagentStop".into());
+            .as_deref()
+            .and_then(|e| KNOWN.into_iter().find(|k| *k == e))
+            .unwrap_or("SubagentStop")
+            .to_owned();
         resolved.note(ctx, &session_id);
         match stage::sight_gap(&resolved.corpus, event, clock::now_unix_ns()) {
             Ok(()) => {}

@@ -84,6 +84,13 @@ impl Env {
         self.root_sha_of(&self.repo)
     }
 
+    /// The lane of the repository at `dir`.
+    pub fn lane_of(&self, dir: &Path) -> PathBuf {
+        self.abcd_home
+            .join("transcripts")
+            .join(self.root_sha_of(dir))
+    }
+
     pub fn lane(&self) -> PathBuf {
         self.abcd_home.join("transcripts").join(self.root_sha())
     }
