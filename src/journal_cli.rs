@@ -673,7 +673,7 @@ pub fn run(
                     info.root_sha
                 ));
             };
-            let r = crate::upgrade::upgrade(&lane).map_err(|e| e.to_string())?;
+            let r = crate::upgrade::ensure(&lane).map_err(|e| e.to_string())?;
             if json_out {
                 w(
                     out,

@@ -99,21 +99,25 @@ fn header_version(dir: &Path) -> Option<u16> {
     (bytes.len() == 10).then(|| u16::from_le_bytes([bytes[8], bytes[9]]))
 }
 
-/// Upgrades the lane if it needs it (cheap when it does not: one header
-/// read and one `stat`). Called before the lane's journal is opened.
+/// Whether an upgrade stopped after moving the old journal aside (its
+/// `journal.v1/` is still there): the next open must finish it before
+/// anything opens — or creates — `journal/journal`.
+pub fn interrupted(lane: &Lane) -> bool {
+    fs::symlink_metadata(v1_dir(lane)).is_ok()
+}
+
+/// Upgrades the lane if it needs it (one header read and one `stat` when it
+/// does not). `Corpus::open` calls it only when the journal it opened is
+/// version 1 or an upgrade was [`interrupted`]; `journal` verbs and
+/// `abcd journal upgrade` call it before opening the journal.
 pub fn ensure(lane: &Lane) -> Result<Option<UpgradeReport>, UpgradeError> {
     let journal = lane.journal_dir();
     let old = header_version(&journal) == Some(1);
-    if !old && fs::symlink_metadata(v1_dir(lane)).is_err() {
+    if !old && !interrupted(lane) {
         return Ok(None);
     }
     let _lock = FileLock::acquire(&lane.lock_path(), crate::store::STORE_LOCK_TIMEOUT)?;
     run_locked(lane).map(Some)
-}
-
-/// `abcd journal upgrade`: the same, reporting "nothing to do" as `None`.
-pub fn upgrade(lane: &Lane) -> Result<Option<UpgradeReport>, UpgradeError> {
-    ensure(lane)
 }
 
 fn run_locked(lane: &Lane) -> Result<UpgradeReport, UpgradeError> {

@@ -74,11 +74,7 @@ fn a_relative_abcd_home_is_refused_and_creates_nothing() {
 #[test]
 fn repair_on_a_clean_journal_says_one_thing() {
     let env = Env::new();
-    let path = env.main_transcript("s1", "{\"type\":\"user\"}\n");
-    assert!(env
-        .hook("stop", &env.end_payload("s1", &path))
-        .status
-        .success());
+    stage_one(&env);
     let out = env.abcd(&["journal", "repair"]);
     assert_eq!(out.status.code(), Some(0));
     let all = text(&out.stdout) + &text(&out.stderr);
@@ -89,11 +85,7 @@ fn repair_on_a_clean_journal_says_one_thing() {
 #[test]
 fn discard_accepts_the_stem_staged_json_prints() {
     let env = Env::new();
-    let path = env.main_transcript("s1", "{\"type\":\"user\"}\n");
-    assert!(env
-        .hook("stop", &env.end_payload("s1", &path))
-        .status
-        .success());
+    stage_one(&env);
     let out = env.abcd(&["--json", "history", "staged"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let stem = v["staged"][0]["stem"].as_str().unwrap().to_owned();
@@ -115,11 +107,7 @@ fn discard_accepts_the_stem_staged_json_prints() {
 #[test]
 fn a_miss_exits_1_for_show_and_list_session_alike() {
     let env = Env::new();
-    let path = env.main_transcript("s1", "{\"type\":\"user\"}\n");
-    assert!(env
-        .hook("stop", &env.end_payload("s1", &path))
-        .status
-        .success());
+    stage_one(&env);
     assert!(env.abcd(&["history", "drain"]).status.success());
     let show = env.abcd(&["history", "show", "nope"]);
     let list = env.abcd(&["history", "list", "--session", "nope"]);
@@ -198,11 +186,7 @@ fn junk_payloads_journal_nothing() {
     let d = text(&dump.stdout);
     assert!(!d.contains("session-noted"), "junk journaled: {d}");
     // A real one still notes its session.
-    let path = env.main_transcript("s1", "{\"type\":\"user\"}\n");
-    assert!(env
-        .hook("stop", &env.end_payload("s1", &path))
-        .status
-        .success());
+    stage_one(&env);
     let d = text(&env.abcd(&["journal", "dump"]).stdout);
     assert!(d.contains("session-noted"), "{d}");
 }
@@ -245,4 +229,13 @@ fn the_demo_finds_its_binary_under_cargo_target_dir() {
         text(&out.stderr)
     );
     assert!(text(&out.stdout).contains("the journal behind it"));
+}
+
+/// Stages one small main-thread transcript (session `s1`) through the Stop hook.
+fn stage_one(env: &Env) {
+    let path = env.main_transcript("s1", "{\"type\":\"user\"}\n");
+    assert!(env
+        .hook("stop", &env.end_payload("s1", &path))
+        .status
+        .success());
 }

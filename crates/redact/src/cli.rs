@@ -23,6 +23,17 @@ pub const EXIT_USAGE: i32 = 3;
 /// Runs the verb. `input` of `None` or `-` reads stdin. Redacted text goes to
 /// `out`; with `report`, a JSON findings report goes to `out` instead.
 /// On refusal the redacted text already written (every line of it verified)
+/// The repository's scanner, or `None` (said on `err`) when it is degraded:
+/// both verbs refuse rather than redact with part of the rules.
+fn usable_scanner(repo_root: Option<&Path>, err: &mut dyn Write) -> Option<Scanner> {
+    let scanner = Scanner::new(Identity::discover(repo_root), repo_root);
+    if let Some(reason) = scanner.degraded() {
+        let _ = writeln!(err, "abcd redact: refusing: degraded scanner: {reason}");
+        return None;
+    }
+    Some(scanner)
+}
+
 /// stops at the refused line; the exit status says so.
 pub fn run_redact_command(
     input: Option<&Path>,
@@ -31,11 +42,9 @@ pub fn run_redact_command(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let scanner = Scanner::new(Identity::discover(repo_root), repo_root);
-    if let Some(reason) = scanner.degraded() {
-        let _ = writeln!(err, "abcd redact: refusing: degraded scanner: {reason}");
+    let Some(scanner) = usable_scanner(repo_root, err) else {
         return EXIT_REFUSED;
-    }
+    };
     let stdin;
     let reader: Box<dyn std::io::BufRead> = match input {
         None => {
@@ -109,11 +118,9 @@ pub fn run_redact_explain(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let scanner = Scanner::new(Identity::discover(repo_root), repo_root);
-    if let Some(reason) = scanner.degraded() {
-        let _ = writeln!(err, "abcd redact: refusing: degraded scanner: {reason}");
+    let Some(scanner) = usable_scanner(repo_root, err) else {
         return EXIT_REFUSED;
-    }
+    };
     let mut bytes = Vec::new();
     let read = match input.filter(|p| *p != Path::new("-")) {
         None => std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes),

@@ -60,22 +60,7 @@ pub fn percent(s: &str) -> String {
 
 /// Standard base64 with padding (the tests build encoded secrets with it).
 pub fn b64(s: &str) -> String {
-    let a = B64.as_bytes();
-    let mut out = String::new();
-    for chunk in s.as_bytes().chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |acc, (i, &b)| acc | (b as u32) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(a[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    abcd_redact::b64_encode(s.as_bytes())
 }
 
 /// `content` as the JSON-escaped text of a `tool_result` transcript line.
