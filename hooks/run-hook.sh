@@ -6,7 +6,9 @@
 #
 # Resolution order, first hit wins:
 #   1. $CLAUDE_PLUGIN_ROOT/bin/abcd            (a binary shipped with the plugin)
-#   2. $CLAUDE_PLUGIN_ROOT/target/release/abcd (a plugin checkout built in place)
+#   2. $CLAUDE_PLUGIN_ROOT/target/<host>/release/abcd, then
+#      $CLAUDE_PLUGIN_ROOT/target/release/abcd (a plugin checkout built in
+#      place: the checkout's cargo config puts it under target/<host>/)
 #   3. abcd on PATH, only if the path is absolute and neither the binary nor
 #      its directory is world-writable (anyone could swap a world-writable one);
 #      for a symbolic link, neither the file it resolves to nor that file's
@@ -36,7 +38,7 @@ world_writable() {
 
 bin=""
 if [ -n "${CLAUDE_PLUGIN_ROOT:-}" ]; then
-  for candidate in "$CLAUDE_PLUGIN_ROOT/bin/abcd" "$CLAUDE_PLUGIN_ROOT/target/release/abcd"; do
+  for candidate in "$CLAUDE_PLUGIN_ROOT/bin/abcd" "$CLAUDE_PLUGIN_ROOT"/target/*/release/abcd "$CLAUDE_PLUGIN_ROOT/target/release/abcd"; do
     if [ -f "$candidate" ] && [ -x "$candidate" ]; then
       bin="$candidate"
       break
@@ -44,7 +46,7 @@ if [ -n "${CLAUDE_PLUGIN_ROOT:-}" ]; then
   done
 fi
 
-why="no abcd binary in \$CLAUDE_PLUGIN_ROOT/bin, \$CLAUDE_PLUGIN_ROOT/target/release or on PATH"
+why="no abcd binary in \$CLAUDE_PLUGIN_ROOT/bin, \$CLAUDE_PLUGIN_ROOT/target/*/release, \$CLAUDE_PLUGIN_ROOT/target/release or on PATH"
 if [ -z "$bin" ]; then
   candidate=$(command -v abcd 2>/dev/null) || candidate=""
   case "$candidate" in

@@ -537,10 +537,21 @@ fn hooks_check(root: &Path, on_path: Option<&Path>) -> Check {
         );
     }
     // The wrapper's own resolution order.
-    let resolved = ["bin/abcd", "target/release/abcd"]
-        .iter()
-        .map(|r| root.join(r))
-        .find(|p| p.is_file())
+    let in_host_target = || {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(root.join("target"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("release/abcd"))
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        found.into_iter().next()
+    };
+    let resolved = Some(root.join("bin/abcd"))
+        .filter(|p| p.is_file())
+        .or_else(in_host_target)
+        .or_else(|| Some(root.join("target/release/abcd")).filter(|p| p.is_file()))
         .or_else(|| on_path.map(Path::to_path_buf));
     match resolved {
         Some(b) => check(

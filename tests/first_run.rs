@@ -192,21 +192,27 @@ fn junk_payloads_journal_nothing() {
 }
 
 /// `tools/demo.sh` with `CARGO_TARGET_DIR` elsewhere: a stand-in `cargo`
-/// puts this test's binary where a release build would land, so the test
-/// checks the script's own logic without a seven-minute build.
+/// puts this test's binary where a release build would land (under the
+/// host's target directory, as this checkout's cargo config makes it) and
+/// prints cargo's JSON messages naming it, so the test checks the script's
+/// own logic without a seven-minute build.
 #[test]
 fn the_demo_finds_its_binary_under_cargo_target_dir() {
     let env = Env::new();
     let bin_dir = env.tmp.path().join("fake-bin");
     fs::create_dir_all(&bin_dir).unwrap();
     let fake = bin_dir.join("cargo");
-    fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = build ] || exit 3\nmkdir -p \"$CARGO_TARGET_DIR/release\" && cp '{BIN}' \"$CARGO_TARGET_DIR/release/abcd\"\n"
-        ),
-    )
-    .unwrap();
+    // What real cargo prints with --message-format=json: one line per
+    // artifact, the binary's carrying its path in "executable".
+    let script = r#"#!/bin/sh
+[ "$1" = build ] || exit 3
+d="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release"
+mkdir -p "$d" && cp 'BIN' "$d/abcd" || exit 4
+echo '{"reason":"compiler-artifact","target":{"name":"build-script-build"},"executable":null}'
+echo "{\"reason\":\"compiler-artifact\",\"target\":{\"name\":\"abcd\"},\"executable\":\"$d/abcd\",\"fresh\":false}"
+echo '{"reason":"build-finished","success":true}'
+"#;
+    fs::write(&fake, script.replace("BIN", BIN)).unwrap();
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

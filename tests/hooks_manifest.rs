@@ -182,7 +182,11 @@ fn wrapper_runs_the_plugin_binary_with_verb_and_stdin() {
     let empty_path = t.path().join("empty-path");
     std::fs::create_dir_all(&empty_path).unwrap();
     let out_file = t.path().join("seen");
-    for rel in ["bin/abcd", "target/release/abcd"] {
+    for rel in [
+        "bin/abcd",
+        "target/x86_64-unknown-linux-gnu/release/abcd",
+        "target/release/abcd",
+    ] {
         let plugin = t.path().join(format!("plugin-{}", rel.replace('/', "-")));
         write_exe(&plugin.join(rel), &fake_abcd(&out_file), 0o755);
         let payload = b"{\"session_id\":\"s1\",\"agent_id\":\"a1\"}\n";

@@ -6,14 +6,13 @@
 # Nothing outside the temporary directory is touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --bin abcd
-# Where cargo put it: CARGO_TARGET_DIR (relative to here, as cargo reads it)
-# when set, else ./target.
-TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$PWD/$TARGET_DIR" ;; esac
-ABCD="$TARGET_DIR/release/abcd"
-if [ ! -x "$ABCD" ]; then
-  echo "demo: cargo built abcd, but $ABCD is not there (is build.target-dir set in a cargo config? set CARGO_TARGET_DIR instead)" >&2
+# Cargo says where it put the binary (its target directory and, with this
+# checkout's .cargo/config.toml, target/<host>/release): ask it rather than
+# guess, so CARGO_TARGET_DIR or a build.target-dir anywhere works.
+ABCD=$(cargo build --release --quiet --bin abcd --message-format=json-render-diagnostics |
+  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+if [ -z "$ABCD" ] || [ ! -x "$ABCD" ]; then
+  echo "demo: cargo build succeeded but named no abcd executable (got '$ABCD'); run 'cargo build --release --bin abcd' and look for target/*/release/abcd" >&2
   exit 1
 fi
 FX="$PWD/tests/fixtures/public"

@@ -9,7 +9,9 @@ set -euo pipefail
 SIZE_MB=${1:-100}
 AGENTS=${2:-50}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${ABCD_BIN:-$ROOT/target/release/abcd}
+# The checkout's cargo config builds under target/<host>/release.
+BIN=${ABCD_BIN:-$(ls -d "$ROOT"/target/*/release/abcd "$ROOT"/target/release/abcd 2>/dev/null | head -n 1)}
+[ -x "$BIN" ] || { echo "read-side-bench: no release abcd under $ROOT/target; run cargo build --release (or set ABCD_BIN)" >&2; exit 1; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export HOME=$T/home ABCD_HOME=$T/abcd

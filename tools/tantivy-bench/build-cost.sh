@@ -13,7 +13,7 @@ for e in fts5 tantivy; do
   s=$(date +%s.%N)
   (cd "$HERE/minimal/$e" && CARGO_TARGET_DIR=$T CARGO_BUILD_JOBS=$JOBS cargo build -q --release)
   e2=$(date +%s.%N)
-  bin=$(ls "$T"/release/engine-min-$e)
+  bin=$(ls "$T"/release/engine-min-$e "$T"/*/release/engine-min-$e 2>/dev/null | head -n 1)
   printf '%-8s build %.0f s (-j%s), binary %.1f MB, crates %s\n' "$e" \
     "$(python3 -c "print($e2 - $s)")" "$JOBS" \
     "$(python3 -c "import os; print(os.path.getsize('$bin') / 1e6)")" \
