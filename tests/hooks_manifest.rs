@@ -129,9 +129,21 @@ fn run(verb: &str, env: &[(&str, &Path)], stdin: &[u8]) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Writes an executable script. The file is created by a `cp` child, never
+/// opened for writing by this (multi-threaded) test process: a sibling
+/// test's fork would otherwise inherit the write descriptor until its exec,
+/// and running the script inside that window fails with ETXTBSY (exit 126).
 fn write_exe(path: &Path, body: &str, mode: u32) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, body).unwrap();
+    let src = path.with_extension("src");
+    std::fs::write(&src, body).unwrap();
+    let _ = std::fs::remove_file(path);
+    let cp = std::process::Command::new("cp")
+        .arg(&src)
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(cp.success(), "cp {} {}", src.display(), path.display());
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 

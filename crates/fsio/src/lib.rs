@@ -17,7 +17,7 @@
 
 pub mod fault;
 
-use std::ffi::{CStr, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -125,29 +125,33 @@ pub fn euid() -> u32 {
     *EUID.get_or_init(|| unsafe { libc::geteuid() })
 }
 
-/// Best-effort account name of `uid`, for error messages only.
+/// Best-effort account name of `uid`, for error messages only: the local
+/// accounts in `/etc/passwd`, read directly. Not `getpwuid_r`: in a
+/// statically linked build (the default install on x86_64 Linux) glibc's
+/// NSS would `dlopen` modules of whatever glibc the system has now, which
+/// can crash the process; a hook must never load code to word a message.
+/// An account only a directory service knows is then named by uid alone.
 pub fn account_name(uid: u32) -> Option<String> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: passwd is plain old data; zeroed is a valid value.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the duration of the call and buf's
-    // length is passed, as getpwuid_r requires.
-    let rc = unsafe {
-        libc::getpwuid_r(
-            uid,
-            &mut pwd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-        return None;
-    }
-    // SAFETY: on success pw_name points into buf as a NUL-terminated string.
-    let name = unsafe { CStr::from_ptr(pwd.pw_name) };
-    Some(name.to_string_lossy().into_owned())
+    // Bounded: a passwd file is small; a huge one is not read whole.
+    let mut text = String::new();
+    std::fs::File::open("/etc/passwd")
+        .ok()?
+        .take(4 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
+    account_in_passwd(&text, uid)
+}
+
+/// The name on the first `name:password:uid:…` line of `passwd` whose uid
+/// field is `uid`.
+fn account_in_passwd(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let _password = fields.next()?;
+        let id: u32 = fields.next()?.parse().ok()?;
+        (id == uid && !name.is_empty() && !name.starts_with('#')).then(|| name.to_string())
+    })
 }
 
 fn foreign(path: &Path, uid: u32) -> FsError {
@@ -701,6 +705,18 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn account_names_come_from_passwd_lines() {
+        let passwd = "# comment:x:7:7\nroot:x:0:0:root:/root:/bin/sh\nbob:x:1000:1000::/home/bob:/bin/sh\nbroken:x:notanumber:1\n::1001:1\n";
+        assert_eq!(account_in_passwd(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(account_in_passwd(passwd, 1000).as_deref(), Some("bob"));
+        assert_eq!(account_in_passwd(passwd, 7), None, "comment");
+        assert_eq!(account_in_passwd(passwd, 1001), None, "empty name");
+        assert_eq!(account_in_passwd(passwd, 4242), None);
+        // This machine's own file names uid 0.
+        assert_eq!(account_name(0).as_deref(), Some("root"));
     }
 
     #[test]
