@@ -19,6 +19,7 @@ pub mod history;
 pub mod hook;
 pub mod journal_cli;
 pub mod lineage;
+pub mod migrate;
 pub mod naming;
 pub mod overview;
 pub mod pricing;
