@@ -367,7 +367,15 @@ fn open_corpus(
         Corpus::open_existing(&home, &info.root_sha).map_err(|e| e.to_string())?
     };
     if let Some(c) = &corpus {
-        let (caught_up, adopted) = c.refresh().map_err(|e| e.to_string())?;
+        let crate::corpus::Refreshed {
+            caught_up,
+            adopted,
+            imported,
+        } = c.refresh_reporting().map_err(|e| e.to_string())?;
+        // A first open that imported an older abcd's store says what it took.
+        for line in imported.iter().flat_map(|i| i.lines()) {
+            eprintln!("abcd: {}", sanitize(&line));
+        }
         // Blobs a crashed writer left without a journal entry were just
         // adopted as staged: say so once, whatever the verb.
         for a in adopted {

@@ -22,6 +22,7 @@ pub mod lineage;
 pub mod migrate;
 pub mod naming;
 pub mod overview;
+pub mod predecessor;
 pub mod pricing;
 pub mod projection;
 pub mod reconstruct;
