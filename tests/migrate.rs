@@ -33,6 +33,13 @@ fn parse(bytes: &[u8]) -> (BTreeMap<String, String>, Vec<String>, Vec<u8>) {
     (map, lines, rest[end + 5..].as_bytes().to_vec())
 }
 
+/// The generator's index of a composite (its text says "Part <i>").
+fn one_index(c: &Composite) -> usize {
+    (0..COMPOSITES)
+        .find(|i| predecessor::agent_id(*i) == c.agent_id)
+        .unwrap()
+}
+
 fn records(lane: &Path) -> BTreeMap<String, Vec<u8>> {
     fs::read_dir(lane.join("records"))
         .unwrap()
@@ -172,6 +179,19 @@ fn composite_records_are_reported_applied_and_replayed_byte_for_byte() {
         stdout(&text)
     );
 
+    // The search index, built before the repair, must not keep the
+    // composite ids afterwards (it keys records by their unchanged names).
+    let one = &fixtures[0];
+    let hit = |env: &Env| {
+        let v = env.json(&[
+            "history",
+            "search",
+            &format!("\"Part {} looks fine\"", one_index(one)),
+        ]);
+        v.as_array().unwrap()[0].clone()
+    };
+    assert_eq!(hit(&env)["session_id"], one.stored_session_id.as_str());
+
     // Apply.
     let r = migrate(&env, &["--apply"]);
     assert_eq!(r["applied"], true);
@@ -189,8 +209,10 @@ fn composite_records_are_reported_applied_and_replayed_byte_for_byte() {
             assert_eq!(&after[n], b, "{n}");
         }
     }
+    let h = hit(&env);
+    assert_eq!(h["session_id"], one.session_id.as_str(), "{h}");
+    assert_eq!(h["agent_id"], one.agent_id.as_str(), "{h}");
     // The store reads the lineage: a session shows its sub-agents.
-    let one = &fixtures[0];
     let shown = env.json(&["history", "show", &one.agent_id]);
     assert_eq!(shown["session_id"], one.session_id.as_str(), "{shown}");
     let events = env.json(&["journal", "stats"]);
