@@ -184,6 +184,10 @@ impl Corpus {
         if plan.events.is_empty() && !resuming {
             return Ok((!plan.report.is_empty()).then_some(plan.report));
         }
+        // Every body the events name is on disk before the first of them.
+        if fs::symlink_metadata(crate::body::dir(&self.lane)).is_ok() {
+            crate::body::sync(&self.lane)?;
+        }
         if !resuming {
             fsutil::write_atomic(&pending, b"", true)?;
         }

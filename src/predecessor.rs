@@ -408,7 +408,8 @@ impl Planner<'_> {
                 self.report.records.push(name);
                 continue;
             }
-            let body = body::put(self.lane, &bytes)?;
+            // Synced once, before the events (`corpus::adopt_legacy`).
+            let body = body::put_unsynced(self.lane, &bytes)?;
             self.events.push(Event::Captured(Box::new(Captured {
                 outcome: CaptureOutcome::Stored {
                     record_name: name.clone(),
