@@ -30,7 +30,7 @@ fn parse(bytes: &[u8]) -> (BTreeMap<String, String>, Vec<String>, Vec<u8>) {
         .filter_map(|l| l.split_once(": "))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    (map, lines, rest[end + 5..].as_bytes().to_vec())
+    (map, lines, rest.as_bytes()[end + 5..].to_vec())
 }
 
 /// The generator's index of a composite (its text says "Part <i>").
