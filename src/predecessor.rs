@@ -123,6 +123,16 @@ impl Imported {
             self.quarantined.len(),
             self.sessions
         )];
+        // The queue by name (it is short; records are counted only).
+        const NAMED: usize = 20;
+        for (what, files) in [("staged", &self.staged), ("quarantined", &self.quarantined)] {
+            for f in files.iter().take(NAMED) {
+                v.push(format!("adopted the {what} file {f}"));
+            }
+            if files.len() > NAMED {
+                v.push(format!("… and {} more {what} file(s)", files.len() - NAMED));
+            }
+        }
         if self.sidecars_recovered > 0 {
             v.push(format!(
                 "{} staged transcript(s) took their lineage from the sidecars the older abcd left in ~/.abcd/history",
