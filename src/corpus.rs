@@ -171,17 +171,36 @@ impl Corpus {
             && projection::read_synced_checkpoint(&self.lane).is_none()
             && self.journal.head()?.seq == 0;
         let resuming = !fresh && fs::symlink_metadata(&pending).is_ok();
-        if !fresh && !resuming {
+        let report_path = self.lane.dir.join(predecessor::REPORT_FILE);
+        // A lane already in use whose repository also has an older abcd's
+        // flat store that was never imported (a few stats per lock): only
+        // the flat layout is read (the lane's own files are journaled).
+        let late = !fresh
+            && !resuming
+            && predecessor::flat_has_content(&self.home, &self.lane.root_sha)
+            && fs::symlink_metadata(&report_path).is_err();
+        if !fresh && !resuming && !late {
             return Ok(None);
         }
-        let done = if resuming {
-            predecessor::Journaled::read(&self.journal).map_err(PredecessorFailed::from)?
-        } else {
+        let done = if fresh {
             predecessor::Journaled::default()
+        } else {
+            predecessor::Journaled::read(&self.journal).map_err(PredecessorFailed::from)?
         };
-        let plan =
-            predecessor::plan(&self.home, &self.lane, &done).map_err(PredecessorFailed::from)?;
+        let plan = predecessor::plan(&self.home, &self.lane, &done, !late)
+            .map_err(PredecessorFailed::from)?;
+        let write_report = |report: &Imported| -> Result<(), CorpusError> {
+            let mut text = serde_json::to_vec_pretty(report).expect("report serialises");
+            text.push(b'\n');
+            fsutil::write_atomic(&report_path, &text, false)?;
+            Ok(())
+        };
         if plan.events.is_empty() && !resuming {
+            if late {
+                // Nothing importable (every file left, and said why): not
+                // tried again on every lock.
+                write_report(&plan.report)?;
+            }
             return Ok((!plan.report.is_empty()).then_some(plan.report));
         }
         // Every body the events name is on disk before the first of them.
@@ -201,9 +220,7 @@ impl Corpus {
                 chunk.iter().map(|(id, p)| (*id, p.as_slice())).collect();
             self.journal.append_batch(&refs)?;
         }
-        let mut text = serde_json::to_vec_pretty(&plan.report).expect("report serialises");
-        text.push(b'\n');
-        fsutil::write_atomic(&self.lane.dir.join(predecessor::REPORT_FILE), &text, false)?;
+        write_report(&plan.report)?;
         fsutil::remove_file_if_exists(&pending)?;
         Ok(Some(plan.report))
     }

@@ -347,7 +347,15 @@ struct Planner<'a> {
 
 /// Plans the import of whatever the predecessor left for this lane. Writes
 /// bodies, raw copies and metadata blobs (all idempotent); appends nothing.
-pub fn plan(home: &Path, lane: &Lane, done: &Journaled) -> Result<Plan, PredecessorError> {
+/// `current`: read the lane's own files too (a first open, or one
+/// finishing an interrupted import); a lane already in use reads only the
+/// flat layout.
+pub fn plan(
+    home: &Path,
+    lane: &Lane,
+    done: &Journaled,
+    current: bool,
+) -> Result<Plan, PredecessorError> {
     let mut p = Planner {
         lane,
         flat: flat_dir(home, &lane.root_sha),
@@ -358,12 +366,14 @@ pub fn plan(home: &Path, lane: &Lane, done: &Journaled) -> Result<Plan, Predeces
     };
     let flat_live = flat_has_content(home, &lane.root_sha);
     // The current layout first: it is where the predecessor's newest files are.
-    p.records(&lane.records_dir(), false)?;
-    p.staging(&lane.staging_dir(), false)?;
-    p.quarantine(&lane.quarantine_dir(), false)?;
-    p.sessions()?;
-    if p.report.items() > 0 {
-        p.report.layouts.push("current".into());
+    if current {
+        p.records(&lane.records_dir(), false)?;
+        p.staging(&lane.staging_dir(), false)?;
+        p.quarantine(&lane.quarantine_dir(), false)?;
+        p.sessions()?;
+        if p.report.items() > 0 {
+            p.report.layouts.push("current".into());
+        }
     }
     if flat_live {
         let before = p.report.items();

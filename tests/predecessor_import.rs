@@ -312,3 +312,44 @@ fn a_killed_import_is_finished_by_the_next_open() {
         assert_eq!(v.status.code(), Some(0), "op {k}: {}", stdout(&v));
     }
 }
+
+/// A repository already captured by this abcd whose older abcd's flat
+/// store was never imported: the next open imports that store (only it),
+/// once.
+#[test]
+fn a_flat_store_found_beside_a_lane_in_use_is_imported_once() {
+    let env = Env::new();
+    let sha = env.root_sha();
+    let sid = "11111111-2222-4333-8444-555555555555";
+    let t = env.main_transcript(sid, &jsonl(&[&line(sid, "new abcd")]));
+    let out = env.abcd(&["history", "capture", t.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let flat = env.abcd_home.join(format!("history/{sha}"));
+    let fixtures = predecessor::write_composites_n(&flat.join("transcripts"), &sha, None, 5, 2);
+    write_queue(&flat.join("staging"), &flat.join("quarantine"));
+    let old_flat = tree(&flat);
+
+    let out = env.abcd(&["history", "staged"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("(flat layout): 5 record(s), 3 staged"),
+        "{err}"
+    );
+    let recs = records(&env.lane());
+    assert_eq!(recs.len(), 6);
+    for c in &fixtures {
+        assert_eq!(recs[&c.file], c.bytes);
+    }
+    assert_eq!(tree(&flat), old_flat);
+    let again = env.abcd(&["history", "staged"]);
+    assert!(
+        !stderr(&again).contains("adopted the store"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(env.staged()["staged"].as_array().unwrap().len(), 3);
+    let out = env.abcd(&["journal", "replay", "--rebuild"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(records(&env.lane()), recs);
+}
