@@ -62,6 +62,9 @@ pub const TOMBSTONE: &str = "transcripts.moved";
 pub const REASON_MAX: usize = 512;
 /// How many lines of a sidecar-less staged file are read for `agentId`.
 const KEY_PROBE_LINES: usize = 64;
+/// Most sightings a predecessor's gap marker is journaled as (each is one
+/// small event; the count is a diagnostic).
+pub const GAP_SIGHTINGS_MAX: u64 = 10_000;
 /// The import's report, kept in the lane (a hook may be the first opener,
 /// and nobody reads its stderr).
 pub const REPORT_FILE: &str = "predecessor-import.json";
@@ -92,6 +95,8 @@ pub struct Imported {
     pub staged: Vec<String>,
     pub quarantined: Vec<String>,
     pub sessions: u64,
+    /// Sightings of the sub-agent payload gap its marker counted.
+    pub gap_sightings: u64,
     /// Staged files whose lineage came from a sidecar the predecessor's own
     /// move left behind in the flat layout.
     pub sidecars_recovered: u64,
@@ -110,6 +115,7 @@ impl Imported {
             + self.staged.len()
             + self.quarantined.len()
             + self.sessions as usize
+            + self.gap_sightings as usize
             + self.left.len()
     }
 
@@ -132,6 +138,12 @@ impl Imported {
             if files.len() > NAMED {
                 v.push(format!("… and {} more {what} file(s)", files.len() - NAMED));
             }
+        }
+        if self.gap_sightings > 0 {
+            v.push(format!(
+                "its sub-agent payload gap marker ({} sighting(s)) was kept",
+                self.gap_sightings
+            ));
         }
         if self.sidecars_recovered > 0 {
             v.push(format!(
@@ -160,6 +172,7 @@ pub struct Journaled {
     stems: HashSet<String>,
     quarantined: HashSet<String>,
     sessions: HashSet<String>,
+    gap: bool,
 }
 
 impl Journaled {
@@ -188,6 +201,7 @@ impl Journaled {
                 Event::SessionNoted(n) => {
                     j.sessions.insert(n.session_id);
                 }
+                Event::SubagentGapSighted(_) => j.gap = true,
                 _ => {}
             }
         }
@@ -371,6 +385,7 @@ pub fn plan(
         p.staging(&lane.staging_dir(), false)?;
         p.quarantine(&lane.quarantine_dir(), false)?;
         p.sessions()?;
+        p.gap_marker();
         if p.report.items() > 0 {
             p.report.layouts.push("current".into());
         }
@@ -668,6 +683,45 @@ impl Planner<'_> {
             self.report.sessions += 1;
         }
         Ok(())
+    }
+
+    /// The gap marker (`subagent-payload-gap.json`, the same format as
+    /// ours) as `count` sightings: the first at `first_seen`, the rest at
+    /// `last_seen`, so the projection writes the same marker. Skipped when
+    /// the journal holds a sighting already.
+    fn gap_marker(&mut self) {
+        if self.done.gap {
+            return;
+        }
+        let path = self.lane.gap_marker_path();
+        let Ok(bytes) = fsutil::read_private(&path, fsutil::SMALL_FILE_CAP) else {
+            return;
+        };
+        let Ok(m) = serde_json::from_slice::<crate::projection::GapMarker>(&bytes) else {
+            self.left("subagent-payload-gap.json", "it is not a gap marker");
+            return;
+        };
+        let (Some(first), Some(last)) = (
+            clock::parse_rfc3339(&m.first_seen),
+            clock::parse_rfc3339(&m.last_seen),
+        ) else {
+            self.left("subagent-payload-gap.json", "its times do not parse");
+            return;
+        };
+        let event = if crate::lineage::is_valid_id(&m.event) {
+            m.event.clone()
+        } else {
+            "SubagentStop".to_string()
+        };
+        let count = m.count.clamp(1, GAP_SIGHTINGS_MAX);
+        for i in 0..count {
+            self.events
+                .push(Event::SubagentGapSighted(crate::event::GapSighted {
+                    hook_event_name: event.clone(),
+                    seen_at_ns: if i == 0 { first } else { last },
+                }));
+        }
+        self.report.gap_sightings = count;
     }
 
     fn left(&mut self, file: &str, why: &str) {

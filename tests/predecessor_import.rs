@@ -212,6 +212,11 @@ fn a_store_in_the_current_layout_is_imported_with_its_orphaned_sidecars() {
     .unwrap();
     fs::create_dir_all(lane.join("sessions")).unwrap();
     fs::write(lane.join(format!("sessions/{s0}")), "").unwrap();
+    fs::write(
+        lane.join("subagent-payload-gap.json"),
+        "{\"schema\":1,\"first_seen\":\"2026-08-01T10:00:00Z\",\"last_seen\":\"2026-08-03T11:00:00.5Z\",\"count\":3,\"event\":\"SubagentStop\"}\n",
+    )
+    .unwrap();
     let old_flat = tree(&flat);
 
     let out = env.abcd(&["history", "staged"]);
@@ -220,6 +225,23 @@ fn a_store_in_the_current_layout_is_imported_with_its_orphaned_sidecars() {
     assert!(
         err.contains("1 staged transcript(s) took their lineage from the sidecars"),
         "{err}"
+    );
+    assert!(err.contains("gap marker (3 sighting(s))"), "{err}");
+    let gap = env.staged()["subagent_gap"].clone();
+    assert_eq!(gap["count"], 3, "{gap}");
+    assert!(
+        gap["first_seen"]
+            .as_str()
+            .unwrap()
+            .starts_with("2026-08-01T10:00:00"),
+        "{gap}"
+    );
+    assert!(
+        gap["last_seen"]
+            .as_str()
+            .unwrap()
+            .starts_with("2026-08-03T11:00:00.5"),
+        "{gap}"
     );
     assert!(err.contains("1 session note(s)"), "{err}");
     let moved = &staged_by_stem(&env)[&format!("{STAMP_D}-amoved")];
