@@ -424,13 +424,17 @@ pub fn run(
         sort(&mut report);
         return Ok(report);
     }
-    // Bodies first (one flush for all of them), then under the lock each
-    // record that still has the planned-from bytes gets its event.
+    // Under the lock (bodies are only ever written under it, so the sweep
+    // below cannot take another writer's body before its event): bodies
+    // first, one flush for all of them, then each record that still has
+    // the planned-from bytes gets its event.
+    let locked = corpus.lock()?;
     for p in &plans {
         body::put_unsynced(&corpus.lane, &p.new_file)?;
     }
-    body::sync(&corpus.lane)?;
-    let locked = corpus.lock()?;
+    if !plans.is_empty() {
+        body::sync(&corpus.lane)?;
+    }
     for mut p in plans {
         let current = fsutil::read_private(&dir.join(&p.entry.path), RECORD_READ_CAP)
             .map(|b| fsutil::sha256_hex(&b))
