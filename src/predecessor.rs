@@ -694,6 +694,11 @@ impl Planner<'_> {
             return;
         }
         let path = self.lane.gap_marker_path();
+        // Looked at before it is opened: a fresh lane (every hook's first
+        // lock) has none, and pays no open for it.
+        if fs::symlink_metadata(&path).is_err() {
+            return;
+        }
         let Ok(bytes) = fsutil::read_private(&path, fsutil::SMALL_FILE_CAP) else {
             return;
         };
