@@ -218,6 +218,19 @@ pub enum HistoryCmd {
         #[arg(long)]
         yes: bool,
     },
+    /// Repair sub-agent records an older abcd filed under a composite
+    /// session id (`<prefix>--agent-<id>`): full session id from the body,
+    /// agent id from the name, spawn point from the harness sidecars.
+    /// Journaled; reports only, unless --apply.
+    Migrate {
+        /// Write the repairs (without it, only report what would change).
+        #[arg(long)]
+        apply: bool,
+        /// Where to look for the harness's `agent-<id>.meta.json` sidecars
+        /// (repeatable; default: ~/.claude/projects, or $CLAUDE_CONFIG_DIR/projects).
+        #[arg(long = "sidecar-root", value_name = "DIR")]
+        sidecar_roots: Vec<PathBuf>,
+    },
     /// Capture a transcript file directly (redacted, then stored).
     Capture {
         /// A transcript file, or - for stdin.
@@ -354,7 +367,15 @@ fn open_corpus(
         Corpus::open_existing(&home, &info.root_sha).map_err(|e| e.to_string())?
     };
     if let Some(c) = &corpus {
-        let (caught_up, adopted) = c.refresh().map_err(|e| e.to_string())?;
+        let crate::corpus::Refreshed {
+            caught_up,
+            adopted,
+            imported,
+        } = c.refresh_reporting().map_err(|e| e.to_string())?;
+        // A first open that imported an older abcd's store says what it took.
+        for line in imported.iter().flat_map(|i| i.lines()) {
+            eprintln!("abcd: {}", sanitize(&line));
+        }
         // Blobs a crashed writer left without a journal entry were just
         // adopted as staged: say so once, whatever the verb.
         for a in adopted {
@@ -1277,6 +1298,111 @@ fn history_cmd(
                     "abcd history: {failed} staged transcript(s) could not be stored"
                 );
                 return Ok(EXIT_FAILURE);
+            }
+            Ok(0)
+        }
+        HistoryCmd::Migrate {
+            apply,
+            sidecar_roots,
+        } => {
+            let (corpus, info, _) = open_corpus(repo_arg, false)?;
+            let Some(corpus) = corpus else {
+                return Err("history migrate: nothing is stored for this repository".into());
+            };
+            let sidecar_roots = if sidecar_roots.is_empty() {
+                crate::migrate::default_sidecar_roots()
+            } else {
+                sidecar_roots
+            };
+            let req = crate::migrate::Request {
+                apply,
+                sidecar_roots,
+            };
+            let tty = progress_enabled();
+            let progress = |done: u64, total: u64| {
+                if tty && total > 0 {
+                    eprint!("\rmigrate: {done}/{total} records read");
+                    if done >= total {
+                        eprintln!();
+                    }
+                }
+            };
+            let scanner = crate::capture::scanner_for(&info.root);
+            let r = crate::migrate::run(&corpus, &scanner, &req, &progress)
+                .map_err(|e| e.to_string())?;
+            if json {
+                print_json(out, &r)?;
+                return Ok(0);
+            }
+            let w = |out: &mut dyn Write, s: String| -> Result<(), String> {
+                writeln!(out, "{s}").map_err(|e| e.to_string())
+            };
+            w(out, format!(
+                "abcd history migrate — {} record(s) scanned, {} filed under a composite id ({})",
+                r.scanned,
+                r.composite,
+                if r.applied { "applied" } else { "report only — nothing was written; re-run with --apply to write" }
+            ))?;
+            w(
+                out,
+                format!(
+                    "  {} repairable, {} of them with recoverable lineage; {} refused",
+                    r.migrated.len(),
+                    r.with_lineage(),
+                    r.refused.len()
+                ),
+            )?;
+            if r.sidecar_roots.is_empty() {
+                w(out, "  no sidecar root (none given, and no ~/.claude/projects): no spawn point can be recovered; repaired records are unattributed".to_string())?;
+            } else {
+                w(
+                    out,
+                    format!(
+                        "  {} harness sidecar(s) indexed under {}",
+                        r.sidecars_indexed,
+                        sanitize(&r.sidecar_roots.join(", "))
+                    ),
+                )?;
+            }
+            if !r.sidecars_ambiguous.is_empty() {
+                w(
+                    out,
+                    format!(
+                        "  NOTE {} agent id(s) claimed by two sidecars were dropped: {}",
+                        r.sidecars_ambiguous.len(),
+                        sanitize(&r.sidecars_ambiguous.join(", "))
+                    ),
+                )?;
+            }
+            let mut dropped = 0;
+            for e in &r.migrated {
+                w(
+                    out,
+                    format!(
+                        "  {} -> session {} agent {} ({}){}",
+                        sanitize(&e.stored_session_id),
+                        sanitize(e.session_id.as_deref().unwrap_or("")),
+                        sanitize(e.agent_id.as_deref().unwrap_or("")),
+                        e.spawn_attribution.as_deref().unwrap_or(""),
+                        if e.wrote { "" } else { " [not written]" }
+                    ),
+                )?;
+                if e.extra_segment.is_some() {
+                    dropped += 1;
+                }
+            }
+            if dropped > 0 {
+                w(out, format!("  NOTE {dropped} composite id(s) carried a middle segment (such as wf_<run>); it is dropped: no field holds it"))?;
+            }
+            for e in &r.refused {
+                w(
+                    out,
+                    format!(
+                        "  REFUSED {}: {}",
+                        sanitize(&e.stored_session_id),
+                        sanitize(e.refused.as_deref().unwrap_or(""))
+                    ),
+                )?;
             }
             Ok(0)
         }

@@ -21,6 +21,18 @@ use crate::clock;
 use crate::event::{self, Event, EventError, Staged};
 use crate::fsutil::{self, FileLock, FsError};
 use crate::lineage::{Lineage, SpawnAttribution};
+use crate::predecessor::{self, Imported};
+
+/// A failed import of an older abcd's store (boxed: the error is rare).
+#[derive(Debug, Error)]
+#[error(transparent)]
+pub struct PredecessorFailed(Box<predecessor::PredecessorError>);
+
+impl From<predecessor::PredecessorError> for PredecessorFailed {
+    fn from(e: predecessor::PredecessorError) -> Self {
+        PredecessorFailed(Box::new(e))
+    }
+}
 use crate::projection::{self, CatchUp, Index, ProjectionError};
 use crate::staging_view::{meta_path, parse_blob_stem, StageSidecar, StagedMeta, RAW_CAP};
 use crate::store::{Lane, StoreError};
@@ -43,6 +55,8 @@ pub enum CorpusError {
     Body(#[from] crate::body::BodyError),
     #[error(transparent)]
     Upgrade(Box<crate::upgrade::UpgradeError>),
+    #[error("importing the store an older abcd left: {0}")]
+    Predecessor(#[from] PredecessorFailed),
     #[error("{why}; the event was spooled to {} and will be appended by the next writer", spool_path.display())]
     Spooled { why: String, spool_path: PathBuf },
     /// The append succeeded (the event is durable in the journal) but the
@@ -92,6 +106,13 @@ impl Corpus {
     /// Opens an existing corpus without creating anything.
     pub fn open_existing(home: &Path, root_sha: &str) -> Result<Option<Corpus>, CorpusError> {
         if Lane::open_existing(home, root_sha)?.is_none() {
+            // An older abcd's flat layout (`history/<sha>/`) and no lane
+            // yet: opening creates the lane and imports it.
+            if crate::store::validate_root_sha(root_sha).is_ok()
+                && predecessor::flat_has_content(home, root_sha)
+            {
+                return Corpus::open(home, root_sha).map(Some);
+            }
             return Ok(None);
         }
         // The lane exists: make sure every leaf does too (an older abcd
@@ -115,13 +136,14 @@ impl Corpus {
     /// [`Corpus::refresh`] (every drain and every user verb) adopts them.
     pub fn lock(&self) -> Result<Locked<'_>, CorpusError> {
         let lock = FileLock::acquire(&self.lane.lock_path(), STORE_LOCK_TIMEOUT)?;
-        let legacy = self.adopt_legacy()?;
+        let imported = self.adopt_legacy()?;
         let caught_up = projection::catch_up(&self.lane, &self.journal)?;
         Ok(Locked {
             corpus: self,
             _lock: lock,
             caught_up,
-            adopted: legacy,
+            adopted: Vec::new(),
+            imported,
         })
     }
 
@@ -133,103 +155,86 @@ impl Corpus {
         Ok(())
     }
 
-    /// First open of a lane an older abcd wrote (records and staged files
-    /// but no journal): journal what is there so the journal becomes the
-    /// source of truth and nothing is lost by the first rebuild. Records are
-    /// journaled as they are (same file name, metadata and body); staged
-    /// blobs keep the lineage their old sidecars carry. Caller holds the lock.
-    fn adopt_legacy(&self) -> Result<Vec<String>, CorpusError> {
-        if projection::read_checkpoint(&self.lane).is_some()
-            || projection::read_synced_checkpoint(&self.lane).is_some()
-            || self.journal.head()?.seq != 0
-        {
-            return Ok(Vec::new());
+    /// First open of a lane an older abcd wrote (records, staged and
+    /// quarantined files, session notes, in its current layout here or its
+    /// flat one under `history/<sha>/`, but no journal): journal what is
+    /// there so the journal becomes the source of truth and nothing is lost
+    /// by the first rebuild (`predecessor`). Records are journaled as they
+    /// are (same file name, metadata and body); staged blobs keep the
+    /// lineage their old sidecars carry. Restartable: a pending marker
+    /// stays in the lane until the last event is appended, and the next
+    /// open finishes the import without journaling anything twice. Caller
+    /// holds the lock.
+    fn adopt_legacy(&self) -> Result<Option<Imported>, CorpusError> {
+        let pending = self.lane.dir.join(IMPORT_PENDING);
+        let fresh = projection::read_checkpoint(&self.lane).is_none()
+            && projection::read_synced_checkpoint(&self.lane).is_none()
+            && self.journal.head()?.seq == 0;
+        let resuming = !fresh && fs::symlink_metadata(&pending).is_ok();
+        let report_path = self.lane.dir.join(predecessor::REPORT_FILE);
+        // A lane already in use whose repository also has an older abcd's
+        // flat store that was never imported (a few stats per lock): only
+        // the flat layout is read (the lane's own files are journaled).
+        let late = !fresh
+            && !resuming
+            && predecessor::flat_has_content(&self.home, &self.lane.root_sha)
+            && fs::symlink_metadata(&report_path).is_err();
+        if !fresh && !resuming && !late {
+            return Ok(None);
         }
-        let mut adopted = Vec::new();
-        let mut batch: Vec<(EventId, Vec<u8>)> = Vec::new();
-        let now = clock::now_unix_ns();
-        let records = self.lane.records_dir();
-        let mut names: Vec<String> = fs::read_dir(&records)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.ends_with(".md") && !n.starts_with('.'))
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        for name in names {
-            let Ok(bytes) = fsutil::read_private(&records.join(&name), projection::RECORD_READ_CAP)
-            else {
-                continue;
-            };
-            if crate::record::parse(&bytes).is_err() {
-                continue; // kept aside by the rebuild, never deleted
+        let done = if fresh {
+            predecessor::Journaled::default()
+        } else {
+            predecessor::Journaled::read(&self.journal).map_err(PredecessorFailed::from)?
+        };
+        let plan = predecessor::plan(&self.home, &self.lane, &done, !late)
+            .map_err(PredecessorFailed::from)?;
+        let write_report = |report: &Imported| -> Result<(), CorpusError> {
+            let mut text = serde_json::to_vec_pretty(report).expect("report serialises");
+            text.push(b'\n');
+            fsutil::write_atomic(&report_path, &text, false)?;
+            Ok(())
+        };
+        if plan.events.is_empty() && !resuming {
+            if late {
+                // Nothing importable (every file left, and said why): not
+                // tried again on every lock.
+                write_report(&plan.report)?;
             }
-            // The file as it is: the body is its exact bytes.
-            let body = crate::body::put(&self.lane, &bytes)?;
-            let ev = Event::Captured(Box::new(crate::event::Captured {
-                outcome: crate::event::CaptureOutcome::Stored {
-                    record_name: name.clone(),
-                    body,
-                    supersedes: Vec::new(),
-                },
-                retires: None,
-                extended: false,
-            }));
-            batch.push((EventId::random(), event::encode(now, &ev)?));
-            adopted.push(name);
+            return Ok((!plan.report.is_empty()).then_some(plan.report));
         }
-        let staging = self.lane.staging_dir();
-        let mut stems: Vec<String> = fs::read_dir(&staging)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter_map(|n| n.strip_suffix(".raw").map(str::to_owned))
-                    .filter(|n| !n.starts_with('.'))
-                    .collect()
-            })
-            .unwrap_or_default();
-        stems.sort();
-        for stem in stems {
-            let Ok(sc) = StageSidecar::read_any(&staging.join(format!("{stem}.stage.json"))) else {
-                continue; // no sidecar: adopted as an orphan after catch-up
-            };
-            let Ok(bytes) = fsutil::read_private(&staging.join(format!("{stem}.raw")), RAW_CAP)
-            else {
-                continue;
-            };
-            let meta = StagedMeta {
-                lineage: sc.lineage.clone(),
-                source_path: sc.source_path.clone(),
-            };
-            let meta_sha256 = write_staged_meta(&staging, &stem, &meta)?;
-            let ev = Event::Staged(Staged {
-                stem: stem.clone(),
-                raw_sha256: fsutil::sha256_hex(&bytes),
-                bytes: bytes.len() as u64,
-                session_id: sc.lineage.session_id.clone(),
-                agent_id: sc.lineage.agent_id.clone(),
-                meta_sha256,
-                staged_at_ns: sc.staged_at_ns(),
-                adopted: true,
-            });
-            batch.push((EventId::random(), event::encode(now, &ev)?));
-            adopted.push(format!("{stem}.raw"));
+        // Every body the events name is on disk before the first of them.
+        if fs::symlink_metadata(crate::body::dir(&self.lane)).is_ok() {
+            crate::body::sync(&self.lane)?;
+        }
+        if !resuming {
+            fsutil::write_atomic(&pending, b"", true)?;
+        }
+        let now = clock::now_unix_ns();
+        let mut batch: Vec<(EventId, Vec<u8>)> = Vec::with_capacity(plan.events.len());
+        for ev in &plan.events {
+            batch.push((EventId::random(), event::encode(now, ev)?));
         }
         for chunk in batch.chunks(1024) {
             let refs: Vec<(EventId, &[u8])> =
                 chunk.iter().map(|(id, p)| (*id, p.as_slice())).collect();
             self.journal.append_batch(&refs)?;
         }
-        Ok(adopted)
+        write_report(&plan.report)?;
+        fsutil::remove_file_if_exists(&pending)?;
+        Ok(Some(plan.report))
     }
 
     /// Brings projections up to date and adopts orphan blobs (a crashed
     /// writer's blob renamed into place without its event), then releases
     /// the lock. Every drain and every user verb starts here.
     pub fn refresh(&self) -> Result<(CatchUp, Vec<String>), CorpusError> {
+        self.refresh_reporting().map(|r| (r.caught_up, r.adopted))
+    }
+
+    /// [`Corpus::refresh`], also saying what a first open imported from an
+    /// older abcd's store (the CLI prints it).
+    pub fn refresh_reporting(&self) -> Result<Refreshed, CorpusError> {
         let l = self.lock()?.adopt_orphans()?;
         // A catch-up with work to do is the trace a dead projection writer
         // leaves (see `Sweep::Thorough`).
@@ -239,7 +244,11 @@ impl Corpus {
         } else {
             Sweep::Small
         })?;
-        Ok((l.caught_up.clone(), l.adopted.clone()))
+        Ok(Refreshed {
+            caught_up: l.caught_up.clone(),
+            adopted: l.adopted.clone(),
+            imported: l.imported.clone(),
+        })
     }
 
     /// Removes the temporary files of dead writers in the lane
@@ -254,6 +263,20 @@ impl Corpus {
         sweep_lane_temps(&self.lane, how)
     }
 }
+
+/// What a refresh did besides catching up.
+#[derive(Debug, Clone)]
+pub struct Refreshed {
+    pub caught_up: CatchUp,
+    /// Orphan blobs adopted as staged.
+    pub adopted: Vec<String>,
+    /// A first open's import of an older abcd's store.
+    pub imported: Option<Imported>,
+}
+
+/// Marker kept in the lane while an import of an older abcd's store is
+/// being journaled (see `Corpus::adopt_legacy`).
+pub const IMPORT_PENDING: &str = "predecessor-import.pending";
 
 /// Rebuilds every projection of `lane` from `journal` under the store lock
 /// (`journal replay --rebuild`, and after a `journal repair`), then sweeps
@@ -328,8 +351,10 @@ pub struct Locked<'a> {
     pub corpus: &'a Corpus,
     _lock: FileLock,
     pub caught_up: CatchUp,
-    /// Blob file names adopted while taking the lock (reported to the user).
+    /// Blob file names adopted as orphans (reported to the user).
     pub adopted: Vec<String>,
+    /// What the first open imported from an older abcd's store.
+    pub imported: Option<Imported>,
 }
 
 impl Locked<'_> {

@@ -61,9 +61,9 @@ pub enum Event {
     Quarantined(Quarantined),
     /// The operator deleted a staged or quarantined blob (`history discard`).
     Discarded(Discarded),
-    /// A record's lineage rewritten in place (the composite-id repair).
-    /// Nothing produces it yet: the migrate verb that will is not built;
-    /// replay already applies it.
+    /// A record's lineage rewritten in place (the composite-id repair,
+    /// `history migrate`): same record name, a new file in `bodies/` whose
+    /// only changed bytes are the ones `record::relineage` documents.
     LineageMigrated(Box<LineageMigrated>),
     /// A hook saw this session run against this store.
     SessionNoted(SessionNoted),

@@ -784,6 +784,10 @@ impl<'a> Projector<'a> {
                     self.drop_record(&index, &name)?;
                     self.store_record(&index, &name, &file)?;
                 }
+                // The search index keys a record by its name, which a
+                // migration keeps: its session and agent columns would be
+                // stale. Cleared; the next query reindexes.
+                self.clear_search()?;
             }
             Event::Forgotten(f) => self.forget(&index, f)?,
             Event::SessionNoted(n) => {
@@ -935,6 +939,11 @@ impl<'a> Projector<'a> {
         let mut text = serde_json::to_vec(&set).expect("forgotten set serialises");
         text.push(b'\n');
         self.write(&forgotten_path(self.lane), &text)?;
+        self.clear_search()
+    }
+
+    /// Removes the search index (a lazily rebuilt projection).
+    fn clear_search(&self) -> Result<(), ProjectionError> {
         let search = self.lane.index_dir().join("search");
         if fs::symlink_metadata(&search).is_ok() {
             abcd_fsio::remove_tree(&search)?;

@@ -482,6 +482,116 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Keys [`relineage`] writes (and removes when an older record carries
+/// one without an `agent_id`): the lineage keys, in [`render`]'s order.
+const LINEAGE_KEYS: [&str; 7] = [
+    "agent_id",
+    "parent_agent_id",
+    "agent_type",
+    "spawn_tool_use_id",
+    "lineage_source",
+    "spawn_attribution",
+    "spawn_depth",
+];
+
+/// Rewrites a stored record's lineage in place, byte-exactly (the
+/// composite-id repair, `history migrate`). Exactly these bytes change:
+/// - the `schema:` line becomes `schema: 2` when it was lower (a record with
+///   lineage keys is schema 2); a higher schema is kept;
+/// - the `session_id:` value becomes `lineage.session_id`;
+/// - any lineage-key line the header already had is removed, and the new
+///   lineage lines (non-empty ones, in [`render`]'s order, `spawn_depth`
+///   only when > 0) are inserted right after the `redacted_home_paths:`
+///   line (at the end of the header when there is none).
+///
+/// Every other header line keeps its bytes and place (`captured_at` keeps
+/// its spelling, `source_sha256` its value, unknown keys stay), and every
+/// byte from the closing fence on — the body — is unchanged. The caller
+/// redacted the scalars and validates the lineage; the result is parsed
+/// back and checked field by field before it is returned.
+pub fn relineage(bytes: &[u8], lineage: &Lineage) -> Result<Vec<u8>, RecordError> {
+    let (old, _) = parse(bytes)?;
+    let (header, body) = split(bytes)?;
+    let header = std::str::from_utf8(header).map_err(|_| RecordError::NotUtf8)?;
+    for (k, v) in [
+        ("session_id", Some(lineage.session_id.as_str())),
+        ("agent_id", lineage.agent_id.as_deref()),
+        ("parent_agent_id", lineage.parent_agent_id.as_deref()),
+        ("agent_type", lineage.agent_type.as_deref()),
+        ("spawn_tool_use_id", lineage.spawn_tool_use_id.as_deref()),
+    ] {
+        check_scalar(k, v)?;
+    }
+    let mut block: Vec<String> = Vec::new();
+    let mut push = |k: &str, v: Option<&str>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            block.push(format!("{k}: {v}"));
+        }
+    };
+    push("agent_id", lineage.agent_id.as_deref());
+    push("parent_agent_id", lineage.parent_agent_id.as_deref());
+    push("agent_type", lineage.agent_type.as_deref());
+    push("spawn_tool_use_id", lineage.spawn_tool_use_id.as_deref());
+    push(
+        "lineage_source",
+        lineage.lineage_source.map(LineageSource::as_str),
+    );
+    push(
+        "spawn_attribution",
+        lineage.spawn_attribution.map(SpawnAttribution::as_str),
+    );
+    if lineage.spawn_depth > 0 {
+        block.push(format!("spawn_depth: {}", lineage.spawn_depth));
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut placed = false;
+    for l in header.split('\n') {
+        let key = l.split_once(": ").map(|(k, _)| k);
+        match key {
+            Some("schema") => {
+                let n: u32 = l["schema: ".len()..]
+                    .trim()
+                    .parse()
+                    .unwrap_or(SCHEMA_LEGACY);
+                if n < SCHEMA_LINEAGE {
+                    lines.push(format!("schema: {SCHEMA_LINEAGE}"));
+                } else {
+                    lines.push(l.to_string());
+                }
+            }
+            Some("session_id") => lines.push(format!("session_id: {}", lineage.session_id)),
+            Some(k) if LINEAGE_KEYS.contains(&k) => {}
+            Some("redacted_home_paths") if !placed => {
+                lines.push(l.to_string());
+                lines.append(&mut block);
+                placed = true;
+            }
+            _ => lines.push(l.to_string()),
+        }
+    }
+    if !placed {
+        lines.append(&mut block);
+    }
+    let mut out = Vec::with_capacity(bytes.len() + 256);
+    out.extend_from_slice(OPEN_FENCE);
+    out.extend_from_slice(lines.join("\n").as_bytes());
+    out.extend_from_slice(CLOSE_FENCE);
+    out.extend_from_slice(body);
+    // The proof: the same record with only its lineage (and schema) changed.
+    let (new, new_body) = parse(&out)?;
+    let mut expect = old.clone();
+    expect.lineage = lineage.clone();
+    expect.schema = new.schema;
+    if new != expect || new_body != body {
+        return Err(bad(
+            "session_id",
+            &old.lineage.session_id,
+            "rewriting the lineage would change more than the lineage",
+        ));
+    }
+    Ok(out)
+}
+
 /// `<stamp>-<session>.md` for a main thread, `<stamp>-<session>-agent-<agent>.md`
 /// for a sub-agent, shortened by [`crate::naming::record_name`] when over
 /// its bound (two long ids). A convenience for people; nothing parses it back.
@@ -517,6 +627,25 @@ mod tests {
         m.redacted_secrets = 3;
         m.redacted_home_paths = 7;
         m
+    }
+
+    #[test]
+    fn relineage_changes_only_schema_session_and_the_lineage_lines() {
+        let old = format!(
+            "---\nschema: 1\nsession_id: 8d1a1f9e--wf_x--agent-a49\nroot_commit: {ROOT}\ncaptured_at: 2026-09-09T06:24:22.05Z\nsource_kind: native\nsource_sha256: {SRC}\nredacted_secrets: 2\nredacted_home_paths: 1\nunknown_key: kept\n---\n{{\"a\":1}}\n---\nno newline at end"
+        );
+        let mut l = subagent_meta().lineage;
+        l.lineage_source = Some(LineageSource::Migrated);
+        let new = relineage(old.as_bytes(), &l).unwrap();
+        let want = format!(
+            "---\nschema: 2\nsession_id: 8d1a1f9e-b38c-41fa-952a-5288179b5626\nroot_commit: {ROOT}\ncaptured_at: 2026-09-09T06:24:22.05Z\nsource_kind: native\nsource_sha256: {SRC}\nredacted_secrets: 2\nredacted_home_paths: 1\nagent_id: a490235204f1c154d\nparent_agent_id: a111\nagent_type: Explore\nspawn_tool_use_id: toolu_017eBSEutdVBmDn3sGEVdECP\nlineage_source: migrated\nspawn_attribution: sidecar\nspawn_depth: 2\nunknown_key: kept\n---\n{{\"a\":1}}\n---\nno newline at end"
+        );
+        assert_eq!(String::from_utf8(new.clone()).unwrap(), want);
+        // Idempotent on its own output (stale lineage lines are replaced).
+        assert_eq!(relineage(&new, &l).unwrap(), new);
+        // A scalar that would forge a frontmatter line is refused.
+        l.agent_type = Some("x\nsession_id: evil".into());
+        assert!(relineage(old.as_bytes(), &l).is_err());
     }
 
     // Seed: TestLineageRoundTripsThroughTheRecord.
