@@ -873,6 +873,18 @@ fn history_cmd(
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect();
             w(out, format!("journal events: {}", ev.join(", ")))?;
+            let h = &st.hook_fires;
+            w(
+                out,
+                format!(
+                    "hook fires that changed something: stop/session-end staged a main thread {}, subagent-stop staged a sub-agent {}, subagent-stop without a transcript path {}, sessions noted {}; {} of the staged adopted after a crash (user-prompt-submit fires and fires that found their bytes already staged journal nothing, so are not counted)",
+                    h.main_thread_staged,
+                    h.subagent_staged,
+                    h.subagent_without_transcript,
+                    h.sessions_noted,
+                    h.adopted
+                ),
+            )?;
             for (title, map) in [
                 ("by model", &st.tokens_by_model),
                 ("by agent type", &st.tokens_by_agent_type),

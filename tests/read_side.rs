@@ -475,6 +475,46 @@ fn stats_sum_sessions_once_per_message_id() {
     assert!(o.contains("counted once per message id"), "{o}");
 }
 
+/// `history stats` adds the record token tables the projection keeps
+/// (`index/tokens/`): with every record file emptied its figures do not
+/// move; without the table (a projection that lost it) it reads the bodies
+/// and says the same; a rebuild writes the table back byte for byte.
+#[test]
+fn stats_read_the_token_table_not_bodies() {
+    let env = captured();
+    hostile(&env);
+    let want = env.json(&["history", "stats"]);
+    assert_eq!(want["tokens"]["total"], 1065 + 2, "{want}");
+    let tokens_dir = env.lane().join("index/tokens");
+    let table = env.snapshot(&["index/tokens"]);
+    assert!(!table.is_empty());
+    let lines: usize = table
+        .values()
+        .map(|b| String::from_utf8_lossy(b).lines().count())
+        .sum();
+    let records = fs::read_dir(env.lane().join("records")).unwrap().count();
+    assert_eq!(lines, records, "one token line per live record");
+    // Without the table: the bodies are read, the figures are the same.
+    fs::rename(&tokens_dir, env.lane().join("tokens.aside")).unwrap();
+    assert_eq!(env.json(&["history", "stats"]), want);
+    fs::rename(env.lane().join("tokens.aside"), &tokens_dir).unwrap();
+    // Every record file emptied: the table alone answers.
+    let mut kept = Vec::new();
+    for e in fs::read_dir(env.lane().join("records")).unwrap() {
+        let p = e.unwrap().path();
+        kept.push((p.clone(), fs::read(&p).unwrap()));
+        fs::write(&p, b"").unwrap();
+    }
+    assert_eq!(env.json(&["history", "stats"]), want);
+    for (p, b) in kept {
+        fs::write(p, b).unwrap();
+    }
+    let o = env.abcd(&["--json", "journal", "replay", "--rebuild"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(env.snapshot(&["index/tokens"]), table);
+    assert_eq!(env.json(&["history", "stats"]), want);
+}
+
 #[test]
 fn list_reads_summaries_not_bodies() {
     let env = captured();
@@ -911,14 +951,41 @@ fn stats_count_extended_captures_and_hook_events() {
     // prefix, and stats counts that capture as extended.
     fs::write(&p, format!("{body}{}\n", line("two"))).unwrap();
     env.drain();
+    // A sub-agent staged twice with growing bytes (staged, restaged), the
+    // same bytes again (no event), and a SubagentStop without a path; a
+    // UserPromptSubmit journals nothing.
+    let ap = env.agent_transcript(sid, "ag1", &format!("{}\n", line("a")), None);
+    ok(env.hook("subagent-stop", &env.subagent_payload(sid, "ag1", &ap)));
+    fs::write(&ap, format!("{}\n{}\n", line("a"), line("b"))).unwrap();
+    ok(env.hook("subagent-stop", &env.subagent_payload(sid, "ag1", &ap)));
+    ok(env.hook("subagent-stop", &env.subagent_payload(sid, "ag1", &ap)));
+    let mut gap = env.subagent_payload(sid, "ag2", &ap);
+    gap.as_object_mut().unwrap().remove("agent_transcript_path");
+    ok(env.hook("subagent-stop", &gap));
+    ok(env.hook(
+        "user-prompt-submit",
+        &json!({"session_id": sid, "cwd": env.repo, "hook_event_name": "UserPromptSubmit", "prompt": "x"}),
+    ));
     let st = env.json(&["history", "stats"]);
     assert_eq!(st["extended"], 1, "{st}");
     assert_eq!(st["journal_events"]["session-noted"], 1, "{st}");
-    assert_eq!(st["journal_events"]["staged"], 1, "{st}");
-    assert_eq!(st["journal_events"]["captured"], 1, "{st}");
+    assert_eq!(st["journal_events"]["staged"], 2, "{st}");
+    assert_eq!(st["journal_events"]["restaged"], 1, "{st}");
+    // The prompt hook drained the staged sub-agent.
+    assert_eq!(st["journal_events"]["captured"], 2, "{st}");
+    let h = &st["hook_fires"];
+    assert_eq!(h["main_thread_staged"], 1, "{st}");
+    assert_eq!(h["subagent_staged"], 2, "{st}");
+    assert_eq!(h["subagent_without_transcript"], 1, "{st}");
+    assert_eq!(h["sessions_noted"], 1, "{st}");
+    assert_eq!(h["adopted"], 0, "{st}");
     let o = stdout(&env.abcd(&["history", "stats"]));
     assert!(
         o.contains("captures that extended a staged transcript: 1"),
+        "{o}"
+    );
+    assert!(
+        o.contains("subagent-stop staged a sub-agent 2") && o.contains("user-prompt-submit fires"),
         "{o}"
     );
 }
