@@ -935,16 +935,27 @@ fn history_cmd(
                 rank,
             };
             let mut hits = Vec::new();
+            let mut notes: Vec<String> = Vec::new();
             if all_repos {
                 for r in crate::overview::repos(&home()?).map_err(|e| e.to_string())? {
-                    for mut h in crate::search::search(&r.corpus, &q).map_err(|e| e.to_string())? {
+                    let (found, n) =
+                        crate::search::search_noted(&r.corpus, &q).map_err(|e| e.to_string())?;
+                    for mut h in found {
                         h.repository = Some(r.repository.clone());
                         hits.push(h);
                     }
+                    notes.extend(
+                        n.into_iter()
+                            .filter(|n| !notes.contains(n))
+                            .collect::<Vec<_>>(),
+                    );
                 }
                 hits = crate::search::merge(hits, q.rank, q.limit);
             } else if let (Some(c), _, _) = open_corpus(repo_arg, false)? {
-                hits = crate::search::search(&c, &q).map_err(|e| e.to_string())?;
+                (hits, notes) = crate::search::search_noted(&c, &q).map_err(|e| e.to_string())?;
+            }
+            for n in &notes {
+                writeln!(err, "abcd: note: {}", sanitize(n)).map_err(|e| e.to_string())?;
             }
             if json {
                 print_json(out, &hits)?;
