@@ -311,7 +311,28 @@ fn chromium() -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The DOM Chromium renders from `page`, and every request the page made
+/// (from its network log: a request whose initiator is an origin — the
+/// page's, `null` for `file://` — rather than the browser's own services).
 fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) -> String {
+    let (dom, requests) = dump_dom_and_requests(browser, page, profile);
+    assert!(
+        requests.is_empty(),
+        "{} made requests: {requests:?}",
+        page.display()
+    );
+    dom
+}
+
+fn dump_dom_and_requests(
+    browser: &str,
+    page: &std::path::Path,
+    profile: &std::path::Path,
+) -> (String, Vec<String>) {
+    let net_log = profile.with_extension(format!(
+        "{}.netlog.json",
+        page.file_name().unwrap().to_string_lossy()
+    ));
     let o = std::process::Command::new(browser)
         .args([
             "--headless",
@@ -323,6 +344,7 @@ fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) ->
             "--no-first-run",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--log-net-log={}", net_log.display()))
         .arg("--dump-dom")
         .arg(format!("file://{}", page.display()))
         .output()
@@ -332,7 +354,20 @@ fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) ->
         "chromium: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    let log: Value =
+        serde_json::from_slice(&fs::read(&net_log).expect("chromium wrote its net log"))
+            .expect("the net log is JSON");
+    let requests = log["events"]
+        .as_array()
+        .expect("net log events")
+        .iter()
+        .filter_map(|e| {
+            let p = &e["params"];
+            let initiator = p["initiator"].as_str()?;
+            (initiator != "not an origin").then(|| p["url"].as_str().unwrap_or("?").to_owned())
+        })
+        .collect();
+    (String::from_utf8_lossy(&o.stdout).into_owned(), requests)
 }
 
 /// The parent agent of each `<details data-agent=…>` in a DOM dump.
@@ -407,6 +442,11 @@ fn the_page_in_a_real_browser() {
     assert_inert(&dom);
     let index = dump_dom(&browser, &site.join("index.html"), &profile);
     assert!(index.contains(&format!("href=\"{SID}.html\"")));
+    // The request check sees a request when a page makes one.
+    let leaky = env.tmp.path().join("leaky.html");
+    fs::write(&leaky, "<img src=\"http://127.0.0.1:9/x.png\">").unwrap();
+    let (_, requests) = dump_dom_and_requests(&browser, &leaky, &profile);
+    assert_eq!(requests, ["http://127.0.0.1:9/x.png"], "{requests:?}");
 }
 
 #[test]
