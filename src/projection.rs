@@ -523,7 +523,7 @@ pub fn session_summaries(lane: &Lane, session_id: &str) -> Result<Vec<Summary>, 
 /// The summaries of every live record (at most [`SUMMARY_SHARDS`] small
 /// files read; no record is opened).
 pub fn all_summaries(lane: &Lane) -> Result<Vec<Summary>, ProjectionError> {
-    all_lines(lane, SUMMARY_TABLE, |l| Summary::from_line(l))
+    all_lines(lane, SUMMARY_TABLE, Summary::from_line)
 }
 
 /// The token lines of one session's live records, by record name (the
@@ -538,7 +538,7 @@ pub fn session_tokens(lane: &Lane, session_id: &str) -> Result<Vec<TokenLine>, P
 /// The token lines of every live record ([`SUMMARY_SHARDS`] files at most;
 /// no record is opened).
 pub fn all_tokens(lane: &Lane) -> Result<Vec<TokenLine>, ProjectionError> {
-    all_lines(lane, TOKENS_TABLE, |l| TokenLine::from_line(l))
+    all_lines(lane, TOKENS_TABLE, TokenLine::from_line)
 }
 
 fn all_lines<T>(
