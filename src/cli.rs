@@ -894,6 +894,18 @@ fn history_cmd(
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect();
             w(out, format!("journal events: {}", ev.join(", ")))?;
+            let h = &st.hook_fires;
+            w(
+                out,
+                format!(
+                    "hook fires that changed something: stop/session-end staged a main thread {}, subagent-stop staged a sub-agent {}, subagent-stop without a transcript path {}, sessions noted {}; {} of the staged adopted after a crash (user-prompt-submit fires and fires that found their bytes already staged journal nothing, so are not counted)",
+                    h.main_thread_staged,
+                    h.subagent_staged,
+                    h.subagent_without_transcript,
+                    h.sessions_noted,
+                    h.adopted
+                ),
+            )?;
             for (title, map) in [
                 ("by model", &st.tokens_by_model),
                 ("by agent type", &st.tokens_by_agent_type),
@@ -944,16 +956,27 @@ fn history_cmd(
                 rank,
             };
             let mut hits = Vec::new();
+            let mut notes: Vec<String> = Vec::new();
             if all_repos {
                 for r in crate::overview::repos(&home()?).map_err(|e| e.to_string())? {
-                    for mut h in crate::search::search(&r.corpus, &q).map_err(|e| e.to_string())? {
+                    let (found, n) =
+                        crate::search::search_noted(&r.corpus, &q).map_err(|e| e.to_string())?;
+                    for mut h in found {
                         h.repository = Some(r.repository.clone());
                         hits.push(h);
                     }
+                    notes.extend(
+                        n.into_iter()
+                            .filter(|n| !notes.contains(n))
+                            .collect::<Vec<_>>(),
+                    );
                 }
                 hits = crate::search::merge(hits, q.rank, q.limit);
             } else if let (Some(c), _, _) = open_corpus(repo_arg, false)? {
-                hits = crate::search::search(&c, &q).map_err(|e| e.to_string())?;
+                (hits, notes) = crate::search::search_noted(&c, &q).map_err(|e| e.to_string())?;
+            }
+            for n in &notes {
+                writeln!(err, "abcd: note: {}", sanitize(n)).map_err(|e| e.to_string())?;
             }
             if json {
                 print_json(out, &hits)?;

@@ -186,6 +186,19 @@ pub fn summaries(
     })
 }
 
+/// Record token tables (`index/tokens/`): every live record's, or one
+/// session's (with other sessions' of the same shard: match by file).
+/// Reads no record.
+pub fn token_lines(
+    corpus: &Corpus,
+    session_id: Option<&str>,
+) -> Result<Vec<crate::summary::TokenLine>, HistoryError> {
+    Ok(match session_id {
+        Some(s) => crate::projection::session_tokens(&corpus.lane, s)?,
+        None => crate::projection::all_tokens(&corpus.lane)?,
+    })
+}
+
 /// A record as `history list --json` prints it: the record's metadata and
 /// its summary's facts.
 #[derive(Debug, Clone, Serialize)]

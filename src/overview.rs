@@ -4,21 +4,24 @@
 //!
 //! Owns: the filters (`--since`, `--until`, `--limit`, `--agent-type`, one
 //! session) and the row shape. `list` reads the record summaries the
-//! projection keeps (`index/summary/`), never a body; `stats` reads bodies
-//! through `reconstruct::load`.
+//! projection keeps (`index/summary/`), never a body; `stats` reads the
+//! summaries and the record token tables (`index/tokens/`), never a body
+//! (unless a token line is missing).
 //!
 //! Must never: write anything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
 use crate::clock::parse_rfc3339;
 use crate::corpus::Corpus;
+use crate::event::Event;
 use crate::history;
 use crate::reconstruct::{self, ReconstructError};
 use crate::store;
 use crate::summary::Summary;
+use crate::telemetry::{self, TableInput, TokenTable};
 
 /// Which sessions to show.
 #[derive(Debug, Clone, Default)]
@@ -413,12 +416,41 @@ pub struct Stats {
     /// Captures whose drain extended a staged transcript (the source had
     /// grown past the staged bytes and the longer prefix was stored).
     pub extended: u64,
+    /// Hook fires, as far as the journal's events show them.
+    pub hook_fires: HookFires,
     /// Estimated cost of `tokens_by_model` (set with a pricing table).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::pricing::Cost>,
     /// With `--all-repos`: each repository's name and session count.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub sessions_by_repository: BTreeMap<String, usize>,
+}
+
+/// Hook fires the journal shows. A hook journals an event only when it
+/// changes something, so these count the fires that did: a `Stop` or
+/// `SessionEnd` that staged new main-thread bytes, a `SubagentStop` that
+/// staged new sub-agent bytes or reported a missing transcript path, a
+/// `SessionStart` (or the first staging hook) of a session not noted in
+/// the last day. Not counted: fires that found the same bytes already
+/// staged or stored, and every `UserPromptSubmit` — it journals nothing,
+/// and a journal append there would more than double its latency (see
+/// `commands/history.md`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HookFires {
+    /// `Stop` / `SessionEnd` fires that staged new bytes of a main thread
+    /// (`staged` and `restaged` events of a main-thread key).
+    pub main_thread_staged: u64,
+    /// `SubagentStop` fires that staged new bytes of a sub-agent.
+    pub subagent_staged: u64,
+    /// `SubagentStop` fires whose payload carried no transcript path
+    /// (`subagent-gap-sighted`).
+    pub subagent_without_transcript: u64,
+    /// Sessions noted (`session-noted`: a `SessionStart`, or the first
+    /// staging hook of a session; at most once a day per session).
+    pub sessions_noted: u64,
+    /// Of the staged fires above, blobs a hook killed mid-way left and a
+    /// later verb adopted.
+    pub adopted: u64,
 }
 
 /// Adds one repository's numbers to `into` (the share is recomputed).
@@ -447,6 +479,12 @@ pub fn merge(into: &mut Stats, s: &Stats) {
         }
     }
     into.extended += s.extended;
+    let (h, o) = (&mut into.hook_fires, &s.hook_fires);
+    h.main_thread_staged += o.main_thread_staged;
+    h.subagent_staged += o.subagent_staged;
+    h.subagent_without_transcript += o.subagent_without_transcript;
+    h.sessions_noted += o.sessions_noted;
+    h.adopted += o.adopted;
     for (k, v) in &s.journal_events {
         *into.journal_events.entry(k.clone()).or_insert(0) += v;
     }
@@ -480,31 +518,51 @@ fn add(into: &mut crate::telemetry::Tokens, t: &crate::telemetry::Tokens) {
     into.total += t.total;
 }
 
-/// Sums every session (start time within `f`'s bounds) of the repository.
+/// The order `reconstruct` gives a session's threads (and so the order
+/// tokens are attributed in): main first; sub-agents by known depth (0 =
+/// unknown, last), start, id.
+fn thread_order(s: &Summary) -> (bool, u32, u64, String) {
+    let d = s.meta.lineage.spawn_depth;
+    (
+        s.agent_id().is_some(),
+        if d == 0 { u32::MAX } else { d },
+        s.started_at
+            .as_deref()
+            .and_then(parse_rfc3339)
+            .unwrap_or(u64::MAX),
+        s.agent_id().unwrap_or("").to_owned(),
+    )
+}
+
+/// Sums every session (start time within `f`'s bounds) of the repository,
+/// from the projection alone: the record summaries choose each session's
+/// threads (one record per agent, as `reconstruct` chooses) and the token
+/// tables (`index/tokens/`) give their responses, added once per message
+/// id across the session's threads. No body is read — unless a chosen
+/// record has no token line (a projection fault skipped it), when that
+/// session's bodies are read as `reconstruct` reads them.
 pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
-    // The sessions from the summaries (no record opened for that); the
-    // bodies of each, below, for tokens once per message id across threads.
-    let ids: BTreeSet<String> = history::summaries(corpus, None)?
+    let mut tables: HashMap<String, TokenTable> = history::token_lines(corpus, None)?
         .into_iter()
-        .map(|s| s.meta.lineage.session_id)
+        .map(|t| (t.file, t.table))
         .collect();
     let mut st = Stats::default();
-    for id in ids {
-        let s = reconstruct::load(corpus, &id)?;
-        let start = s.started_at().as_deref().and_then(parse_rfc3339);
+    for g in group(history::summaries(corpus, None)?) {
+        let start = g.started_ns();
         if f.since_ns.is_some_and(|b| start.is_none_or_lt(b))
             || f.until_ns.is_some_and(|b| start.is_some_and(|t| t >= b))
         {
             continue;
         }
         st.sessions += 1;
-        if s.main().is_none() {
+        if g.main().is_none() {
             st.sessions_without_main_thread += 1;
         }
-        for t in s.threads.iter().filter(|t| !t.is_main()) {
+        let mut threads: Vec<&Summary> = g.chosen.iter().collect();
+        threads.sort_by_cached_key(|s| thread_order(s));
+        for t in threads.iter().filter(|t| t.agent_id().is_some()) {
             st.sub_agents += 1;
             let ty = t
-                .record
                 .meta
                 .lineage
                 .agent_type
@@ -512,24 +570,26 @@ pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
                 .unwrap_or_else(|| "unknown".into());
             *st.sub_agents_by_type.entry(ty).or_insert(0) += 1;
             *st.sub_agents_by_depth
-                .entry(t.record.meta.lineage.spawn_depth)
+                .entry(t.meta.lineage.spawn_depth)
                 .or_insert(0) += 1;
         }
-        let r = &s.tokens;
-        add(&mut st.tokens, &r.tokens);
-        add(&mut st.naive_tokens, &r.naive_tokens);
-        add(&mut st.subagent_tokens, &r.subagent_tokens);
-        st.api_responses += r.api_responses;
-        st.usage_without_message_id += r.usage_without_message_id;
-        for (k, v) in &r.by_model {
-            add(st.tokens_by_model.entry(k.clone()).or_default(), v);
+        let report = if threads.iter().all(|t| tables.contains_key(&t.file)) {
+            let inputs: Vec<TableInput<'_>> = threads
+                .iter()
+                .map(|t| TableInput {
+                    agent_id: t.agent_id(),
+                    agent_type: t.meta.lineage.agent_type.as_deref(),
+                    table: &tables[&t.file],
+                })
+                .collect();
+            telemetry::combine(&inputs)
+        } else {
+            reconstruct::load(corpus, &g.session_id)?.tokens
+        };
+        for t in &threads {
+            tables.remove(&t.file);
         }
-        for (k, v) in &r.by_agent_type {
-            add(st.tokens_by_agent_type.entry(k.clone()).or_default(), v);
-        }
-        for (k, v) in &r.by_day {
-            add(st.tokens_by_day.entry(k.clone()).or_default(), v);
-        }
+        add_report(&mut st, &report);
     }
     st.subagent_share = if st.tokens.total == 0 {
         0.0
@@ -540,14 +600,33 @@ pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
     Ok(st)
 }
 
-/// Counts the repository's journal events by kind, and the captures that
-/// extended a staged transcript. Every event, whatever `--since` says (the
+fn add_report(st: &mut Stats, r: &telemetry::Report) {
+    add(&mut st.tokens, &r.tokens);
+    add(&mut st.naive_tokens, &r.naive_tokens);
+    add(&mut st.subagent_tokens, &r.subagent_tokens);
+    st.api_responses += r.api_responses;
+    st.usage_without_message_id += r.usage_without_message_id;
+    for (k, v) in &r.by_model {
+        add(st.tokens_by_model.entry(k.clone()).or_default(), v);
+    }
+    for (k, v) in &r.by_agent_type {
+        add(st.tokens_by_agent_type.entry(k.clone()).or_default(), v);
+    }
+    for (k, v) in &r.by_day {
+        add(st.tokens_by_day.entry(k.clone()).or_default(), v);
+    }
+}
+
+/// Counts the repository's journal events by kind, the captures that
+/// extended a staged transcript, and the hook fires the events show. Every event, whatever `--since` says (the
 /// journal's times are capture times, not session times).
 fn journal_counts(corpus: &Corpus, st: &mut Stats) -> Result<(), ReconstructError> {
     let frames = corpus
         .journal
         .read_from(&corpus.journal.start())
         .map_err(|e| history::HistoryError::from(crate::corpus::CorpusError::from(e)))?;
+    // The stems staged for a sub-agent (a restage names only the stem).
+    let mut agent_stems: std::collections::HashSet<String> = Default::default();
     for frame in frames {
         let frame =
             frame.map_err(|e| history::HistoryError::from(crate::corpus::CorpusError::from(e)))?;
@@ -560,10 +639,29 @@ fn journal_counts(corpus: &Corpus, st: &mut Stats) -> Result<(), ReconstructErro
         *st.journal_events
             .entry(env.event.name().to_owned())
             .or_insert(0) += 1;
-        if let crate::event::Event::Captured(c) = &env.event {
-            if c.extended {
-                st.extended += 1;
+        let h = &mut st.hook_fires;
+        match &env.event {
+            Event::Captured(c) if c.extended => st.extended += 1,
+            Event::Staged(s) => {
+                if s.agent_id.is_some() {
+                    h.subagent_staged += 1;
+                    agent_stems.insert(s.stem.clone());
+                } else {
+                    h.main_thread_staged += 1;
+                }
+                h.adopted += u64::from(s.adopted);
             }
+            Event::Restaged(r) => {
+                if agent_stems.contains(&r.stem) {
+                    h.subagent_staged += 1;
+                } else {
+                    h.main_thread_staged += 1;
+                }
+                h.adopted += u64::from(r.adopted);
+            }
+            Event::SessionNoted(_) => h.sessions_noted += 1,
+            Event::SubagentGapSighted(_) => h.subagent_without_transcript += 1,
+            _ => {}
         }
     }
     Ok(())

@@ -46,14 +46,21 @@ use crate::naming;
 use crate::record::{self, RecordMeta};
 use crate::staging_view::{meta_path, StageSidecar, StagedMeta};
 use crate::store::Lane;
-use crate::summary::Summary;
+use crate::summary::{self, Summary, TokenLine};
 
 /// Version of the projection layout. A checkpoint written by another layout
 /// version forces a rebuild instead of a catch-up. 2: every file name
 /// derived from an id is bounded by `naming` (see [`UNBOUNDED_NAMES_FORMAT`]).
 /// 3: every live record has a line in `index/summary/` (see
-/// [`SUMMARYLESS_FORMAT`]).
-pub const PROJECTION_FORMAT: u32 = 3;
+/// [`SUMMARYLESS_FORMAT`]). 4: and a line in `index/tokens/` (see
+/// [`TOKENLESS_FORMAT`]).
+pub const PROJECTION_FORMAT: u32 = 4;
+
+/// The layout before record token tables. Its checkpoints are still read:
+/// the first catch-up writes the summary and token table of every record
+/// in `records/` (each read once; the same bytes a replay writes) and
+/// carries on.
+pub const TOKENLESS_FORMAT: u32 = 3;
 
 /// The layout before record summaries. Its checkpoints are still read: the
 /// first catch-up writes the summary of every record in `records/` (each
@@ -375,6 +382,12 @@ fn record_keys(meta: &RecordMeta) -> Vec<(&'static str, String)> {
 /// sessions it holds; a capture rewrites one shard (1/256 of the lines).
 const SUMMARY_TABLE: &str = "summary";
 
+/// The token table: the same shards as [`SUMMARY_TABLE`] (a session's
+/// summaries and token lines sit in shards of the same name), one
+/// [`TokenLine`] per live record. Written, replaced and removed with the
+/// summary; kept apart so `history list` never reads message ids.
+const TOKENS_TABLE: &str = "tokens";
+
 /// Number of shard files (the first two hex digits of the session key).
 pub const SUMMARY_SHARDS: usize = 256;
 
@@ -382,9 +395,13 @@ pub const SUMMARY_SHARDS: usize = 256;
 /// 256 MiB over 256 shards is millions of records).
 const SUMMARY_READ_CAP: u64 = 256 << 20;
 
-fn summary_path(lane: &Lane, session_id: &str) -> PathBuf {
+fn shard_path(lane: &Lane, table: &str, session_id: &str) -> PathBuf {
     let key = key_hash(&["summary", session_id]);
-    lane.index_dir().join(SUMMARY_TABLE).join(&key[..2])
+    lane.index_dir().join(table).join(&key[..2])
+}
+
+fn summary_path(lane: &Lane, session_id: &str) -> PathBuf {
+    shard_path(lane, SUMMARY_TABLE, session_id)
 }
 
 /// The record name of a summary line, without parsing the rest of it.
@@ -408,14 +425,16 @@ fn read_shard(path: &Path) -> Result<Vec<String>, ProjectionError> {
     }
 }
 
-/// Rewrites one shard without the line of record `file`, and with `add`.
+/// Rewrites one shard of `table` without the line of record `file`, and
+/// with `add` (that record's new line).
 fn update_shard(
     lane: &Lane,
+    table: &str,
     session_id: &str,
     file: &str,
-    add: Option<&Summary>,
+    add: Option<String>,
 ) -> Result<(), ProjectionError> {
-    let p = summary_path(lane, session_id);
+    let p = shard_path(lane, table, session_id);
     let lines = read_shard(&p)?;
     let before = lines.len();
     let mut items: Vec<(String, String)> = lines
@@ -426,8 +445,8 @@ fn update_shard(
     if add.is_none() && items.len() == before {
         return Ok(());
     }
-    if let Some(s) = add {
-        items.push((s.file.clone(), s.to_line()));
+    if let Some(l) = add {
+        items.push((file.to_owned(), l));
     }
     write_shard(&p, items)
 }
@@ -449,19 +468,23 @@ fn write_shard(p: &Path, mut items: Vec<(String, String)>) -> Result<(), Project
     Ok(())
 }
 
-/// Replaces the summaries of many records whose session (hence shard) does
-/// not change, each shard read and written once.
-fn replace_summaries(lane: &Lane, summaries: Vec<Summary>) -> Result<(), ProjectionError> {
-    let mut by_shard: std::collections::BTreeMap<PathBuf, Vec<Summary>> = Default::default();
-    for s in summaries {
+/// Replaces the summaries and token lines of many records whose session
+/// (hence shard) does not change, each shard read and written once.
+fn replace_summaries(lane: &Lane, facts: Vec<(Summary, TokenLine)>) -> Result<(), ProjectionError> {
+    type Lines = Vec<(String, String)>;
+    let mut by_shard: std::collections::BTreeMap<PathBuf, Lines> = Default::default();
+    for (s, t) in facts {
         by_shard
-            .entry(summary_path(lane, s.session_id()))
+            .entry(shard_path(lane, SUMMARY_TABLE, s.session_id()))
             .or_default()
-            .push(s);
+            .push((s.file.clone(), s.to_line()));
+        by_shard
+            .entry(shard_path(lane, TOKENS_TABLE, s.session_id()))
+            .or_default()
+            .push((t.file.clone(), t.to_line()));
     }
     for (p, new) in by_shard {
-        let fresh: std::collections::HashMap<String, String> =
-            new.iter().map(|s| (s.file.clone(), s.to_line())).collect();
+        let fresh: std::collections::HashMap<String, String> = new.into_iter().collect();
         let mut items: Vec<(String, String)> = read_shard(&p)?
             .into_iter()
             .filter_map(|l| line_file(&l).map(|f| (f, l)))
@@ -473,13 +496,19 @@ fn replace_summaries(lane: &Lane, summaries: Vec<Summary>) -> Result<(), Project
     Ok(())
 }
 
-/// Inserts or replaces the summary of one record.
-fn write_summary(lane: &Lane, summary: &Summary) -> Result<(), ProjectionError> {
-    update_shard(lane, summary.session_id(), &summary.file, Some(summary))
+/// Inserts or replaces the summary and token line of one record.
+fn write_summary(
+    lane: &Lane,
+    (summary, tokens): &(Summary, TokenLine),
+) -> Result<(), ProjectionError> {
+    let (sid, file) = (summary.session_id(), &summary.file);
+    update_shard(lane, SUMMARY_TABLE, sid, file, Some(summary.to_line()))?;
+    update_shard(lane, TOKENS_TABLE, sid, file, Some(tokens.to_line()))
 }
 
 fn remove_summary(lane: &Lane, session_id: &str, file: &str) -> Result<(), ProjectionError> {
-    update_shard(lane, session_id, file, None)
+    update_shard(lane, SUMMARY_TABLE, session_id, file, None)?;
+    update_shard(lane, TOKENS_TABLE, session_id, file, None)
 }
 
 /// The summaries of one session's live records, by record name.
@@ -494,7 +523,30 @@ pub fn session_summaries(lane: &Lane, session_id: &str) -> Result<Vec<Summary>, 
 /// The summaries of every live record (at most [`SUMMARY_SHARDS`] small
 /// files read; no record is opened).
 pub fn all_summaries(lane: &Lane) -> Result<Vec<Summary>, ProjectionError> {
-    let dir = lane.index_dir().join(SUMMARY_TABLE);
+    all_lines(lane, SUMMARY_TABLE, Summary::from_line)
+}
+
+/// The token lines of one session's live records, by record name (the
+/// caller matches them to the session's summaries by file).
+pub fn session_tokens(lane: &Lane, session_id: &str) -> Result<Vec<TokenLine>, ProjectionError> {
+    Ok(read_shard(&shard_path(lane, TOKENS_TABLE, session_id))?
+        .iter()
+        .filter_map(|l| TokenLine::from_line(l))
+        .collect())
+}
+
+/// The token lines of every live record ([`SUMMARY_SHARDS`] files at most;
+/// no record is opened).
+pub fn all_tokens(lane: &Lane) -> Result<Vec<TokenLine>, ProjectionError> {
+    all_lines(lane, TOKENS_TABLE, TokenLine::from_line)
+}
+
+fn all_lines<T>(
+    lane: &Lane,
+    table: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, ProjectionError> {
+    let dir = lane.index_dir().join(table);
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -507,17 +559,14 @@ pub fn all_summaries(lane: &Lane) -> Result<Vec<Summary>, ProjectionError> {
         if name.to_string_lossy().starts_with('.') {
             continue;
         }
-        out.extend(
-            read_shard(&entry.path())?
-                .iter()
-                .filter_map(|l| Summary::from_line(l)),
-        );
+        out.extend(read_shard(&entry.path())?.iter().filter_map(|l| parse(l)));
     }
     Ok(out)
 }
 
-/// Writes the summary of every record in `records/` (the upgrade from
-/// [`SUMMARYLESS_FORMAT`]): what applying their events would have written.
+/// Writes the summary and token line of every record in `records/` (the
+/// upgrade from [`SUMMARYLESS_FORMAT`] or [`TOKENLESS_FORMAT`]): what
+/// applying their events would have written.
 fn backfill_summaries(lane: &Lane) -> Result<(), ProjectionError> {
     let dir = lane.records_dir();
     let rd = match fs::read_dir(&dir) {
@@ -535,7 +584,7 @@ fn backfill_summaries(lane: &Lane) -> Result<(), ProjectionError> {
             continue;
         };
         if let Ok((meta, body)) = record::parse(&bytes) {
-            write_summary(lane, &Summary::of(&name, &meta, body))?;
+            write_summary(lane, &summary::facts(&name, &meta, body))?;
         }
     }
     Ok(())
@@ -867,7 +916,7 @@ impl<'a> Projector<'a> {
         })?;
         self.write(&path, file)?;
         self.index_record(index, name, &meta)?;
-        write_summary(self.lane, &Summary::of(name, &meta, body))
+        write_summary(self.lane, &summary::facts(name, &meta, body))
     }
 
     /// Applies a forget: live records rewritten from their new bodies or
@@ -906,7 +955,7 @@ impl<'a> Projector<'a> {
                 if let (true, Ok((meta, body))) =
                     (done.contains(sha.as_str()), record::parse(&current))
                 {
-                    summaries.push(Summary::of(&name, &meta, body));
+                    summaries.push(summary::facts(&name, &meta, body));
                 }
                 continue;
             };
@@ -920,7 +969,7 @@ impl<'a> Projector<'a> {
                     why: format!("its body does not parse as a record: {e}"),
                 })?;
                 self.write(&path, &file)?;
-                summaries.push(Summary::of(&name, &meta, body));
+                summaries.push(summary::facts(&name, &meta, body));
             } else {
                 self.drop_record(index, &name)?;
                 self.store_record(index, &name, &file)?;
@@ -1142,6 +1191,7 @@ fn try_read_cp(path: &Path) -> Result<Option<Checkpoint>, FsError> {
         return Ok(None);
     };
     Ok((c.format == PROJECTION_FORMAT
+        || c.format == TOKENLESS_FORMAT
         || c.format == SUMMARYLESS_FORMAT
         || c.format == UNBOUNDED_NAMES_FORMAT)
         .then_some(c))

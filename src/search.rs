@@ -25,7 +25,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -492,18 +492,21 @@ fn quoted_words(q: &str) -> String {
         .join(" ")
 }
 
-/// Most indexed terms a `prefix*` is expanded to (see [`expand_prefixes`]).
-const PREFIX_TERMS: usize = 64;
+/// Most indexed terms a `prefix*` is expanded to (see [`expand_prefixes`]):
+/// each costs one seek to list and one lazy posting iterator to read, so
+/// 64 stay within a few milliseconds on a 1 GB index.
+pub const PREFIX_TERMS: usize = 64;
 
 /// Each `word*` outside quotes (an ASCII alphanumeric prefix standing
 /// alone) rewritten as `("term1" OR "term2" …)`, the indexed terms that
-/// start with it, when there are at most [`PREFIX_TERMS`]; otherwise left
-/// to FTS5. Why: FTS5 merges every posting of every matching term before
-/// it yields the first row of a prefix query (2 s for a prefix found in
-/// every record of 1 GB), while an OR of terms is read lazily, newest
-/// first, and stops at the limit. Listing the terms (`fts5vocab`) still
-/// reads their postings once, to count them, which is the cost left.
-fn expand_prefixes(db: &Connection, q: &str) -> String {
+/// start with it — the first [`PREFIX_TERMS`] in term order when there are
+/// more, with a note saying so (the others are not searched; a longer
+/// prefix reaches them). Why: FTS5 merges every posting of every matching
+/// term before it yields the first row of a prefix query (2 s for a prefix
+/// of words found in every record of 1 GB), while an OR of terms is read
+/// lazily, newest first, and stops at the limit. The terms are listed one
+/// seek each (see [`prefix_terms`]), never by reading their postings.
+fn expand_prefixes(db: &Connection, q: &str, notes: &mut Vec<String>) -> String {
     if q.contains("NEAR") {
         return q.to_owned();
     }
@@ -527,7 +530,7 @@ fn expand_prefixes(db: &Connection, q: &str) -> String {
         let word: String = chars[start..i].iter().collect();
         let ends = |j: usize| j >= chars.len() || chars[j].is_whitespace() || chars[j] == ')';
         if chars.get(i) == Some(&'*') && ends(i + 1) {
-            if let Some(terms) = prefix_terms(db, &word.to_ascii_lowercase()) {
+            if let Some(terms) = prefix_terms(db, &word.to_ascii_lowercase(), notes) {
                 // FTS5 allows an implicit AND between phrases only, not
                 // next to a group: say it.
                 if operand_before(&out) {
@@ -568,23 +571,45 @@ fn operand_after(rest: &str) -> bool {
     !(t.is_empty() || t.starts_with(')') || OPERATORS.contains(&word))
 }
 
-/// The indexed terms starting with `prefix` (ASCII alphanumeric), as an
-/// FTS5 OR group; `None` when there are none or too many.
-fn prefix_terms(db: &Connection, prefix: &str) -> Option<String> {
+/// The indexed terms starting with `prefix` (ASCII alphanumeric), at most
+/// [`PREFIX_TERMS`] (a note says when there are more), as an FTS5 OR
+/// group; `None` when there are none (FTS5 then answers the prefix itself:
+/// no hit).
+///
+/// Listed through the `instance` view of `fts5vocab` (one row per
+/// occurrence, produced lazily): one `LIMIT 1` lookup per term, each
+/// starting just past the previous term, so listing reads one posting per
+/// term. The `row` view counts every posting of every term it lists (55 ms
+/// for a word in every block of 1 GB).
+fn prefix_terms(db: &Connection, prefix: &str, notes: &mut Vec<String>) -> Option<String> {
     let last = *prefix.as_bytes().last()?;
     let upper = format!("{}{}", &prefix[..prefix.len() - 1], (last + 1) as char);
     let mut st = db
-        .prepare_cached("SELECT term FROM temp.vocab WHERE term >= ?1 AND term < ?2 LIMIT ?3")
+        .prepare_cached("SELECT term FROM temp.vocab_i WHERE term >= ?1 AND term < ?2 LIMIT 1")
         .ok()?;
-    let terms: Vec<String> = st
-        .query_map(params![prefix, upper, PREFIX_TERMS as i64 + 1], |r| {
-            r.get(0)
-        })
-        .ok()?
-        .collect::<Result<_, _>>()
-        .ok()?;
-    if terms.is_empty() || terms.len() > PREFIX_TERMS {
+    let mut terms: Vec<String> = Vec::new();
+    let mut from = prefix.to_owned();
+    while terms.len() <= PREFIX_TERMS {
+        let next: Option<String> = st
+            .query_row(params![from, upper], |r| r.get(0))
+            .optional()
+            .ok()?;
+        let Some(t) = next else { break };
+        // The smallest string after `t` a tokenizer can emit (terms hold
+        // no control characters).
+        from = format!("{t}\u{1}");
+        terms.push(t);
+    }
+    if terms.is_empty() {
         return None;
+    }
+    if terms.len() > PREFIX_TERMS {
+        terms.truncate(PREFIX_TERMS);
+        notes.push(format!(
+            "{prefix}* matches more than {PREFIX_TERMS} indexed words; searched the first {PREFIX_TERMS} ({} … {}) — type more of the word to reach the others",
+            terms[0],
+            terms[PREFIX_TERMS - 1]
+        ));
     }
     let quoted: Vec<String> = terms
         .iter()
@@ -605,6 +630,12 @@ pub const DEFAULT_LIMIT: usize = 20;
 /// first (seconds for a word in most of a large corpus). Snippets are made
 /// for the hits returned only.
 pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
+    search_noted(corpus, q).map(|(hits, _)| hits)
+}
+
+/// [`search`], with the notes a user should read beside the hits (a
+/// prefix that matched more words than were searched).
+pub fn search_noted(corpus: &Corpus, q: &Query) -> Result<(Vec<Hit>, Vec<String>), SearchError> {
     sync(corpus)?;
     let (db, path) = open(corpus)?;
     // One session: the rowid span of its records bounds the scan (its
@@ -621,7 +652,7 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
                 .map_err(sql(&path))?;
             match span {
                 (Some(lo), Some(hi)) => (lo, hi),
-                _ => return Ok(Vec::new()),
+                _ => return Ok((Vec::new(), Vec::new())),
             }
         }
     };
@@ -685,19 +716,23 @@ pub fn search(corpus: &Corpus, q: &Query) -> Result<Vec<Hit>, SearchError> {
         hits
     };
     db.execute_batch(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, docs, row)",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab_i USING fts5vocab(main, docs, instance)",
     )
     .map_err(sql(&path))?;
     // The query with its prefixes expanded, else as typed, else (FTS5
     // refused it) as plain quoted words.
-    let expanded = expand_prefixes(&db, &q.text);
+    let mut notes = Vec::new();
+    let expanded = expand_prefixes(&db, &q.text, &mut notes);
     let mut first = None;
-    for text in [expanded, q.text.clone(), quoted_words(&q.text)] {
+    for (i, text) in [expanded, q.text.clone(), quoted_words(&q.text)]
+        .into_iter()
+        .enumerate()
+    {
         if text.trim().is_empty() {
             continue;
         }
         match run(&text) {
-            Ok(h) => return Ok(h),
+            Ok(h) => return Ok((h, if i == 0 { notes } else { Vec::new() })),
             // SQLITE_ERROR is what FTS5 says of a query it cannot parse;
             // anything else (busy, I/O, corruption) is about the index.
             Err(
@@ -729,21 +764,68 @@ mod tests {
         db.execute_batch(
             "CREATE VIRTUAL TABLE docs USING fts5(text);
              INSERT INTO docs(text) VALUES ('nocapture nocaptured module modules'), ('zebra');
-             CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, docs, row);",
+             CREATE VIRTUAL TABLE temp.vocab_i USING fts5vocab(main, docs, instance);",
         )
         .unwrap();
         db
+    }
+
+    fn xp(db: &Connection, q: &str) -> String {
+        let mut notes = Vec::new();
+        let out = expand_prefixes(db, q, &mut notes);
+        assert!(notes.is_empty(), "{notes:?}");
+        out
+    }
+
+    /// More words than are searched under one prefix: the first
+    /// [`PREFIX_TERMS`] in term order, and a note naming the range.
+    #[test]
+    fn a_prefix_of_many_words_is_capped_with_a_note() {
+        let db = db();
+        for i in 0..PREFIX_TERMS + 6 {
+            db.execute(
+                "INSERT INTO docs(text) VALUES (?1)",
+                params![format!("pfx{i:03} pfx{i:03} other")],
+            )
+            .unwrap();
+        }
+        let mut notes = Vec::new();
+        let q = expand_prefixes(&db, "pfx* other", &mut notes);
+        assert_eq!(q.matches(" OR ").count(), PREFIX_TERMS - 1, "{q}");
+        assert!(q.starts_with("(\"pfx000\" OR \"pfx001\""), "{q}");
+        assert!(
+            q.ends_with(&format!("\"pfx{:03}\") AND other", PREFIX_TERMS - 1)),
+            "{q}"
+        );
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].contains("more than 64") && notes[0].contains("pfx000 … pfx063"),
+            "{notes:?}"
+        );
+        let n: i64 = db
+            .query_row(
+                "SELECT count(*) FROM docs WHERE docs MATCH ?1",
+                params![q],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, PREFIX_TERMS as i64);
+        // Under the cap: every word, no note.
+        let mut notes = Vec::new();
+        let q = expand_prefixes(&db, "pfx00*", &mut notes);
+        assert_eq!(q.matches(" OR ").count(), 9, "{q}");
+        assert!(notes.is_empty());
     }
 
     #[test]
     fn a_prefix_is_expanded_to_the_indexed_terms_outside_quotes_only() {
         let db = db();
         assert_eq!(
-            expand_prefixes(&db, "nocapt* zeb*"),
+            xp(&db, "nocapt* zeb*"),
             "(\"nocapture\" OR \"nocaptured\") AND (\"zebra\")"
         );
         assert_eq!(
-            expand_prefixes(&db, "(Modul* OR x)"),
+            xp(&db, "(Modul* OR x)"),
             "((\"module\" OR \"modules\") OR x)"
         );
         // Quoted, part of a larger bareword, a phrase prefix, NEAR, or no
@@ -756,7 +838,7 @@ mod tests {
             "qqq*",
             "nocapt*x",
         ] {
-            assert_eq!(expand_prefixes(&db, q), q);
+            assert_eq!(xp(&db, q), q);
         }
         // Every rewrite is a query FTS5 accepts, with the same rows.
         for (q, n) in [
@@ -778,7 +860,7 @@ mod tests {
                 )
                 .unwrap()
             };
-            assert_eq!(count(&expand_prefixes(&db, q)), n, "{q}");
+            assert_eq!(count(&xp(&db, q)), n, "{q}");
             assert_eq!(count(q), n, "{q}");
         }
     }

@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::record::RecordMeta;
-use crate::telemetry::{self, ThreadInput};
+use crate::telemetry::TokenTable;
 use crate::transcript::{self, Block, Line};
 
 /// Longest label (title, agent type) put on one line.
@@ -115,10 +115,55 @@ fn time_bounds(lines: &[Line]) -> (Option<String>, Option<String>) {
     )
 }
 
+/// A record's token table as the projection keeps it
+/// (`index/tokens/<session key>`, one JSON line per live record): each
+/// API message id once with its final usage, by model and day
+/// ([`TokenTable`]). `history stats` adds these instead of reading bodies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenLine {
+    pub file: String,
+    pub table: TokenTable,
+}
+
+impl TokenLine {
+    /// One JSON line (no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("token line serialises")
+    }
+
+    /// Parses one line; `None` for a line that is not a token line.
+    pub fn from_line(line: &str) -> Option<TokenLine> {
+        serde_json::from_str(line).ok()
+    }
+}
+
+/// What the projection keeps about one record, from one parse of its body.
+pub fn facts(file: &str, meta: &RecordMeta, body: &[u8]) -> (Summary, TokenLine) {
+    let p = transcript::parse(body);
+    let table = TokenTable::of(&p.lines);
+    let summary = Summary::from_parsed(file, meta, body, &p, table.total());
+    (
+        summary,
+        TokenLine {
+            file: file.to_owned(),
+            table,
+        },
+    )
+}
+
 impl Summary {
     /// The summary of record `file` (metadata and redacted body).
     pub fn of(file: &str, meta: &RecordMeta, body: &[u8]) -> Summary {
-        let p = transcript::parse(body);
+        facts(file, meta, body).0
+    }
+
+    fn from_parsed(
+        file: &str,
+        meta: &RecordMeta,
+        body: &[u8],
+        p: &transcript::Parsed,
+        tokens: u64,
+    ) -> Summary {
         let (started_at, ended_at) = time_bounds(&p.lines);
         // Turns as `reconstruct` groups them: a user line, or the
         // consecutive assistant lines of one API message.
@@ -165,13 +210,6 @@ impl Summary {
                 }
             }
         }
-        let tokens = telemetry::count(&[ThreadInput {
-            agent_id: meta.lineage.agent_id.as_deref(),
-            agent_type: meta.lineage.agent_type.as_deref(),
-            lines: &p.lines,
-        }])
-        .tokens
-        .total;
         let cwd = p.lines.iter().take(32).find_map(|l| {
             serde_json::from_str::<serde_json::Value>(&l.raw)
                 .ok()?
@@ -184,7 +222,7 @@ impl Summary {
             meta: meta.clone(),
             started_at,
             ended_at,
-            title: transcript::first_prompt(&p).map(|t| title(&t)),
+            title: transcript::first_prompt(p).map(|t| title(&t)),
             bytes: body.len() as u64,
             tokens,
             turns,

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::transcript::{Line, Usage};
 
@@ -110,13 +110,6 @@ impl Report {
 /// The key of a main thread in per-thread and per-type maps.
 pub const MAIN: &str = "main";
 
-struct Response {
-    usage: Usage,
-    model: Option<String>,
-    day: String,
-    thread: usize,
-}
-
 fn day_of(ts: Option<&str>) -> String {
     match ts {
         Some(t) if t.len() >= 10 && t.as_bytes()[4] == b'-' => t[..10].to_owned(),
@@ -124,67 +117,246 @@ fn day_of(ts: Option<&str>) -> String {
     }
 }
 
-/// Counts tokens over `threads` once per API message id.
-pub fn count(threads: &[ThreadInput<'_>]) -> Report {
-    let mut r = Report::default();
-    let mut naive = Usage::default();
-    let mut order: Vec<String> = Vec::new();
-    let mut by_id: HashMap<String, Response> = HashMap::new();
-    let mut loose: Vec<Response> = Vec::new();
-    let mut per_thread = vec![ThreadTokens::default(); threads.len()];
-    for (ti, t) in threads.iter().enumerate() {
-        for l in t.lines {
+/// A usage as four numbers: input, output, cache creation, cache read.
+type Buckets = [u64; 4];
+
+fn buckets(u: &Usage) -> Buckets {
+    [
+        u.input,
+        u.output,
+        u.cache_creation_input,
+        u.cache_read_input,
+    ]
+}
+
+fn usage(b: &Buckets) -> Usage {
+    Usage {
+        input: b[0],
+        output: b[1],
+        cache_creation_input: b[2],
+        cache_read_input: b[3],
+    }
+}
+
+/// One record's API responses, each message id once with its final
+/// figures (bucket-wise largest usage among its lines, the model of its
+/// last line naming one, the day of its last line), grouped by (model,
+/// day). What the projection keeps per record (`index/tokens/`), so that
+/// `history stats` adds tables instead of reading bodies: [`combine`]
+/// over a session's tables says exactly what [`count`] over its bodies
+/// says (the message ids are kept because one id may appear in two
+/// threads of a session and must count once).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenTable {
+    /// Lines carrying an assistant `message.usage`.
+    pub usage_lines: u64,
+    /// Every usage line summed (the naive figure).
+    pub naive: Buckets,
+    /// By (model, day), in that order; the model is `None` when no line of
+    /// the response names one (or it is `<synthetic>`).
+    pub groups: Vec<TokenGroup>,
+}
+
+/// The responses of one record with one (model, day).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenGroup {
+    pub model: Option<String>,
+    pub day: String,
+    /// `(message id, input, output, cache creation, cache read)`, in the
+    /// order the record first shows each id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub responses: Vec<(String, u64, u64, u64, u64)>,
+    /// Usages without a message id: how many, and their sum (each counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idless: Option<(u64, Buckets)>,
+}
+
+impl TokenTable {
+    /// The table of one thread's lines.
+    pub fn of(lines: &[Line]) -> TokenTable {
+        struct Resp {
+            usage: Usage,
+            model: Option<String>,
+            day: String,
+        }
+        let mut t = TokenTable::default();
+        let mut naive = Usage::default();
+        let mut order: Vec<String> = Vec::new();
+        let mut by_id: HashMap<String, Resp> = HashMap::new();
+        let mut idless: BTreeMap<(Option<String>, String), (u64, Usage)> = BTreeMap::new();
+        for l in lines {
             if l.kind != "assistant" {
                 continue;
             }
             let Some(u) = l.usage else { continue };
-            r.usage_lines_seen += 1;
-            per_thread[ti].usage_lines_seen += 1;
+            t.usage_lines += 1;
             naive.add(&u);
             let model = l.model.clone().filter(|m| m != "<synthetic>");
             let day = day_of(l.timestamp.as_deref());
             match &l.message_id {
                 Some(id) => match by_id.get_mut(id) {
-                    Some(resp) => {
-                        resp.usage.max_with(&u);
+                    Some(r) => {
+                        r.usage.max_with(&u);
                         if model.is_some() {
-                            resp.model = model;
+                            r.model = model;
                         }
-                        resp.day = day;
+                        r.day = day;
                     }
                     None => {
                         order.push(id.clone());
                         by_id.insert(
                             id.clone(),
-                            Response {
+                            Resp {
                                 usage: u,
                                 model,
                                 day,
-                                thread: ti,
                             },
                         );
                     }
                 },
                 None => {
-                    r.usage_without_message_id += 1;
-                    per_thread[ti].usage_without_message_id += 1;
-                    loose.push(Response {
-                        usage: u,
-                        model,
-                        day,
-                        thread: ti,
-                    });
+                    let e = idless.entry((model, day)).or_default();
+                    e.0 += 1;
+                    e.1.add(&u);
                 }
+            }
+        }
+        t.naive = buckets(&naive);
+        let mut groups: BTreeMap<(Option<String>, String), TokenGroup> = BTreeMap::new();
+        for id in order {
+            let Some(r) = by_id.remove(&id) else { continue };
+            let g = groups
+                .entry((r.model.clone(), r.day.clone()))
+                .or_insert_with(|| TokenGroup {
+                    model: r.model,
+                    day: r.day,
+                    ..TokenGroup::default()
+                });
+            let [a, b, c, d] = buckets(&r.usage);
+            g.responses.push((id, a, b, c, d));
+        }
+        for ((model, day), (n, u)) in idless {
+            groups
+                .entry((model.clone(), day.clone()))
+                .or_insert_with(|| TokenGroup {
+                    model,
+                    day,
+                    ..TokenGroup::default()
+                })
+                .idless = Some((n, buckets(&u)));
+        }
+        t.groups = groups.into_values().collect();
+        t
+    }
+
+    /// Tokens of this table alone, once per message id.
+    pub fn total(&self) -> u64 {
+        combine(&[TableInput {
+            agent_id: None,
+            agent_type: None,
+            table: self,
+        }])
+        .tokens
+        .total
+    }
+}
+
+/// One thread handed to [`combine`]: its agent id (`None` = main thread),
+/// type, and token table.
+pub struct TableInput<'a> {
+    pub agent_id: Option<&'a str>,
+    pub agent_type: Option<&'a str>,
+    pub table: &'a TokenTable,
+}
+
+/// Counts tokens over `threads` once per API message id.
+pub fn count(threads: &[ThreadInput<'_>]) -> Report {
+    let tables: Vec<TokenTable> = threads.iter().map(|t| TokenTable::of(t.lines)).collect();
+    let inputs: Vec<TableInput<'_>> = threads
+        .iter()
+        .zip(&tables)
+        .map(|(t, table)| TableInput {
+            agent_id: t.agent_id,
+            agent_type: t.agent_type,
+            table,
+        })
+        .collect();
+    combine(&inputs)
+}
+
+/// Adds the tables of a set of threads (a session) in order: a message id
+/// met in several counts once (bucket-wise largest usage, the last model
+/// and day given), for the first thread that shows it.
+pub fn combine(threads: &[TableInput<'_>]) -> Report {
+    struct Response<'t> {
+        usage: Usage,
+        model: Option<&'t str>,
+        day: &'t str,
+        thread: usize,
+        /// Usages without a message id this entry stands for (0: one id).
+        idless: u64,
+    }
+    let mut r = Report::default();
+    let mut naive = Usage::default();
+    let mut order: Vec<&str> = Vec::new();
+    let mut by_id: HashMap<&str, Response<'_>> = HashMap::new();
+    let mut loose: Vec<Response<'_>> = Vec::new();
+    let mut per_thread = vec![ThreadTokens::default(); threads.len()];
+    for (ti, t) in threads.iter().enumerate() {
+        r.usage_lines_seen += t.table.usage_lines;
+        per_thread[ti].usage_lines_seen += t.table.usage_lines;
+        naive.add(&usage(&t.table.naive));
+        for g in &t.table.groups {
+            let model = g.model.as_deref();
+            for (id, a, b, c, d) in &g.responses {
+                let u = usage(&[*a, *b, *c, *d]);
+                match by_id.get_mut(id.as_str()) {
+                    Some(resp) => {
+                        resp.usage.max_with(&u);
+                        if model.is_some() {
+                            resp.model = model;
+                        }
+                        resp.day = &g.day;
+                    }
+                    None => {
+                        order.push(id);
+                        by_id.insert(
+                            id,
+                            Response {
+                                usage: u,
+                                model,
+                                day: &g.day,
+                                thread: ti,
+                                idless: 0,
+                            },
+                        );
+                    }
+                }
+            }
+            if let Some((n, u)) = &g.idless {
+                r.usage_without_message_id += n;
+                per_thread[ti].usage_without_message_id += n;
+                loose.push(Response {
+                    usage: usage(u),
+                    model,
+                    day: &g.day,
+                    thread: ti,
+                    idless: *n,
+                });
             }
         }
     }
     let responses = order.iter().filter_map(|id| by_id.remove(id)).chain(loose);
     for resp in responses {
-        r.api_responses += 1;
+        let n = resp.idless.max(1);
+        r.api_responses += n;
         r.tokens.add(&resp.usage);
         let t = &threads[resp.thread];
-        let model = resp.model.unwrap_or_else(|| "unknown".to_owned());
-        r.by_model.entry(model).or_default().add(&resp.usage);
+        let model = resp.model.unwrap_or("unknown");
+        r.by_model
+            .entry(model.to_owned())
+            .or_default()
+            .add(&resp.usage);
         let ty = match (t.agent_id, t.agent_type) {
             (None, _) => MAIN,
             (Some(_), Some(ty)) => ty,
@@ -194,9 +366,12 @@ pub fn count(threads: &[ThreadInput<'_>]) -> Report {
             .entry(ty.to_owned())
             .or_default()
             .add(&resp.usage);
-        r.by_day.entry(resp.day).or_default().add(&resp.usage);
+        r.by_day
+            .entry(resp.day.to_owned())
+            .or_default()
+            .add(&resp.usage);
         let th = &mut per_thread[resp.thread];
-        th.api_responses += 1;
+        th.api_responses += n;
         th.tokens.add(&resp.usage);
         if t.agent_id.is_some() {
             r.subagent_tokens.add(&resp.usage);
@@ -352,5 +527,82 @@ mod tests {
         assert_eq!(r.by_thread[MAIN].tokens.total, 7);
         assert_eq!(r.by_thread["a"].tokens.total, 0);
         assert_eq!(r.by_thread["a"].usage_lines_seen, 1);
+    }
+
+    /// What the projection keeps per record, added per session, says what
+    /// counting the bodies says — through a JSON round trip, across
+    /// threads sharing a message id, with partials, echoes and id-less
+    /// usage.
+    #[test]
+    fn tables_added_per_session_equal_counting_the_bodies() {
+        let root =
+            "claude-code-log/test/test_data/minimal_showcase/55550000-0000-4000-8000-000000000001";
+        let main = parse(&fixture(&format!("{root}.jsonl")));
+        let sub = parse(&fixture(&format!("{root}/subagents/agent-showcol1.jsonl")));
+        let git_ai = parse(&fixture("git-ai/tests/fixtures/example-claude-code.jsonl"));
+        let hand = parse(
+            concat!(
+                r#"{"type":"assistant","timestamp":"2026-02-01T10:00:00Z","message":{"id":"msg_a","model":"claude-opus-4","content":[],"usage":{"input_tokens":10,"output_tokens":1}}}"#,
+                "\n",
+                r#"{"type":"assistant","timestamp":"2026-02-02T10:00:00Z","message":{"id":"msg_a","model":"<synthetic>","content":[],"usage":{"input_tokens":10,"output_tokens":90}}}"#,
+                "\n",
+                r#"{"type":"assistant","timestamp":"2026-02-02T10:00:01Z","message":{"model":"claude-haiku-4","content":[],"usage":{"input_tokens":5,"output_tokens":5}}}"#,
+                "\n",
+                r#"{"type":"assistant","message":{"content":[],"usage":{"input_tokens":2}}}"#,
+                "\n",
+                r#"{"type":"progress","data":{"message":{"type":"assistant","message":{"id":"x","usage":{"input_tokens":500}}}}}"#,
+                "\n",
+            )
+            .as_bytes(),
+        );
+        // The same id in a later thread with larger output and another day.
+        let again = parse(
+            br#"{"type":"assistant","timestamp":"2026-02-03T00:00:00Z","message":{"id":"msg_a","content":[],"usage":{"input_tokens":10,"output_tokens":120}}}"#,
+        );
+        let threads = [
+            (None, None, &main.lines),
+            (Some("showcol1"), Some("general-purpose"), &sub.lines),
+            (Some("g"), None, &git_ai.lines),
+            (Some("h"), Some("Explore"), &hand.lines),
+            (Some("h2"), Some("Plan"), &again.lines),
+        ];
+        let inputs: Vec<ThreadInput<'_>> = threads
+            .iter()
+            .map(|(a, t, l)| ThreadInput {
+                agent_id: *a,
+                agent_type: *t,
+                lines: l,
+            })
+            .collect();
+        let want = count(&inputs);
+        let tables: Vec<TokenTable> = threads
+            .iter()
+            .map(|(_, _, l)| {
+                let json = serde_json::to_string(&TokenTable::of(l)).unwrap();
+                serde_json::from_str(&json).unwrap()
+            })
+            .collect();
+        let got = combine(
+            &threads
+                .iter()
+                .zip(&tables)
+                .map(|((a, t, _), table)| TableInput {
+                    agent_id: *a,
+                    agent_type: *t,
+                    table,
+                })
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            serde_json::to_value(&got).unwrap(),
+            serde_json::to_value(&want).unwrap()
+        );
+        assert_eq!(got.tokens.total, 6 * 160 + 325743 + 130 + 10 + 2);
+        assert_eq!(got.usage_without_message_id, 2);
+        assert_eq!(got.by_day["2026-02-03"].total, 130, "the last line's day");
+        assert_eq!(got.by_model["claude-opus-4"].total, 130);
+        assert_eq!(got.by_agent_type["Explore"].total, 130 + 10 + 2);
+        assert_eq!(got.by_thread["h2"].tokens.total, 0);
+        assert_eq!(TokenTable::of(&git_ai.lines).total(), 325743);
     }
 }

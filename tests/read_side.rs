@@ -311,7 +311,28 @@ fn chromium() -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The DOM Chromium renders from `page`, and every request the page made
+/// (from its network log: a request whose initiator is an origin — the
+/// page's, `null` for `file://` — rather than the browser's own services).
 fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) -> String {
+    let (dom, requests) = dump_dom_and_requests(browser, page, profile);
+    assert!(
+        requests.is_empty(),
+        "{} made requests: {requests:?}",
+        page.display()
+    );
+    dom
+}
+
+fn dump_dom_and_requests(
+    browser: &str,
+    page: &std::path::Path,
+    profile: &std::path::Path,
+) -> (String, Vec<String>) {
+    let net_log = profile.with_extension(format!(
+        "{}.netlog.json",
+        page.file_name().unwrap().to_string_lossy()
+    ));
     let o = std::process::Command::new(browser)
         .args([
             "--headless",
@@ -323,6 +344,7 @@ fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) ->
             "--no-first-run",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--log-net-log={}", net_log.display()))
         .arg("--dump-dom")
         .arg(format!("file://{}", page.display()))
         .output()
@@ -332,7 +354,20 @@ fn dump_dom(browser: &str, page: &std::path::Path, profile: &std::path::Path) ->
         "chromium: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    let log: Value =
+        serde_json::from_slice(&fs::read(&net_log).expect("chromium wrote its net log"))
+            .expect("the net log is JSON");
+    let requests = log["events"]
+        .as_array()
+        .expect("net log events")
+        .iter()
+        .filter_map(|e| {
+            let p = &e["params"];
+            let initiator = p["initiator"].as_str()?;
+            (initiator != "not an origin").then(|| p["url"].as_str().unwrap_or("?").to_owned())
+        })
+        .collect();
+    (String::from_utf8_lossy(&o.stdout).into_owned(), requests)
 }
 
 /// The parent agent of each `<details data-agent=…>` in a DOM dump.
@@ -407,6 +442,11 @@ fn the_page_in_a_real_browser() {
     assert_inert(&dom);
     let index = dump_dom(&browser, &site.join("index.html"), &profile);
     assert!(index.contains(&format!("href=\"{SID}.html\"")));
+    // The request check sees a request when a page makes one.
+    let leaky = env.tmp.path().join("leaky.html");
+    fs::write(&leaky, "<img src=\"http://127.0.0.1:9/x.png\">").unwrap();
+    let (_, requests) = dump_dom_and_requests(&browser, &leaky, &profile);
+    assert_eq!(requests, ["http://127.0.0.1:9/x.png"], "{requests:?}");
 }
 
 #[test]
@@ -473,6 +513,46 @@ fn stats_sum_sessions_once_per_message_id() {
     assert_eq!(st["sessions"], 1);
     let o = stdout(&env.abcd(&["history", "stats"]));
     assert!(o.contains("counted once per message id"), "{o}");
+}
+
+/// `history stats` adds the record token tables the projection keeps
+/// (`index/tokens/`): with every record file emptied its figures do not
+/// move; without the table (a projection that lost it) it reads the bodies
+/// and says the same; a rebuild writes the table back byte for byte.
+#[test]
+fn stats_read_the_token_table_not_bodies() {
+    let env = captured();
+    hostile(&env);
+    let want = env.json(&["history", "stats"]);
+    assert_eq!(want["tokens"]["total"], 1065 + 2, "{want}");
+    let tokens_dir = env.lane().join("index/tokens");
+    let table = env.snapshot(&["index/tokens"]);
+    assert!(!table.is_empty());
+    let lines: usize = table
+        .values()
+        .map(|b| String::from_utf8_lossy(b).lines().count())
+        .sum();
+    let records = fs::read_dir(env.lane().join("records")).unwrap().count();
+    assert_eq!(lines, records, "one token line per live record");
+    // Without the table: the bodies are read, the figures are the same.
+    fs::rename(&tokens_dir, env.lane().join("tokens.aside")).unwrap();
+    assert_eq!(env.json(&["history", "stats"]), want);
+    fs::rename(env.lane().join("tokens.aside"), &tokens_dir).unwrap();
+    // Every record file emptied: the table alone answers.
+    let mut kept = Vec::new();
+    for e in fs::read_dir(env.lane().join("records")).unwrap() {
+        let p = e.unwrap().path();
+        kept.push((p.clone(), fs::read(&p).unwrap()));
+        fs::write(&p, b"").unwrap();
+    }
+    assert_eq!(env.json(&["history", "stats"]), want);
+    for (p, b) in kept {
+        fs::write(p, b).unwrap();
+    }
+    let o = env.abcd(&["--json", "journal", "replay", "--rebuild"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(env.snapshot(&["index/tokens"]), table);
+    assert_eq!(env.json(&["history", "stats"]), want);
 }
 
 #[test]
@@ -911,14 +991,41 @@ fn stats_count_extended_captures_and_hook_events() {
     // prefix, and stats counts that capture as extended.
     fs::write(&p, format!("{body}{}\n", line("two"))).unwrap();
     env.drain();
+    // A sub-agent staged twice with growing bytes (staged, restaged), the
+    // same bytes again (no event), and a SubagentStop without a path; a
+    // UserPromptSubmit journals nothing.
+    let ap = env.agent_transcript(sid, "ag1", &format!("{}\n", line("a")), None);
+    ok(env.hook("subagent-stop", &env.subagent_payload(sid, "ag1", &ap)));
+    fs::write(&ap, format!("{}\n{}\n", line("a"), line("b"))).unwrap();
+    ok(env.hook("subagent-stop", &env.subagent_payload(sid, "ag1", &ap)));
+    ok(env.hook("subagent-stop", &env.subagent_payload(sid, "ag1", &ap)));
+    let mut gap = env.subagent_payload(sid, "ag2", &ap);
+    gap.as_object_mut().unwrap().remove("agent_transcript_path");
+    ok(env.hook("subagent-stop", &gap));
+    ok(env.hook(
+        "user-prompt-submit",
+        &json!({"session_id": sid, "cwd": env.repo, "hook_event_name": "UserPromptSubmit", "prompt": "x"}),
+    ));
     let st = env.json(&["history", "stats"]);
     assert_eq!(st["extended"], 1, "{st}");
     assert_eq!(st["journal_events"]["session-noted"], 1, "{st}");
-    assert_eq!(st["journal_events"]["staged"], 1, "{st}");
-    assert_eq!(st["journal_events"]["captured"], 1, "{st}");
+    assert_eq!(st["journal_events"]["staged"], 2, "{st}");
+    assert_eq!(st["journal_events"]["restaged"], 1, "{st}");
+    // The prompt hook drained the staged sub-agent.
+    assert_eq!(st["journal_events"]["captured"], 2, "{st}");
+    let h = &st["hook_fires"];
+    assert_eq!(h["main_thread_staged"], 1, "{st}");
+    assert_eq!(h["subagent_staged"], 2, "{st}");
+    assert_eq!(h["subagent_without_transcript"], 1, "{st}");
+    assert_eq!(h["sessions_noted"], 1, "{st}");
+    assert_eq!(h["adopted"], 0, "{st}");
     let o = stdout(&env.abcd(&["history", "stats"]));
     assert!(
         o.contains("captures that extended a staged transcript: 1"),
+        "{o}"
+    );
+    assert!(
+        o.contains("subagent-stop staged a sub-agent 2") && o.contains("user-prompt-submit fires"),
         "{o}"
     );
 }

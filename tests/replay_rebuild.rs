@@ -178,3 +178,28 @@ fn a_store_without_summaries_gets_them_on_its_next_open() {
     let o = stdout(&env.abcd(&["history", "list"]));
     assert!(o.contains("first prompt"), "{o}");
 }
+
+#[test]
+fn a_store_without_token_tables_gets_them_on_its_next_open() {
+    let env = Env::new();
+    let sid = "cafe0000-0000-4000-8000-000000000003";
+    let m = env.main_transcript(sid, &jsonl(&[&line(sid, "first prompt")]));
+    env.hook("session-end", &env.end_payload(sid, &m));
+    env.drain();
+    let before = env.snapshot(&["index/summary", "index/tokens"]);
+    assert_eq!(before.len(), 2, "{:?}", before.keys());
+    let stats = env.json(&["history", "stats"]);
+    // As the layout before token tables left it: no token table, format 3.
+    fs::remove_dir_all(env.lane().join("index/tokens")).unwrap();
+    for name in ["checkpoint.json", "checkpoint.synced.json"] {
+        let p = env.lane().join("index").join(name);
+        let Ok(b) = fs::read(&p) else { continue };
+        let mut c: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        c["format"] = serde_json::json!(3);
+        fs::write(&p, c.to_string()).unwrap();
+    }
+    let r = env.json(&["journal", "replay"]);
+    assert_eq!(r["rebuilt"], false, "an upgrade, not a rebuild: {r}");
+    assert_eq!(env.snapshot(&["index/summary", "index/tokens"]), before);
+    assert_eq!(env.json(&["history", "stats"]), stats);
+}

@@ -7,7 +7,8 @@
 //! The store is populated through the real journal (batched `Captured`
 //! appends) and the real projection rebuild (which writes the summaries),
 //! then `overview::sessions` — the whole of `history list` but the
-//! printing — and `history::list_summaries` (`--json`) are timed.
+//! printing — `history::list_summaries` (`--json`) and `overview::stats`
+//! (`history stats` but the printing) are timed.
 
 use std::time::Instant;
 
@@ -67,10 +68,17 @@ fn main() {
     let env = BenchEnv::new();
     let corpus = Corpus::open(&env.abcd_home, &"2".repeat(40)).unwrap();
     populate(&corpus, n, per_session, bytes);
-    let (mut text, mut json) = (Vec::new(), Vec::new());
+    let (mut text, mut json, mut stats) = (Vec::new(), Vec::new(), Vec::new());
     let mut rows = 0;
     let mut recs = 0;
+    let mut stat_sessions = 0;
+    let mut stat_tokens = 0;
     for _ in 0..runs {
+        let t = Instant::now();
+        let st = abcd::overview::stats(&corpus, &abcd::overview::Filter::default()).unwrap();
+        stats.push(t.elapsed().as_secs_f64() * 1e3);
+        stat_sessions = st.sessions;
+        stat_tokens = st.tokens.total;
         let t = Instant::now();
         rows = abcd::overview::sessions(&corpus, &abcd::overview::Filter::default())
             .unwrap()
@@ -89,5 +97,10 @@ fn main() {
         "history list --json ({recs} records): {:.1} ms (p90 {:.1} ms)",
         median(&mut json.clone()),
         percentile(&mut json, 0.9)
+    );
+    println!(
+        "history stats ({stat_sessions} sessions, {stat_tokens} tokens): {:.1} ms (p90 {:.1} ms)",
+        median(&mut stats.clone()),
+        percentile(&mut stats, 0.9)
     );
 }

@@ -38,7 +38,7 @@ fn populate(corpus: &Corpus, n: usize, bytes: usize) -> u64 {
 }
 
 /// (kind, abcd query, the `rg` pattern a user would type for it).
-const QUERIES: [(&str, &str, &str); 10] = [
+const QUERIES: [(&str, &str, &str); 12] = [
     ("rare", "zanzibar", "zanzibar"),
     ("rare", "zanzibar needle", "zanzibar needle"),
     ("common", "cargo", "cargo"),
@@ -49,6 +49,11 @@ const QUERIES: [(&str, &str, &str); 10] = [
     ("prefix", "nocaptu*", "nocaptu"),
     ("prefix", "modu*", "modu"),
     ("prefix", "zanzi*", "zanzi"),
+    // One letter of words in every block (reading, run, running, rs),
+    // and one of more words than are expanded (1, 10, 100, 1000, 1ms, …:
+    // the first 64 searched, with a note) — a `th*` of this corpus.
+    ("prefix", "r*", "r"),
+    ("prefix", "1*", "1"),
 ];
 
 fn main() {
