@@ -346,9 +346,15 @@ impl Locked<'_> {
     /// the projections could not take the event in (a transient error, or
     /// a fault recorded for it), returns [`CorpusError::Unprojected`].
     pub fn append(&self, event: &Event) -> Result<u64, CorpusError> {
+        self.append_with_id(event, EventId::random())
+    }
+
+    /// [`Locked::append`] under a caller-chosen id (`sync` derives it from
+    /// the published event's id): an id already in the journal is a no-op
+    /// that returns the existing seq.
+    pub fn append_with_id(&self, event: &Event, id: EventId) -> Result<u64, CorpusError> {
         let at = clock::now_unix_ns();
         let payload = event::encode(at, event)?;
-        let id = EventId::random();
         let seq = match self.corpus.journal.append(id, &payload) {
             Ok(Appended::New { seq }) | Ok(Appended::AlreadyPresent { seq }) => seq,
             // Something held the journal's own lock too long (a repair, a
