@@ -181,7 +181,7 @@ pub fn names(journal: &Journal) -> Result<Names, BodyError> {
         let Ok(env) = event::decode(&frame.payload) else {
             continue;
         };
-        match env.event.effective() {
+        match env.event.effective().as_ref() {
             Event::Captured(c) => {
                 if let CaptureOutcome::Stored {
                     record_name,

@@ -97,10 +97,40 @@ impl Event {
 
     /// What applying this event does: an imported event's local decision,
     /// any other event itself.
-    pub fn effective(&self) -> &Event {
+    pub fn effective(&self) -> std::borrow::Cow<'_, Event> {
+        use std::borrow::Cow;
         match self {
-            Event::Imported(i) => &i.applied,
-            e => e,
+            Event::Imported(i) => Cow::Owned(i.applied.to_event()),
+            e => Cow::Borrowed(e),
+        }
+    }
+}
+
+/// What importing a published event decided here. Its own enum (not an
+/// [`Event`]), so an imported event cannot nest another: decoding stays
+/// bounded in depth whatever the payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Applied {
+    Captured(Box<Captured>),
+    LineageMigrated(Box<LineageMigrated>),
+    Forgotten(Box<Forgotten>),
+}
+
+impl Applied {
+    /// The local event this decision applies as.
+    pub fn to_event(&self) -> Event {
+        match self {
+            Applied::Captured(c) => Event::Captured(c.clone()),
+            Applied::LineageMigrated(m) => Event::LineageMigrated(m.clone()),
+            Applied::Forgotten(f) => Event::Forgotten(f.clone()),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Applied::Captured(_) => "captured",
+            Applied::LineageMigrated(_) => "lineage-migrated",
+            Applied::Forgotten(_) => "forgotten",
         }
     }
 }
@@ -118,8 +148,8 @@ pub struct Imported {
     /// supersession decided against the live records here, or
     /// `AlreadyStored` when a live record holds it), a `LineageMigrated`,
     /// or a `Forgotten` (the values, and the rewrites of the bodies held
-    /// here). Never an imported event itself.
-    pub applied: Event,
+    /// here).
+    pub applied: Applied,
     /// For an imported forget: the publisher's rewrites of bodies not held
     /// here, kept so a later import that names one of them resolves it.
     pub forwards: Vec<Rewrite>,

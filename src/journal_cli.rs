@@ -175,7 +175,7 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
             json!({"hook_event_name": g.hook_event_name}),
         ),
         Event::Imported(i) => {
-            let (text, inner) = describe(&i.applied);
+            let (text, inner) = describe(&i.applied.to_event());
             (
                 format!(
                     "from={} id={} {} {text}",

@@ -694,7 +694,7 @@ impl<'a> Projector<'a> {
     pub fn apply(&self, seq: u64, env: &Envelope) -> Result<(), ProjectionError> {
         let index = Index::new(self.lane);
         // An imported event applies as its local decision (`sync`).
-        match env.event.effective() {
+        match env.event.effective().as_ref() {
             Event::Staged(s) => {
                 let stem = self.disk_stem(&s.stem)?;
                 // The metadata blob is gone once the entry was captured or
@@ -1078,7 +1078,7 @@ fn forwards(
             continue;
         }
         if let Ok(env) = event::decode(&frame.payload) {
-            if let Event::Forgotten(f) = env.event.effective() {
+            if let Event::Forgotten(f) = env.event.effective().as_ref() {
                 for r in &f.rewrites {
                     map.insert(r.from.clone(), r.to.clone());
                 }

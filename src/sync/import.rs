@@ -24,8 +24,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::body;
 use crate::corpus::{CorpusError, Locked};
 use crate::event::{
-    BodyRef, CaptureOutcome, Captured, Event, Forgotten, Imported, LineageMigrated, Rewrite,
-    ValueDigest,
+    Applied, BodyRef, CaptureOutcome, Captured, Event, Forgotten, Imported, LineageMigrated,
+    Rewrite, ValueDigest,
 };
 use crate::forgotten;
 use crate::fsutil;
@@ -76,7 +76,7 @@ fn append(
     locked: &Locked<'_>,
     origin: &str,
     event_id: &str,
-    applied: Event,
+    applied: Applied,
     forwards: Vec<Rewrite>,
 ) -> Result<Outcome, SyncError> {
     let ev = Event::Imported(Box::new(Imported {
@@ -123,7 +123,7 @@ pub fn forwards(locked: &Locked<'_>) -> Result<HashMap<String, Option<BodyRef>>,
                 map.insert(r.from.clone(), r.to.clone());
             }
         }
-        if let Event::Forgotten(f) = env.event.effective() {
+        if let Event::Forgotten(f) = env.event.effective().as_ref() {
             for r in &f.rewrites {
                 map.insert(r.from.clone(), r.to.clone());
             }
@@ -202,7 +202,7 @@ pub fn import_record(
         });
     }
     let nothing = |n: &str| {
-        Event::Captured(Box::new(Captured {
+        Applied::Captured(Box::new(Captured {
             outcome: CaptureOutcome::AlreadyStored {
                 record_name: n.to_owned(),
             },
@@ -241,7 +241,7 @@ pub fn import_record(
             return append(locked, origin, &published.id, nothing(name), Vec::new());
         }
         let body = body::put(locked.lane(), &bytes).map_err(CorpusError::from)?;
-        let applied = Event::LineageMigrated(Box::new(LineageMigrated {
+        let applied = Applied::LineageMigrated(Box::new(LineageMigrated {
             record_name: name.clone(),
             body,
         }));
@@ -274,7 +274,7 @@ pub fn import_record(
         }
     }
     let body = body::put(locked.lane(), &bytes).map_err(CorpusError::from)?;
-    let applied = Event::Captured(Box::new(Captured {
+    let applied = Applied::Captured(Box::new(Captured {
         outcome: CaptureOutcome::Stored {
             record_name: name.clone(),
             body,
@@ -395,7 +395,7 @@ pub fn import_forget(
         .map_err(CorpusError::from)?;
     }
     let bodies = rewrites.len() as u64;
-    let applied = Event::Forgotten(Box::new(Forgotten {
+    let applied = Applied::Forgotten(Box::new(Forgotten {
         values: f.values.clone(),
         rewrites: rewrites.clone(),
         rewritten_records: rewritten.into_iter().collect(),

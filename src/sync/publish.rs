@@ -82,7 +82,7 @@ fn current_bodies(corpus: &Corpus) -> Result<BTreeSet<String>, SyncError> {
         let Ok(env) = event::decode(&frame.payload) else {
             continue;
         };
-        if let Event::Forgotten(f) = env.event.effective() {
+        if let Event::Forgotten(f) = env.event.effective().as_ref() {
             for r in &f.rewrites {
                 fwd.insert(r.from.clone(), r.to.as_ref().map(|t| t.sha256.clone()));
             }

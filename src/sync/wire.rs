@@ -10,7 +10,7 @@
 use abcd_journal::EventId;
 use sha2::{Digest, Sha256};
 
-use crate::event::{self, CaptureOutcome, Captured, Envelope, Event};
+use crate::event::{self, Applied, CaptureOutcome, Captured, Envelope, Event};
 
 /// The sync format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -92,7 +92,9 @@ pub fn publishable(ev: &Event) -> Option<Event> {
         },
         Event::LineageMigrated(_) | Event::Forgotten(_) => Some(ev.clone()),
         Event::Imported(i) => match &i.applied {
-            Event::Forgotten(f) if !f.rewrites.is_empty() => Some(i.applied.clone()),
+            Applied::Forgotten(f) if !f.rewrites.is_empty() => {
+                Some(Event::Forgotten(f.clone()))
+            }
             _ => None,
         },
         _ => None,
