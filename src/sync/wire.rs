@@ -92,9 +92,7 @@ pub fn publishable(ev: &Event) -> Option<Event> {
         },
         Event::LineageMigrated(_) | Event::Forgotten(_) => Some(ev.clone()),
         Event::Imported(i) => match &i.applied {
-            Applied::Forgotten(f) if !f.rewrites.is_empty() => {
-                Some(Event::Forgotten(f.clone()))
-            }
+            Applied::Forgotten(f) if !f.rewrites.is_empty() => Some(Event::Forgotten(f.clone())),
             _ => None,
         },
         _ => None,
