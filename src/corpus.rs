@@ -384,6 +384,52 @@ impl Locked<'_> {
         }
     }
 
+    /// Appends events under caller-chosen ids as one atomic batch (one
+    /// write, one fdatasync), then applies them. Ids already in the journal
+    /// (or repeated) are skipped. `sync` imports through it: each event was
+    /// decided against the projections plus the batch before it.
+    pub fn append_batch_with_ids(&self, events: &[(Event, EventId)]) -> Result<(), CorpusError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let at = clock::now_unix_ns();
+        let mut payloads = Vec::with_capacity(events.len());
+        for (ev, id) in events {
+            payloads.push((*id, event::encode(at, ev)?));
+        }
+        let refs: Vec<(EventId, &[u8])> =
+            payloads.iter().map(|(i, p)| (*i, p.as_slice())).collect();
+        let acks = match self.corpus.journal.append_batch(&refs) {
+            Ok(a) => a,
+            Err(e @ JournalError::LockTimeout { .. }) => {
+                let spool_path = self.corpus.journal.spool(&refs)?;
+                return Err(CorpusError::Spooled {
+                    why: e.to_string(),
+                    spool_path,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let last = acks.iter().map(Appended::seq).max().unwrap_or(0);
+        match projection::catch_up(&self.corpus.lane, &self.corpus.journal) {
+            Ok(c) => match c
+                .faults
+                .iter()
+                .find(|f| acks.iter().any(|a| a.seq() == f.seq))
+            {
+                None => Ok(()),
+                Some(f) => Err(CorpusError::Unprojected {
+                    seq: f.seq,
+                    why: f.reason.clone(),
+                }),
+            },
+            Err(e) => Err(CorpusError::Unprojected {
+                seq: last,
+                why: e.to_string(),
+            }),
+        }
+    }
+
     /// A blob in `staging/` with no sidecar was written by a writer that
     /// died before journaling it, or by an older binary: adopt it as staged
     /// (never delete raw text). Also removes temporary blobs whose writer is

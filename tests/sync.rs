@@ -309,11 +309,20 @@ fn the_same_session_on_both_machines_follows_the_one_machine_rules() {
     // the longer first on a this time: b's shorter never lives there.
     net.capture("a", "s-grow2", None, &["x", "y", "z"]);
     net.capture("b", "s-grow2", None, &["x"]);
+    // a captured the same session twice before syncing: b imports both
+    // events in one batch and keeps only the longer.
+    net.capture("a", "s-twice", None, &["p"]);
+    net.capture("a", "s-twice", None, &["p", "q"]);
     net.sync("a");
     net.sync("b");
     net.sync("a");
     net.converged(&["a", "b"]);
     let recs = net.records("a");
+    assert_eq!(
+        recs.iter().filter(|r| r.ends_with("-s-twice.md")).count(),
+        1,
+        "{recs:?}"
+    );
     let count = |s: &str| {
         recs.iter()
             .filter(|r| r.ends_with(&format!("-{s}.md")))

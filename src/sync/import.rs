@@ -19,7 +19,7 @@
 //! rewritten (by digest: the value never travels), and every imported body
 //! is redacted by the forgotten set before it is stored.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::body;
 use crate::corpus::{CorpusError, Locked};
@@ -172,17 +172,85 @@ fn resolve_body(
     })
 }
 
-/// Imports one published record event (a stored capture or a lineage
-/// migration). Caller holds the lock and has imported every forget of the
-/// pull first.
+/// Record imports decided but not yet journaled: one batch, appended
+/// atomically by [`Batch::flush`]. Each decision sees the live records as
+/// the projections hold them *plus* the decisions before it in the batch,
+/// so a batch decides exactly what one-by-one imports would.
+#[derive(Default)]
+pub struct Batch {
+    live: HashMap<String, Vec<u8>>,
+    streams: HashMap<String, Vec<String>>,
+    dropped: HashSet<String>,
+    ids: HashSet<String>,
+    events: Vec<(Event, abcd_journal::EventId)>,
+}
+
+impl Batch {
+    fn read_live(&self, lane: &crate::store::Lane, n: &str) -> Result<Option<Vec<u8>>, SyncError> {
+        if self.dropped.contains(n) {
+            return Ok(None);
+        }
+        if let Some(b) = self.live.get(n) {
+            return Ok(Some(b.clone()));
+        }
+        match fsutil::read_private(&lane.records_dir().join(n), RECORD_READ_CAP) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(SyncError::from(CorpusError::from(e))),
+        }
+    }
+
+    fn push(&mut self, origin: &str, event_id: &str, applied: Applied) -> Outcome {
+        self.ids.insert(event_id.to_owned());
+        self.events.push((
+            Event::Imported(Box::new(Imported {
+                origin: origin.to_owned(),
+                event_id: event_id.to_owned(),
+                applied,
+                forwards: Vec::new(),
+            })),
+            wire::journal_id(event_id),
+        ));
+        Outcome::New
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Makes the batch's bodies durable, then appends its events as one
+    /// atomic batch and applies them.
+    pub fn flush(&mut self, locked: &Locked<'_>) -> Result<(), SyncError> {
+        if self.events.is_empty() {
+            return Ok(());
+        }
+        body::sync(locked.lane()).map_err(CorpusError::from)?;
+        match locked.append_batch_with_ids(&self.events) {
+            Ok(()) => {}
+            Err(e) if e.is_unprojected() => {}
+            Err(e) => return Err(e.into()),
+        }
+        *self = Batch::default();
+        Ok(())
+    }
+}
+
+/// Decides one published record event (a stored capture or a lineage
+/// migration) into `batch`. Caller holds the lock and has imported every
+/// forget of the pull first.
 pub fn import_record(
     locked: &Locked<'_>,
+    batch: &mut Batch,
     src: &mut dyn BodySource,
     fwd: &mut Option<HashMap<String, Option<BodyRef>>>,
     origin: &str,
     published: &wire::Published,
 ) -> Result<Outcome, SyncError> {
-    if known(locked, &published.id)? {
+    if batch.ids.contains(&published.id) || known(locked, &published.id)? {
         return Ok(Outcome::Known);
     }
     let (name, body_ref, migration) = match &published.env.event {
@@ -210,52 +278,54 @@ pub fn import_record(
             extended: false,
         }))
     };
+    let lane = locked.lane();
     let Some(bytes) = resolve_body(src, locked, fwd, origin, &body_ref.sha256)? else {
         // A forget removed it: nothing to store.
-        return append(locked, origin, &published.id, nothing(name), Vec::new());
+        return Ok(batch.push(origin, &published.id, nothing(name)));
     };
-    let set = projection::read_forgotten(locked.lane());
+    let set = projection::read_forgotten(lane);
     let bytes = redact_file(bytes, &set);
     let (meta, text) = record::parse(&bytes).map_err(|e| SyncError::Malformed {
         origin: origin.to_owned(),
         why: format!("record {name} does not parse: {e}"),
     })?;
-    if meta.root_commit != locked.lane().root_sha {
+    if meta.root_commit != lane.root_sha {
         return Err(SyncError::Malformed {
             origin: origin.to_owned(),
             why: format!("record {name} belongs to another repository"),
         });
     }
-    let records = locked.lane().records_dir();
-    let read_live = |n: &str| match fsutil::read_private(&records.join(n), RECORD_READ_CAP) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(SyncError::from(CorpusError::from(e))),
-    };
+    let agent = meta.lineage.agent_id.as_deref();
+    let stream = stream_key(&meta.lineage.session_id, agent, &meta.source_kind);
     let sha = fsutil::sha256_hex(&bytes);
-    if let Some(live) = read_live(name)? {
+    if let Some(live) = batch.read_live(lane, name)? {
         // The same name is live here: the same file, or a collision that
         // keeps the smaller digest (a migration replaces it).
         let live_sha = fsutil::sha256_hex(&live);
         if live_sha == sha || (!migration && live_sha < sha) {
-            return append(locked, origin, &published.id, nothing(name), Vec::new());
+            return Ok(batch.push(origin, &published.id, nothing(name)));
         }
-        let body = body::put(locked.lane(), &bytes).map_err(CorpusError::from)?;
+        let body = body::put_unsynced(lane, &bytes).map_err(CorpusError::from)?;
+        batch.live.insert(name.clone(), bytes.clone());
         let applied = Applied::LineageMigrated(Box::new(LineageMigrated {
             record_name: name.clone(),
             body,
         }));
-        return append(locked, origin, &published.id, applied, Vec::new());
+        return Ok(batch.push(origin, &published.id, applied));
     }
     if migration {
         // A migration of a record not live here changes nothing.
-        return append(locked, origin, &published.id, nothing(name), Vec::new());
+        return Ok(batch.push(origin, &published.id, nothing(name)));
     }
-    let agent = meta.lineage.agent_id.as_deref();
-    let stream = stream_key(&meta.lineage.session_id, agent, &meta.source_kind);
+    let mut priors = locked.index().stream_records(&stream)?;
+    for n in batch.streams.get(&stream).into_iter().flatten() {
+        if !priors.contains(n) {
+            priors.push(n.clone());
+        }
+    }
     let mut supersedes = Vec::new();
-    for prior in locked.index().stream_records(&stream)? {
-        let Some(pb) = read_live(&prior)? else {
+    for prior in priors {
+        let Some(pb) = batch.read_live(lane, &prior)? else {
             continue;
         };
         let Ok((_, prior_text)) = record::parse(&pb) else {
@@ -267,13 +337,20 @@ pub fn import_record(
             prior_text.starts_with(text)
         };
         if dominated {
-            return append(locked, origin, &published.id, nothing(&prior), Vec::new());
+            return Ok(batch.push(origin, &published.id, nothing(&prior)));
         }
         if text.starts_with(prior_text) {
             supersedes.push(prior);
         }
     }
-    let body = body::put(locked.lane(), &bytes).map_err(CorpusError::from)?;
+    let body = body::put_unsynced(lane, &bytes).map_err(CorpusError::from)?;
+    for s in &supersedes {
+        batch.dropped.insert(s.clone());
+        batch.live.remove(s);
+    }
+    batch.dropped.remove(name);
+    batch.live.insert(name.clone(), bytes.clone());
+    batch.streams.entry(stream).or_default().push(name.clone());
     let applied = Applied::Captured(Box::new(Captured {
         outcome: CaptureOutcome::Stored {
             record_name: name.clone(),
@@ -283,7 +360,7 @@ pub fn import_record(
         retires: None,
         extended: false,
     }));
-    append(locked, origin, &published.id, applied, Vec::new())
+    Ok(batch.push(origin, &published.id, applied))
 }
 
 /// What importing a forget changed here.

@@ -437,10 +437,12 @@ fn pull(
     for (i, chunk) in records.chunks(IMPORT_BATCH).enumerate() {
         let locked = corpus.lock()?;
         let mut fwd = None;
+        let mut batch = import::Batch::default();
         for (origin, p) in chunk {
-            let o = import::import_record(&locked, &mut trees, &mut fwd, origin, p)?;
+            let o = import::import_record(&locked, &mut batch, &mut trees, &mut fwd, origin, p)?;
             count(o, report);
         }
+        batch.flush(&locked)?;
         drop(locked);
         if tty {
             let done = (i * IMPORT_BATCH + chunk.len()) as u64;
