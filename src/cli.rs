@@ -98,6 +98,14 @@ pub struct SyncArgs {
     /// in the store and push nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Sync in the background from the session-start hook (at most every
+    /// 10 minutes, killed after 2 minutes; with --remote, that remote), or
+    /// stop doing so. Hooks never wait for it.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub auto: Option<String>,
+    /// Kill this sync (safely: the next one finishes it) after N seconds.
+    #[arg(long, hide = true, value_name = "N")]
+    pub deadline_secs: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -419,6 +427,25 @@ fn sync_cmd(
             )?;
         }
         return Ok(0);
+    }
+    if let Some(a) = &args.auto {
+        let on = a == "on";
+        crate::sync::auto::set(&corpus, on, args.remote.as_deref())
+            .map_err(|e| format!("abcd sync --auto: {e}"))?;
+        if json {
+            print_json(out, &serde_json::json!({"auto": on, "remote": args.remote}))?;
+        } else if on {
+            w(out, "abcd sync --auto on — the session-start hook now syncs this repository in the background (at most every 10 minutes, for at most 2 minutes); `abcd sync --auto off` stops it".into())?;
+        } else {
+            w(
+                out,
+                "abcd sync --auto off — no background sync for this repository".into(),
+            )?;
+        }
+        return Ok(0);
+    }
+    if let Some(secs) = args.deadline_secs {
+        crate::sync::auto::arm_deadline(secs);
     }
     let opts = crate::sync::Options {
         remote: args.remote,

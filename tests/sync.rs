@@ -648,3 +648,54 @@ fn an_unreachable_remote_a_newer_format_and_damaged_objects_are_clear_errors() {
     net.sync("b");
     net.converged(&["a", "b"]);
 }
+
+#[test]
+fn auto_sync_starts_in_the_background_from_the_session_start_hook_only_when_on() {
+    if !have_git() {
+        return;
+    }
+    let net = Net::new();
+    net.capture("a", "s-auto", None, &["captured before the hook"]);
+    let home = net.home("a").display().to_string();
+    let env = [("ABCD_HOME", home.as_str())];
+    let refs = || {
+        let o = git_in(&net.remote, &["for-each-ref", "--format=%(refname)"]);
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    // Off (the default): the hook starts nothing.
+    let out = net
+        .env
+        .hook_env("session-start", &net.env.start_payload("s-auto"), &env);
+    assert!(out.status.success());
+    assert!(!stderr(&out).contains("background"), "{}", stderr(&out));
+    let out = net.abcd("a", &["sync", "--auto", "on", "--remote", &net.url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = net
+        .env
+        .hook_env("session-start", &net.env.start_payload("s-auto"), &env);
+    assert!(out.status.success());
+    assert!(
+        stderr(&out).contains("background `abcd sync` started"),
+        "{}",
+        stderr(&out)
+    );
+    // The hook returned; the sync finishes on its own (polled, generously).
+    let mut waited = 0;
+    while refs() == 0 && waited < 600 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        waited += 1;
+    }
+    assert_eq!(
+        refs(),
+        1,
+        "the background sync published this machine's ref"
+    );
+    // Within the interval, a second session start does not start another.
+    let out = net
+        .env
+        .hook_env("session-start", &net.env.start_payload("s-auto"), &env);
+    assert!(!stderr(&out).contains("background"), "{}", stderr(&out));
+    let out = net.abcd("a", &["sync", "--auto", "off"]);
+    assert!(out.status.success());
+    assert!(!net.lane("a").join("sync/auto").exists());
+}

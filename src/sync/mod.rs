@@ -18,6 +18,7 @@
 //! - A failure leaves the store as it was or with whole events imported:
 //!   the next sync resumes (imports are idempotent by event id).
 
+pub mod auto;
 pub mod git;
 pub mod import;
 pub mod publish;
