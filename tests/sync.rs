@@ -263,6 +263,14 @@ fn interleaved_captures_on_two_machines_converge_byte_for_byte() {
     net.sync("b");
     net.capture("a", "s-five", None, &["after the first sync"]);
     net.sync("a");
+    // A dry run counts and changes nothing.
+    let before = net.corpus("b");
+    let out = net.abcd("b", &["--json", "sync", "--dry-run", "--remote", &net.url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dry: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(dry["imported"], 1, "{dry}");
+    assert_eq!(dry["pushed"], false, "{dry}");
+    assert_eq!(net.corpus("b"), before);
     net.sync("b");
     assert_eq!(net.records("a").len(), 5);
     net.converged(&["a", "b"]);
@@ -284,6 +292,28 @@ fn interleaved_captures_on_two_machines_converge_byte_for_byte() {
     // What travelled is redacted material only: no staging, no notes.
     let objects = all_objects(&net.remote);
     assert!(!contains(&objects, "stage.json") && !contains(&objects, "meta.json"));
+    // The home's sync state is private like the rest of the store.
+    for m in ["a", "b"] {
+        let mut files = BTreeMap::new();
+        walk_all(&net.lane(m).join("sync"), &net.lane(m), &mut files);
+        assert!(files.keys().any(|k| k.contains("repo.git/objects")));
+        for k in files.keys() {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(net.lane(m).join(k))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "{m}: {k} is {mode:o}");
+        }
+    }
+    // Imported events replay like local ones: a rebuild reproduces them.
+    let before = net.corpus("b");
+    let out = net.abcd("b", &["journal", "replay", "--rebuild"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        net.corpus("b") == before,
+        "a rebuild reproduces the synced store"
+    );
     // Status reads local state.
     let st = net.abcd("a", &["--json", "sync", "status"]);
     let st: Value = serde_json::from_str(stdout(&st).trim()).unwrap();
@@ -603,6 +633,19 @@ fn an_unreachable_remote_a_newer_format_and_damaged_objects_are_clear_errors() {
         stderr(&out)
     );
     assert_eq!(net.corpus("a"), before);
+    // No git at all.
+    let empty = net.env.tmp.path().join("no-git");
+    fs::create_dir_all(&empty).unwrap();
+    let out = net
+        .env
+        .command(&net.env.repo)
+        .env("ABCD_HOME", net.home("a"))
+        .env("PATH", &empty)
+        .args(["sync", "--remote", &net.url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("needs git"), "{}", stderr(&out));
     // No remote at all.
     let out = net.abcd("a", &["sync"]);
     assert!(!out.status.success());

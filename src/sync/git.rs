@@ -108,6 +108,11 @@ impl Git {
         }
     }
 
+    /// The repository's directory, when it has one.
+    pub fn dir(&self) -> Option<&Path> {
+        self.git_dir.as_deref()
+    }
+
     /// The same repository with its own index file (tree building).
     pub fn with_index(&self, index: &Path) -> Git {
         Git {

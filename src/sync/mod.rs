@@ -282,6 +282,11 @@ fn fetch(git: &Git, url: &str, root: &str) -> Result<(), SyncError> {
             other => other.to_string(),
         },
     })?;
+    // It names the URL (which may carry credentials) and is written with
+    // the umask's mode: nothing needs it.
+    if let Some(dir) = git.dir() {
+        let _ = std::fs::remove_file(dir.join("FETCH_HEAD"));
+    }
     Ok(())
 }
 
