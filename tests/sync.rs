@@ -742,3 +742,36 @@ fn auto_sync_starts_in_the_background_from_the_session_start_hook_only_when_on()
     assert!(out.status.success());
     assert!(!net.lane("a").join("sync/auto").exists());
 }
+
+#[test]
+fn a_copied_machine_id_is_refused_and_a_lost_sync_directory_is_recovered() {
+    if !have_git() {
+        return;
+    }
+    let net = Net::new();
+    net.capture("a", "s-a", None, &["from a"]);
+    net.sync("a");
+    // The private repository lost: the next sync adopts what this journal
+    // published and goes on (nothing published twice as new).
+    fs::remove_dir_all(net.lane("a").join("sync")).unwrap();
+    net.capture("a", "s-a2", None, &["more from a"]);
+    let r = net.sync("a");
+    assert_eq!(r["published_events"], 1, "{r}");
+    // A home that copied a's machine id publishes under it; a then refuses
+    // to overwrite what it did not publish, and says what to do.
+    net.capture("c", "s-c", None, &["from c"]);
+    fs::create_dir_all(net.home("c")).unwrap();
+    fs::copy(
+        net.home("a").join("machine-id"),
+        net.home("c").join("machine-id"),
+    )
+    .unwrap();
+    let out = net.abcd("c", &["sync", "--remote", &net.url]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("same id"), "{}", stderr(&out));
+    fs::remove_file(net.home("c").join("machine-id")).unwrap();
+    net.sync("c");
+    net.sync("a");
+    net.sync("c");
+    net.converged(&["a", "c"]);
+}

@@ -62,6 +62,8 @@ pub enum SyncError {
         "another `abcd sync` of this repository is running (lock {0}); try again when it finishes"
     )]
     Busy(PathBuf),
+    #[error("the remote's ref for this machine id ({machine}) holds commits this machine did not publish: another machine uses the same id (an ABCD_HOME copied from here?). Nothing was pushed and nothing local changed; on the copy, delete $ABCD_HOME/machine-id (a new id is made on its next sync) and sync there again")]
+    DuplicateMachine { machine: String },
     #[error(transparent)]
     Corpus(#[from] CorpusError),
     #[error(transparent)]
@@ -516,6 +518,15 @@ pub fn run(corpus: &Corpus, repo_root: &Path, opts: &Options) -> Result<Report, 
         let before = tracked(&git, &root)?;
         fetch(&git, &url, &root)?;
         let after = tracked(&git, &root)?;
+        check_own(
+            corpus,
+            &git,
+            &me,
+            &own_ref,
+            before.get(&me),
+            after.get(&me),
+            &index_file,
+        )?;
         // A ref rewritten by its machine (a forget): what it dropped goes
         // from here too once imported.
         gc |= before.iter().any(|(m, c)| {
@@ -563,6 +574,46 @@ pub fn run(corpus: &Corpus, repo_root: &Path, opts: &Options) -> Result<Report, 
         git.run(&["gc", "--quiet", "--prune=now"], None)?;
     }
     Ok(report)
+}
+
+/// What the remote holds under this machine's id must be what this
+/// machine published (or an ancestor of it). A private repository lost
+/// (`sync/` deleted) adopts the remote's commit when it was published from
+/// this very journal; anything else is another machine using this id.
+fn check_own(
+    corpus: &Corpus,
+    git: &Git,
+    me: &str,
+    own_ref: &str,
+    before: Option<&String>,
+    after: Option<&String>,
+    index_file: &Path,
+) -> Result<(), SyncError> {
+    let Some(remote) = after else {
+        return Ok(());
+    };
+    if before == Some(remote) {
+        return Ok(());
+    }
+    match git.resolve(own_ref)? {
+        Some(local) if local == *remote || is_ancestor(git, remote, &local) => Ok(()),
+        Some(_) => Err(SyncError::DuplicateMachine {
+            machine: me.to_owned(),
+        }),
+        None => {
+            let msg = git.text(&["log", "-1", "--format=%B", remote])?;
+            let (_, pos) = wire::parse_commit_message(&msg);
+            if pos.is_some_and(|p| p.journal_id == corpus.journal.journal_id()) {
+                git.run(&["update-ref", own_ref, remote], None)?;
+                let _ = std::fs::remove_file(index_file);
+                Ok(())
+            } else {
+                Err(SyncError::DuplicateMachine {
+                    machine: me.to_owned(),
+                })
+            }
+        }
+    }
 }
 
 fn is_ancestor(git: &Git, old: &str, new: &str) -> bool {
