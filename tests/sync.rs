@@ -650,8 +650,36 @@ fn an_unreachable_remote_a_newer_format_and_damaged_objects_are_clear_errors() {
     let out = net.abcd("a", &["sync"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--remote"), "{}", stderr(&out));
+    // A remote that refuses the push (a server-side hook): said as it is;
+    // everything stays here and the next sync pushes it.
+    let hook = net.remote.join("hooks/pre-receive");
+    fs::write(
+        &hook,
+        "#!/bin/sh\necho 'pushes are closed today' >&2\nexit 1\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = net.abcd("a", &["sync", "--remote", &net.url]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("refused this machine's push"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("pushes are closed today"),
+        "{}",
+        stderr(&out)
+    );
+    net.verify_clean("a");
+    assert_eq!(net.corpus("a"), before);
+    fs::remove_file(&hook).unwrap();
     // A newer format's refs: refused with the version.
-    net.sync("a");
+    let r = net.sync("a");
+    assert_eq!(r["pushed"], true, "{r}");
     let head =
         String::from_utf8(git_in(&net.remote, &["for-each-ref", "--format=%(objectname)"]).stdout)
             .unwrap();

@@ -174,6 +174,23 @@ impl Git {
         Ok(out.stdout)
     }
 
+    /// Runs git and returns (success, stdout, stderr) whatever its status.
+    pub fn run_status(&self, args: &[&str]) -> Result<(bool, String, String), GitError> {
+        let out = self
+            .command(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| GitError::Spawn {
+                args: args.join(" "),
+                source,
+            })?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
     /// [`Git::run`], stdout as trimmed text.
     pub fn text(&self, args: &[&str]) -> Result<String, GitError> {
         Ok(String::from_utf8_lossy(&self.run(args, None)?)

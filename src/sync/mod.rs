@@ -62,6 +62,8 @@ pub enum SyncError {
         "another `abcd sync` of this repository is running (lock {0}); try again when it finishes"
     )]
     Busy(PathBuf),
+    #[error("the remote {remote} refused this machine's push: {why}\n  everything is kept here (published locally); run `abcd sync` again once the remote accepts pushes")]
+    PushFailed { remote: String, why: String },
     #[error("the remote's ref for this machine id ({machine}) holds commits this machine did not publish: another machine uses the same id (an ABCD_HOME copied from here?). Nothing was pushed and nothing local changed; on the copy, delete $ABCD_HOME/machine-id (a new id is made on its next sync) and sync there again")]
     DuplicateMachine { machine: String },
     #[error(transparent)]
@@ -447,8 +449,16 @@ fn pull(
         let mut fwd = None;
         let mut batch = import::Batch::default();
         for (origin, p) in chunk {
-            let o = import::import_record(&locked, &mut batch, &mut trees, &mut fwd, origin, p)?;
-            count(o, report);
+            match import::import_record(&locked, &mut batch, &mut trees, &mut fwd, origin, p) {
+                Ok(o) => count(o, report),
+                Err(e) => {
+                    // What was decided before it is journaled (its bodies
+                    // are then referenced); the segments stay unread, so
+                    // the next sync retries from this event.
+                    batch.flush(&locked)?;
+                    return Err(e);
+                }
+            }
         }
         batch.flush(&locked)?;
         drop(locked);
@@ -478,18 +488,25 @@ fn push(git: &Git, url: &str, refname: &str, expect: Option<&str>) -> Result<boo
     }
     let lease = format!("--force-with-lease={refname}:{}", expect.unwrap_or(""));
     let spec = format!("{refname}:{refname}");
-    git.run(
-        &["push", "--quiet", "--porcelain", &lease, url, &spec],
-        None,
-    )
-    .map_err(|e| match e {
-        GitError::Failed { stderr, .. } => SyncError::PushRaced {
+    let (ok, out, err) = git.run_status(&["push", "--porcelain", &lease, url, &spec])?;
+    if ok {
+        return Ok(true);
+    }
+    // A lease that no longer holds (the ref moved since the fetch) is a
+    // race: fetch, import and try again. Anything else is the remote's
+    // answer, said as it is.
+    let text = format!("{out}\n{err}");
+    if text.contains("stale info") || text.contains("[rejected]") || text.contains("fetch first") {
+        Err(SyncError::PushRaced {
             attempts: 1,
-            why: stderr,
-        },
-        other => other.into(),
-    })?;
-    Ok(true)
+            why: err.trim().to_owned(),
+        })
+    } else {
+        Err(SyncError::PushFailed {
+            remote: display_url(url),
+            why: err.trim().to_owned(),
+        })
+    }
 }
 
 /// One `abcd sync`.
