@@ -551,9 +551,16 @@ pub fn run(corpus: &Corpus, repo_root: &Path, opts: &Options) -> Result<Report, 
                 .get(m)
                 .is_some_and(|n| n != c && !is_ancestor(&git, c, n))
         });
+        if gc && !opts.dry_run {
+            mark_gc(corpus)?;
+        }
         if opts.pull {
             report.machines.clear();
-            gc |= pull(corpus, &git, &me, opts.dry_run, &mut report)?;
+            let forgot = pull(corpus, &git, &me, opts.dry_run, &mut report)?;
+            if forgot {
+                mark_gc(corpus)?;
+            }
+            gc |= forgot;
         }
         if !opts.push {
             break;
@@ -562,7 +569,10 @@ pub fn run(corpus: &Corpus, repo_root: &Path, opts: &Options) -> Result<Report, 
         report.published_events += if attempt == 1 { p.events } else { 0 };
         report.published_bodies += if attempt == 1 { p.bodies } else { 0 };
         report.rewritten |= p.rewritten;
-        gc |= p.rewritten && !opts.dry_run;
+        if p.rewritten && !opts.dry_run {
+            mark_gc(corpus)?;
+            gc = true;
+        }
         if opts.dry_run {
             break;
         }
@@ -586,9 +596,13 @@ pub fn run(corpus: &Corpus, repo_root: &Path, opts: &Options) -> Result<Report, 
             why: last_err,
         });
     }
-    if gc {
-        // Nothing a forget removed may stay in this home's objects.
+    let pending = sync_dir(corpus).join("gc.pending");
+    if gc || pending.exists() {
+        // Nothing a forget removed may stay in this home's objects. The
+        // marker makes a sync killed before the collection collect next time.
+        fsutil::write_atomic(&pending, b"", true).map_err(CorpusError::from)?;
         git.run(&["gc", "--quiet", "--prune=now"], None)?;
+        fsutil::remove_file_if_exists(&pending).map_err(CorpusError::from)?;
     }
     Ok(report)
 }
@@ -631,6 +645,14 @@ fn check_own(
             }
         }
     }
+}
+
+/// Records that this home's objects must be collected (a forget came or
+/// went out), so a sync killed before its collection does it next time.
+fn mark_gc(corpus: &Corpus) -> Result<(), SyncError> {
+    let p = sync_dir(corpus).join("gc.pending");
+    fsutil::write_atomic(&p, b"", true).map_err(CorpusError::from)?;
+    Ok(())
 }
 
 fn is_ancestor(git: &Git, old: &str, new: &str) -> bool {
