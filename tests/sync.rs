@@ -813,3 +813,98 @@ fn a_copied_machine_id_is_refused_and_a_lost_sync_directory_is_recovered() {
     net.sync("c");
     net.converged(&["a", "c"]);
 }
+
+/// Writes `bytes` as a blob of the bare repository; its id.
+fn blob(repo: &Path, bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = Command::new("git")
+        .args(["hash-object", "-w", "--stdin"])
+        .current_dir(repo)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    String::from_utf8(child.wait_with_output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn an_event_of_a_newer_schema_from_another_machine_is_refused_with_its_version() {
+    if !have_git() {
+        return;
+    }
+    let net = Net::new();
+    net.capture("b", "s-b", None, &["from b"]);
+    // A machine running a newer abcd published an event of schema 3.
+    let format = blob(&net.remote, b"abcd-sync 1\n");
+    let mut seg = b"abcd-seg 1\n".to_vec();
+    let ev = [3u8, 0, 1, 2, 3, 4];
+    seg.extend_from_slice(&(ev.len() as u32).to_le_bytes());
+    seg.extend_from_slice(&ev);
+    let seg = blob(&net.remote, &seg);
+    let events = {
+        let mut c = Command::new("git")
+            .args(["mktree"])
+            .current_dir(&net.remote)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("100644 blob {seg}\t0000000001\n").as_bytes())
+            .unwrap();
+        String::from_utf8(c.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let tree = {
+        let mut c = Command::new("git")
+            .args(["mktree"])
+            .current_dir(&net.remote)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        c.stdin
+            .take()
+            .unwrap()
+            .write_all(
+                format!("100644 blob {format}\tFORMAT\n040000 tree {events}\tevents\n").as_bytes(),
+            )
+            .unwrap();
+        String::from_utf8(c.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let commit = Command::new("git")
+        .args(["commit-tree", &tree, "-m", "newer"])
+        .current_dir(&net.remote)
+        .env("GIT_AUTHOR_NAME", "x")
+        .env("GIT_AUTHOR_EMAIL", "x@x")
+        .env("GIT_COMMITTER_NAME", "x")
+        .env("GIT_COMMITTER_EMAIL", "x@x")
+        .output()
+        .unwrap();
+    let commit = String::from_utf8(commit.stdout).unwrap().trim().to_owned();
+    let refname = format!("refs/abcd/v1/{}/{}", net.env.root_sha(), "f".repeat(32));
+    assert!(git_in(&net.remote, &["update-ref", &refname, &commit])
+        .status
+        .success());
+    let before = net.corpus("b");
+    let out = net.abcd("b", &["sync", "--remote", &net.url]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("schema 3") && err.contains("upgrade"), "{err}");
+    assert!(err.contains(&"f".repeat(32)), "names the machine: {err}");
+    assert_eq!(net.corpus("b"), before, "nothing local changed");
+    net.verify_clean("b");
+}

@@ -273,6 +273,20 @@ mod tests {
         .is_none());
     }
 
+    proptest::proptest! {
+        /// Whatever a remote holds, reading it never panics, and a commit
+        /// message always parses to something.
+        #[test]
+        fn arbitrary_bytes_never_panic(tail in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let mut seg = SEGMENT_MAGIC.to_vec();
+            seg.extend_from_slice(&tail);
+            let _ = decode_segment(&seg);
+            let _ = decode_segment(&tail);
+            let _ = parse_commit_message(&String::from_utf8_lossy(&tail));
+            let _ = ref_version(&String::from_utf8_lossy(&tail));
+        }
+    }
+
     #[test]
     fn commit_message_round_trips() {
         let p = PublishedUpTo {
