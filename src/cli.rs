@@ -399,7 +399,7 @@ fn sync_cmd(
             Some(c) => w(
                 out,
                 format!(
-                    "  published: commit {} ({}); {} journal event(s) since",
+                    "  published: commit {} ({}); {} event(s) of this machine to publish",
                     &c[..12.min(c.len())],
                     if st.own_pushed {
                         "pushed"
@@ -412,7 +412,7 @@ fn sync_cmd(
             None => w(
                 out,
                 format!(
-                    "  published: nothing yet; {} journal event(s)",
+                    "  published: nothing yet; {} event(s) of this machine to publish",
                     st.unpublished_events
                 ),
             )?,

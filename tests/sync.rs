@@ -318,6 +318,7 @@ fn interleaved_captures_on_two_machines_converge_byte_for_byte() {
     let st = net.abcd("a", &["--json", "sync", "status"]);
     let st: Value = serde_json::from_str(stdout(&st).trim()).unwrap();
     assert_eq!(st["own_pushed"], true, "{st}");
+    assert_eq!(st["unpublished_events"], 0, "{st}");
     assert_eq!(st["machines"].as_array().unwrap().len(), 1, "{st}");
 }
 

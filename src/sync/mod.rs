@@ -669,7 +669,7 @@ pub struct Status {
     /// fetched) holds it.
     pub own_commit: Option<String>,
     pub own_pushed: bool,
-    /// Journal events after the published position (not all publish).
+    /// Events of this machine not published yet (records, forgets).
     pub unpublished_events: u64,
     /// Other machines as last fetched: id, segments, segments imported.
     pub machines: Vec<MachineStatus>,
@@ -694,13 +694,32 @@ pub fn status(corpus: &Corpus, repo_root: &Path) -> Result<Status, SyncError> {
     let repo = sync_dir(corpus).join("repo.git");
     let root = &corpus.lane.root_sha;
     let own_ref = format!("{}{me}", wire::ref_prefix(root));
+    // Publishable events after the published position (O(new)).
     let unpublished = |from: Option<&wire::PublishedUpTo>| -> Result<u64, SyncError> {
         let j = &corpus.journal;
-        let head = j.head().map_err(CorpusError::from)?;
-        Ok(match from {
-            Some(p) if p.journal_id == j.journal_id() => head.seq.saturating_sub(p.seq),
-            _ => head.seq,
-        })
+        let start = match from {
+            Some(p) if p.journal_id == j.journal_id() => abcd_journal::Position {
+                seq: p.seq,
+                offset: p.offset,
+                hash: p.hash,
+            },
+            _ => j.start(),
+        };
+        let frames = j
+            .read_from(&start)
+            .or_else(|_| j.read_from(&j.start()))
+            .map_err(CorpusError::from)?;
+        let mut n = 0;
+        for f in frames {
+            let f = f.map_err(CorpusError::from)?;
+            if f.kind != abcd_journal::FrameKind::Event {
+                continue;
+            }
+            if let Ok(env) = crate::event::decode(&f.payload) {
+                n += u64::from(wire::publishable(&env.event).is_some());
+            }
+        }
+        Ok(n)
     };
     if !repo.join("HEAD").exists() {
         st.unpublished_events = unpublished(None)?;
