@@ -909,3 +909,46 @@ fn an_event_of_a_newer_schema_from_another_machine_is_refused_with_its_version()
     assert_eq!(net.corpus("b"), before, "nothing local changed");
     net.verify_clean("b");
 }
+
+#[test]
+fn a_forget_is_honoured_before_the_records_of_a_machine_that_has_not_heard_of_it() {
+    if !have_git() {
+        return;
+    }
+    let net = Net::new();
+    let secret = format!("token {VALUE} in c's session");
+    net.capture("a", "s-a", None, &["a has it too", &secret]);
+    net.sync("a");
+    // c captures the value itself and publishes it before anyone forgets.
+    net.capture("c", "s-c", None, &["c has it", &secret]);
+    net.sync("c");
+    let out = net.abcd("a", &["history", "forget", "--value", VALUE, "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    net.sync("a");
+    // b joins while c's published record still holds the value: the forget
+    // is applied first, so c's record arrives here already redacted.
+    let r = net.sync("b");
+    assert_eq!(r["forgets_imported"], 1, "{r}");
+    for d in ["records", "bodies", "index", "journal"] {
+        assert_eq!(
+            holders(&net.lane("b").join(d), VALUE),
+            Vec::<String>::new(),
+            "{d}"
+        );
+    }
+    // Its git cache mirrors the remote, where c's ref still holds it until
+    // c rewrites it (collected below, once c has).
+    assert_eq!(net.records("b").len(), 2);
+    // c hears of it, rewrites its record and its ref; everyone converges.
+    net.sync("c");
+    net.sync("a");
+    net.sync("b");
+    net.converged(&["a", "b", "c"]);
+    for m in ["a", "b", "c"] {
+        assert_eq!(holders(&net.home(m), VALUE), Vec::<String>::new(), "{m}");
+    }
+    assert!(git_in(&net.remote, &["gc", "--quiet", "--prune=now"])
+        .status
+        .success());
+    assert!(!contains(&all_objects(&net.remote), VALUE));
+}
