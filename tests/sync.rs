@@ -952,3 +952,93 @@ fn a_forget_is_honoured_before_the_records_of_a_machine_that_has_not_heard_of_it
         .success());
     assert!(!contains(&all_objects(&net.remote), VALUE));
 }
+
+#[test]
+fn a_pull_killed_at_each_store_write_of_a_forget_import_converges_when_run_again() {
+    if !have_git() {
+        return;
+    }
+    let net = Net::new();
+    let secret = format!("the value {VALUE} here");
+    net.capture("a", "s-1", None, &["one", &secret]);
+    net.capture("a", "s-2", None, &["two"]);
+    net.sync("a");
+    net.sync("b");
+    let out = net.abcd("a", &["history", "forget", "--value", VALUE, "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    net.capture("a", "s-3", None, &["three"]);
+    net.sync("a");
+    // b's pull now imports a forget (rewriting a body it holds) and a
+    // record: count its store operations, then kill it at each in turn on
+    // a copy of b as it was.
+    let base = net.env.tmp.path().join("b-before");
+    common::copy_tree(&net.home("b"), &base);
+    let trace = net.env.tmp.path().join("trace-forget");
+    let run = |home: &Path, env: &[(&str, &str)]| {
+        let mut c = net.env.command(&net.env.repo);
+        c.env("ABCD_HOME", home)
+            .args(["sync", "--pull-only", "--remote", &net.url]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(
+        &net.home("b"),
+        &[("ABCD_FAULT_TRACE", trace.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ops = fs::read_to_string(&trace).unwrap().lines().count() as u64;
+    assert!(ops > 10, "{ops}");
+    let expect = net.corpus("b");
+    for n in (1..=ops).step_by((ops / 10).max(1) as usize) {
+        let home = net.env.tmp.path().join(format!("kf-{n}"));
+        common::copy_tree(&base, &home);
+        let spec = format!("#{n}:KILL");
+        let _ = run(&home, &[("ABCD_FAULT_INJECT", &spec)]);
+        let again = run(&home, &[]);
+        assert!(
+            again.status.success(),
+            "after kill at {n}: {}",
+            stderr(&again)
+        );
+        let lane = home.join("transcripts").join(net.env.root_sha());
+        let mut got = BTreeMap::new();
+        for d in [
+            "records",
+            "index/idem",
+            "index/stream",
+            "index/session",
+            "index/agent",
+            "index/summary",
+        ] {
+            walk(&lane.join(d), &lane, &mut got);
+        }
+        if let Ok(b) = fs::read(lane.join("index/forgotten.json")) {
+            got.insert("index/forgotten.json".into(), b);
+        }
+        assert!(
+            got == expect,
+            "after kill at {n}: the store differs from an uninterrupted pull"
+        );
+        let v = net
+            .env
+            .command(&net.env.repo)
+            .env("ABCD_HOME", &home)
+            .args(["journal", "verify"])
+            .output()
+            .unwrap();
+        assert!(
+            v.status.success(),
+            "verify after kill at {n}: {}",
+            stdout(&v)
+        );
+        for d in ["records", "bodies", "index"] {
+            assert_eq!(
+                holders(&lane.join(d), VALUE),
+                Vec::<String>::new(),
+                "after kill at {n}: {d}"
+            );
+        }
+    }
+}

@@ -426,6 +426,16 @@ fn pull(
     // Forgets first, from every machine, before any record is applied.
     {
         let locked = corpus.lock()?;
+        // A sync killed last time between writing bodies and journaling
+        // them (or between a forget's event and its deletions) left bodies
+        // no event needs: finish that first, so `journal verify` is clean.
+        let interrupted = sync_dir(corpus).join("import.pending");
+        let forget_marker = crate::body::forget_marker(&corpus.lane);
+        if interrupted.exists() || forget_marker.exists() {
+            crate::forget::sweep_unreferenced(corpus)?;
+            fsutil::remove_file_if_exists(&forget_marker).map_err(CorpusError::from)?;
+            fsutil::remove_file_if_exists(&interrupted).map_err(CorpusError::from)?;
+        }
         for (origin, p) in &events {
             if let Event::Forgotten(f) = &p.env.event {
                 let r = import::import_forget(&locked, &mut trees, origin, p, f)?;
@@ -444,6 +454,10 @@ fn pull(
         .filter(|(_, p)| !matches!(p.env.event, Event::Forgotten(_)))
         .collect();
     let tty = crate::render::progress_enabled();
+    let interrupted = sync_dir(corpus).join("import.pending");
+    if !records.is_empty() {
+        fsutil::write_atomic(&interrupted, b"", true).map_err(CorpusError::from)?;
+    }
     for (i, chunk) in records.chunks(IMPORT_BATCH).enumerate() {
         let locked = corpus.lock()?;
         let mut fwd = None;
@@ -470,6 +484,7 @@ fn pull(
             }
         }
     }
+    fsutil::remove_file_if_exists(&interrupted).map_err(CorpusError::from)?;
     // Everything read is journaled: remember the segments.
     for (machine, name, oid) in new_segments {
         state.origins.entry(machine).or_default().insert(name, oid);
