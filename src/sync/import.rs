@@ -155,6 +155,12 @@ fn resolve_body(
             None => break,
         }
     }
+    if !body::is_digest(&cur) {
+        return Err(SyncError::Malformed {
+            origin: origin.to_owned(),
+            why: format!("a forget names {cur:?} as a body digest"),
+        });
+    }
     if let Ok(b) = body::read(locked.lane(), &cur) {
         return Ok(Some(b));
     }

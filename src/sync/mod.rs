@@ -326,6 +326,11 @@ impl BodySource for Trees {
         let Some(commit) = self.commits.get(origin) else {
             return Ok(None);
         };
+        // A digest read from another machine's event is checked before it
+        // names a path.
+        if !crate::body::is_digest(sha256) {
+            return Ok(None);
+        }
         let spec = format!("{commit}:{}", wire::body_path(sha256));
         let Some(b) = self.cat.get(&spec, crate::body::BODY_CAP)? else {
             return Ok(None);

@@ -40,7 +40,7 @@ pub fn is_machine_id(s: &str) -> bool {
 
 /// The path of a body in a published tree.
 pub fn body_path(sha256: &str) -> String {
-    format!("bodies/{}/{sha256}", &sha256[..2])
+    format!("bodies/{}/{sha256}", sha256.get(..2).unwrap_or("00"))
 }
 
 /// The name of segment `n` (fixed width, so names sort by number).
