@@ -1042,3 +1042,68 @@ fn a_pull_killed_at_each_store_write_of_a_forget_import_converges_when_run_again
         }
     }
 }
+
+#[test]
+fn a_push_whose_lease_went_stale_fetches_imports_and_retries() {
+    if !have_git() {
+        return;
+    }
+    let net = Net::new();
+    net.capture("a", "s-1", None, &["one"]);
+    net.sync("a");
+    let refname =
+        String::from_utf8(git_in(&net.remote, &["for-each-ref", "--format=%(refname)"]).stdout)
+            .unwrap()
+            .trim()
+            .to_owned();
+    let first = String::from_utf8(git_in(&net.remote, &["rev-parse", &refname]).stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    net.capture("a", "s-2", None, &["two"]);
+    net.sync("a");
+    net.capture("b", "s-b", None, &["from b"]);
+    net.sync("b");
+    net.capture("a", "s-3", None, &["three"]);
+    // Between a's fetch and its push, the remote's ref moves (back to an
+    // older commit of a's, as a restored server would hold): the lease
+    // fails, and a fetches, imports and pushes again.
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = net.env.tmp.path().join("move-at-push");
+    fs::create_dir_all(&bin).unwrap();
+    let mark = bin.join("moved");
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do if [ \"$a\" = push ]; then echo push >> {m}.log; fi; if [ \"$a\" = push ] && [ ! -e {m} ]; then touch {m}; {g} --git-dir={r} update-ref {rf} {c}; fi; done\nexec {g} \"$@\"\n",
+        m = mark.display(),
+        g = real.trim(),
+        r = net.remote.display(),
+        rf = refname,
+        c = first
+    );
+    fs::write(bin.join("git"), script).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(bin.join("git"), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = net.abcd_path("a", &["--json", "sync", "--remote", &net.url], Some(&bin));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(mark.exists(), "the ref was moved during the push");
+    let pushes = fs::read_to_string(bin.join("moved.log")).unwrap();
+    assert_eq!(
+        pushes.lines().count(),
+        2,
+        "refused once (stale lease), then pushed"
+    );
+    let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(r["pushed"], true, "{r}");
+    net.sync("b");
+    net.converged(&["a", "b"]);
+    assert_eq!(net.records("b").len(), 4);
+}
