@@ -1548,6 +1548,9 @@ fn history_cmd(
                 for q in &r.quarantined_holding {
                     w(out, format!("  quarantined {q} holds a value (raw, unredacted): `abcd history discard {q} --yes` removes it"))?;
                 }
+                if r.applied && home().is_ok_and(|h| crate::sync::is_set_up(&h, &r.repository)) {
+                    w(out, "  this repository syncs: run `abcd sync` now — it publishes the forget to your other machines, rewrites what this machine published and drops this machine's copy; the remote keeps the old objects until its garbage collection runs".into())?;
+                }
             }
             if reports.iter().any(|r| !r.applied) {
                 w(

@@ -426,6 +426,11 @@ fn a_forget_reaches_every_machine_and_no_byte_of_the_value_survives_a_gc() {
     assert!(!holders(&net.home("b"), VALUE).is_empty());
     let out = net.abcd("a", &["history", "forget", "--value", VALUE, "--yes"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("run `abcd sync` now"),
+        "{}",
+        stdout(&out)
+    );
     // a's sync rewrites its ref and pushes it, and is killed just before
     // collecting its own old objects: the next sync collects them.
     let bin = killer_git(net.env.tmp.path(), "gc");

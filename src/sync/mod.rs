@@ -125,6 +125,15 @@ pub struct Report {
     pub pushed: bool,
 }
 
+/// Whether this repository has synced from this home (its private
+/// repository exists): a forget then tells the user to sync.
+pub fn is_set_up(home: &Path, root_sha: &str) -> bool {
+    home.join("transcripts")
+        .join(root_sha)
+        .join("sync/repo.git/HEAD")
+        .is_file()
+}
+
 /// The machine id of a home: 32 hex digits, made once.
 pub fn machine_id(home: &Path) -> Result<String, SyncError> {
     let path = home.join("machine-id");
