@@ -181,22 +181,24 @@ pub fn names(journal: &Journal) -> Result<Names, BodyError> {
         let Ok(env) = event::decode(&frame.payload) else {
             continue;
         };
-        match env.event {
+        match env.event.effective().as_ref() {
             Event::Captured(c) => {
                 if let CaptureOutcome::Stored {
                     record_name,
                     body,
                     supersedes: s,
-                } = c.outcome
+                } = &c.outcome
                 {
-                    supersedes.insert(record_name.clone(), s);
-                    stored.push((body.sha256, record_name));
+                    supersedes.insert(record_name.clone(), s.clone());
+                    stored.push((body.sha256.clone(), record_name.clone()));
                 }
             }
-            Event::LineageMigrated(m) => stored.push((m.body.sha256, m.record_name)),
+            Event::LineageMigrated(m) => {
+                stored.push((m.body.sha256.clone(), m.record_name.clone()))
+            }
             Event::Forgotten(f) => {
-                for r in f.rewrites {
-                    forwards.insert(r.from, r.to);
+                for r in &f.rewrites {
+                    forwards.insert(r.from.clone(), r.to.clone());
                 }
             }
             _ => {}

@@ -73,6 +73,46 @@ pub enum Command {
     },
     /// Print the man page (roff) on stdout, e.g. `abcd man > abcd.1`.
     Man,
+    /// Exchange this repository's redacted corpus with a git remote (default:
+    /// the repository's `origin`) under `refs/abcd/…`; every machine that has
+    /// exchanged everything holds the same records. `sync status` reports
+    /// without touching the network.
+    Sync(SyncArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SyncArgs {
+    #[command(subcommand)]
+    pub status: Option<SyncCmd>,
+    /// A remote name of this repository, or a URL (default: `git config
+    /// abcd.remote`, else `origin`).
+    #[arg(long, value_name = "NAME|URL")]
+    pub remote: Option<String>,
+    /// Publish this machine's events only; import nothing.
+    #[arg(long, conflicts_with = "pull_only")]
+    pub push_only: bool,
+    /// Import other machines' events only; publish nothing.
+    #[arg(long)]
+    pub pull_only: bool,
+    /// Fetch and count what would be imported and published; change nothing
+    /// in the store and push nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Sync in the background from the session-start hook (at most every
+    /// 10 minutes, killed after 2 minutes; with --remote, that remote), or
+    /// stop doing so. Hooks never wait for it.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub auto: Option<String>,
+    /// Kill this sync (safely: the next one finishes it) after N seconds.
+    #[arg(long, hide = true, value_name = "N")]
+    pub deadline_secs: Option<u64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SyncCmd {
+    /// This machine's id, the remote, what is published and pushed, and
+    /// every other machine as last fetched (no network).
+    Status,
 }
 
 #[derive(Subcommand, Debug)]
@@ -341,6 +381,122 @@ fn print_json<T: Serialize>(out: &mut dyn Write, v: &T) -> Result<(), String> {
     writeln!(out, "{s}").map_err(|e| e.to_string())
 }
 
+fn sync_cmd(
+    repo_arg: &Option<PathBuf>,
+    args: SyncArgs,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<i32, String> {
+    let w = |out: &mut dyn Write, s: String| -> Result<(), String> {
+        writeln!(out, "{}", sanitize(&s)).map_err(|e| e.to_string())
+    };
+    let (corpus, info, _) = open_corpus(repo_arg, true)?;
+    let corpus = corpus.expect("opened with create");
+    if args.status.is_some() {
+        let st = crate::sync::status(&corpus, &info.root).map_err(|e| e.to_string())?;
+        if json {
+            print_json(out, &st)?;
+            return Ok(0);
+        }
+        w(out, format!("abcd sync status — machine {}", st.machine))?;
+        w(
+            out,
+            format!(
+                "  remote: {}",
+                st.remote.as_deref().map(sanitize).unwrap_or_else(|| {
+                    "(none: pass --remote or `git config abcd.remote <url>`)".into()
+                })
+            ),
+        )?;
+        match &st.own_commit {
+            Some(c) => w(
+                out,
+                format!(
+                    "  published: commit {} ({}); {} event(s) of this machine to publish",
+                    &c[..12.min(c.len())],
+                    if st.own_pushed {
+                        "pushed"
+                    } else {
+                        "not pushed yet"
+                    },
+                    st.unpublished_events
+                ),
+            )?,
+            None => w(
+                out,
+                format!(
+                    "  published: nothing yet; {} event(s) of this machine to publish",
+                    st.unpublished_events
+                ),
+            )?,
+        }
+        for m in &st.machines {
+            w(
+                out,
+                format!(
+                    "  machine {}: {} segment(s), {} imported",
+                    m.machine, m.segments, m.imported_segments
+                ),
+            )?;
+        }
+        return Ok(0);
+    }
+    if let Some(a) = &args.auto {
+        let on = a == "on";
+        crate::sync::auto::set(&corpus, on, args.remote.as_deref())
+            .map_err(|e| format!("abcd sync --auto: {e}"))?;
+        if json {
+            print_json(out, &serde_json::json!({"auto": on, "remote": args.remote}))?;
+        } else if on {
+            w(out, "abcd sync --auto on — the session-start hook now syncs this repository in the background (at most every 10 minutes, for at most 2 minutes); `abcd sync --auto off` stops it".into())?;
+        } else {
+            w(
+                out,
+                "abcd sync --auto off — no background sync for this repository".into(),
+            )?;
+        }
+        return Ok(0);
+    }
+    if let Some(secs) = args.deadline_secs {
+        crate::sync::auto::arm_deadline(secs);
+    }
+    let opts = crate::sync::Options {
+        remote: args.remote,
+        push: !args.pull_only,
+        pull: !args.push_only,
+        dry_run: args.dry_run,
+    };
+    let rep =
+        crate::sync::run(&corpus, &info.root, &opts).map_err(|e| format!("abcd sync: {e}"))?;
+    if json {
+        print_json(out, &rep)?;
+        return Ok(0);
+    }
+    let verb = if rep.dry_run {
+        "would import"
+    } else {
+        "imported"
+    };
+    w(
+        out,
+        format!(
+            "abcd sync ({}) — machine {}: {verb} {} event(s) ({} forget(s)) from {} machine(s), {} already here; {} {} event(s) with {} bodies{}{}",
+            sanitize(&rep.remote),
+            rep.machine,
+            rep.imported,
+            rep.forgets_imported,
+            rep.machines.len(),
+            rep.already_known,
+            if rep.dry_run { "would publish" } else { "published" },
+            rep.published_events,
+            rep.published_bodies,
+            if rep.rewritten { "; this machine's ref was rewritten (a forget): the server drops the old objects at its next garbage collection" } else { "" },
+            if rep.pushed { "; pushed" } else { "" },
+        ),
+    )?;
+    Ok(0)
+}
+
 fn home() -> Result<PathBuf, String> {
     store::abcd_home().map_err(|e| e.to_string())
 }
@@ -475,6 +631,7 @@ pub fn run(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, St
             ))
         }
         Command::Setup { uninstall } => setup_cmd(uninstall, json, out),
+        Command::Sync(args) => sync_cmd(&cli.repo, args, json, out),
         Command::Doctor => {
             let rep = crate::doctor::run(cli.repo.as_deref());
             if json {
@@ -1539,6 +1696,9 @@ fn history_cmd(
                 }
                 for q in &r.quarantined_holding {
                     w(out, format!("  quarantined {q} holds a value (raw, unredacted): `abcd history discard {q} --yes` removes it"))?;
+                }
+                if r.applied && home().is_ok_and(|h| crate::sync::is_set_up(&h, &r.repository)) {
+                    w(out, "  this repository syncs: run `abcd sync` now — it publishes the forget to your other machines, rewrites what this machine published and drops this machine's copy; the remote keeps the old objects until its garbage collection runs".into())?;
                 }
             }
             if reports.iter().any(|r| !r.applied) {

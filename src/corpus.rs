@@ -371,9 +371,15 @@ impl Locked<'_> {
     /// the projections could not take the event in (a transient error, or
     /// a fault recorded for it), returns [`CorpusError::Unprojected`].
     pub fn append(&self, event: &Event) -> Result<u64, CorpusError> {
+        self.append_with_id(event, EventId::random())
+    }
+
+    /// [`Locked::append`] under a caller-chosen id (`sync` derives it from
+    /// the published event's id): an id already in the journal is a no-op
+    /// that returns the existing seq.
+    pub fn append_with_id(&self, event: &Event, id: EventId) -> Result<u64, CorpusError> {
         let at = clock::now_unix_ns();
         let payload = event::encode(at, event)?;
-        let id = EventId::random();
         let seq = match self.corpus.journal.append(id, &payload) {
             Ok(Appended::New { seq }) | Ok(Appended::AlreadyPresent { seq }) => seq,
             // Something held the journal's own lock too long (a repair, a
@@ -398,6 +404,52 @@ impl Locked<'_> {
             },
             Err(e) => Err(CorpusError::Unprojected {
                 seq,
+                why: e.to_string(),
+            }),
+        }
+    }
+
+    /// Appends events under caller-chosen ids as one atomic batch (one
+    /// write, one fdatasync), then applies them. Ids already in the journal
+    /// (or repeated) are skipped. `sync` imports through it: each event was
+    /// decided against the projections plus the batch before it.
+    pub fn append_batch_with_ids(&self, events: &[(Event, EventId)]) -> Result<(), CorpusError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let at = clock::now_unix_ns();
+        let mut payloads = Vec::with_capacity(events.len());
+        for (ev, id) in events {
+            payloads.push((*id, event::encode(at, ev)?));
+        }
+        let refs: Vec<(EventId, &[u8])> =
+            payloads.iter().map(|(i, p)| (*i, p.as_slice())).collect();
+        let acks = match self.corpus.journal.append_batch(&refs) {
+            Ok(a) => a,
+            Err(e @ JournalError::LockTimeout { .. }) => {
+                let spool_path = self.corpus.journal.spool(&refs)?;
+                return Err(CorpusError::Spooled {
+                    why: e.to_string(),
+                    spool_path,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let last = acks.iter().map(Appended::seq).max().unwrap_or(0);
+        match projection::catch_up(&self.corpus.lane, &self.corpus.journal) {
+            Ok(c) => match c
+                .faults
+                .iter()
+                .find(|f| acks.iter().any(|a| a.seq() == f.seq))
+            {
+                None => Ok(()),
+                Some(f) => Err(CorpusError::Unprojected {
+                    seq: f.seq,
+                    why: f.reason.clone(),
+                }),
+            },
+            Err(e) => Err(CorpusError::Unprojected {
+                seq: last,
                 why: e.to_string(),
             }),
         }

@@ -72,6 +72,10 @@ pub enum Event {
     /// `history forget`: values removed from every body, or whole records
     /// removed. Names what it removed by digest only.
     Forgotten(Box<Forgotten>),
+    /// `abcd sync`: an event another machine published, with what importing
+    /// it decided here (under the store lock). Appended with a journal id
+    /// derived from the published event's id, so a re-pull is a no-op.
+    Imported(Box<Imported>),
 }
 
 impl Event {
@@ -87,8 +91,68 @@ impl Event {
             Event::SessionNoted(_) => "session-noted",
             Event::SubagentGapSighted(_) => "subagent-gap-sighted",
             Event::Forgotten(_) => "forgotten",
+            Event::Imported(_) => "imported",
         }
     }
+
+    /// What applying this event does: an imported event's local decision,
+    /// any other event itself.
+    pub fn effective(&self) -> std::borrow::Cow<'_, Event> {
+        use std::borrow::Cow;
+        match self {
+            Event::Imported(i) => Cow::Owned(i.applied.to_event()),
+            e => Cow::Borrowed(e),
+        }
+    }
+}
+
+/// What importing a published event decided here. Its own enum (not an
+/// [`Event`]), so an imported event cannot nest another: decoding stays
+/// bounded in depth whatever the payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Applied {
+    Captured(Box<Captured>),
+    LineageMigrated(Box<LineageMigrated>),
+    Forgotten(Box<Forgotten>),
+}
+
+impl Applied {
+    /// The local event this decision applies as.
+    pub fn to_event(&self) -> Event {
+        match self {
+            Applied::Captured(c) => Event::Captured(c.clone()),
+            Applied::LineageMigrated(m) => Event::LineageMigrated(m.clone()),
+            Applied::Forgotten(f) => Event::Forgotten(f.clone()),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Applied::Captured(_) => "captured",
+            Applied::LineageMigrated(_) => "lineage-migrated",
+            Applied::Forgotten(_) => "forgotten",
+        }
+    }
+}
+
+/// An event another machine published (`abcd sync`), as imported here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Imported {
+    /// The publishing machine's id (`$ABCD_HOME/machine-id` over there).
+    pub origin: String,
+    /// SHA-256 (hex) of the published event's canonical encoding: the
+    /// event id every machine knows it by.
+    pub event_id: String,
+    /// What importing decided here, applied like a local event: a
+    /// `Captured` (stored under the publisher's record name with the
+    /// supersession decided against the live records here, or
+    /// `AlreadyStored` when a live record holds it), a `LineageMigrated`,
+    /// or a `Forgotten` (the values, and the rewrites of the bodies held
+    /// here).
+    pub applied: Applied,
+    /// For an imported forget: the publisher's rewrites of bodies not held
+    /// here, kept so a later import that names one of them resolves it.
+    pub forwards: Vec<Rewrite>,
 }
 
 /// A staged transcript. Everything the harness supplied beyond the two ids

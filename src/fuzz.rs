@@ -10,6 +10,12 @@ pub fn event_decode(data: &[u8]) {
     crate::event::fuzz_decode(data);
 }
 
+/// A published sync segment → events; each event that decodes re-encodes
+/// to the bytes its id was taken from.
+pub fn sync_segment(data: &[u8]) {
+    crate::sync::wire::fuzz_segment(data);
+}
+
 /// Record file bytes → frontmatter + body; a record that parses renders and
 /// parses again to the same metadata and body.
 pub fn record_parse(data: &[u8]) {

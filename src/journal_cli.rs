@@ -174,6 +174,18 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
             g.hook_event_name.clone(),
             json!({"hook_event_name": g.hook_event_name}),
         ),
+        Event::Imported(i) => {
+            let (text, inner) = describe(&i.applied.to_event());
+            (
+                format!(
+                    "from={} id={} {} {text}",
+                    i.origin,
+                    &i.event_id[..12.min(i.event_id.len())],
+                    i.applied.name()
+                ),
+                json!({"origin": i.origin, "event_id": i.event_id, "applied": i.applied.name(), "detail": inner}),
+            )
+        }
     }
 }
 

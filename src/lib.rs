@@ -35,6 +35,7 @@ pub mod stage;
 pub mod staging_view;
 pub mod store;
 pub mod summary;
+pub mod sync;
 pub mod telemetry;
 pub mod transcript;
 pub mod upgrade;

@@ -313,7 +313,11 @@ impl<'a> Index<'a> {
         if items.iter().any(|i| i == item) {
             return Ok(());
         }
-        items.push(item.to_owned());
+        // Kept sorted (record names start with their capture stamp, so this
+        // is oldest first): a list is then a function of the set of live
+        // records, whatever order their events arrived in (`sync`).
+        let at = items.partition_point(|i| i.as_str() < item);
+        items.insert(at, item.to_owned());
         self.write_list(table, key, &items)
     }
     fn list_remove(&self, table: &str, key: &str, item: &str) -> Result<(), ProjectionError> {
@@ -738,7 +742,8 @@ impl<'a> Projector<'a> {
     /// Applies one decoded event at journal sequence `seq`.
     pub fn apply(&self, seq: u64, env: &Envelope) -> Result<(), ProjectionError> {
         let index = Index::new(self.lane);
-        match &env.event {
+        // An imported event applies as its local decision (`sync`).
+        match env.event.effective().as_ref() {
             Event::Staged(s) => {
                 let stem = self.disk_stem(&s.stem)?;
                 // The metadata blob is gone once the entry was captured or
@@ -839,6 +844,8 @@ impl<'a> Projector<'a> {
                 self.clear_search()?;
             }
             Event::Forgotten(f) => self.forget(&index, f)?,
+            // `effective` never returns an imported event.
+            Event::Imported(_) => {}
             Event::SessionNoted(n) => {
                 let dir = self.lane.sessions_dir();
                 let text = format!("{}\n", clock::rfc3339_nanos(n.noted_at_ns));
@@ -985,6 +992,9 @@ impl<'a> Projector<'a> {
                 set.push(v.clone());
             }
         }
+        // Sorted, so the set's bytes do not depend on the order forgets
+        // arrived in (`sync`).
+        set.sort_by(|a, b| (&a.sha256, a.len, a.rolling).cmp(&(&b.sha256, b.len, b.rolling)));
         let mut text = serde_json::to_vec(&set).expect("forgotten set serialises");
         text.push(b'\n');
         self.write(&forgotten_path(self.lane), &text)?;
@@ -1126,9 +1136,9 @@ fn forwards(
             continue;
         }
         if let Ok(env) = event::decode(&frame.payload) {
-            if let Event::Forgotten(f) = env.event {
-                for r in f.rewrites {
-                    map.insert(r.from, r.to);
+            if let Event::Forgotten(f) = env.event.effective().as_ref() {
+                for r in &f.rewrites {
+                    map.insert(r.from.clone(), r.to.clone());
                 }
             }
         }

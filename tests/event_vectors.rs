@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use abcd::event::{
-    self, v1, BlobPlace, BodyRef, CaptureOutcome, Captured, Discarded, Event, EventError,
-    Forgotten, GapSighted, LineageMigrated, Quarantined, Restaged, Rewrite, SessionNoted, Staged,
-    StagedRef,
+    self, v1, Applied, BlobPlace, BodyRef, CaptureOutcome, Captured, Discarded, Event, EventError,
+    Forgotten, GapSighted, Imported, LineageMigrated, Quarantined, Restaged, Rewrite, SessionNoted,
+    Staged, StagedRef,
 };
 
 const AT: u64 = 1_767_225_600_000_000_000;
@@ -100,6 +100,24 @@ fn events() -> Vec<Event> {
             rewritten_records: vec!["r1.md".into()],
             removed_records: vec!["r0.md".into()],
             forgotten_at_ns: AT + 5,
+        })),
+        // Appended by `abcd sync` (issue 12); its variant index is the last.
+        Event::Imported(Box::new(Imported {
+            origin: "0123456789abcdef0123456789abcdef".into(),
+            event_id: "d".repeat(64),
+            applied: Applied::Captured(Box::new(Captured {
+                outcome: CaptureOutcome::Stored {
+                    record_name: "20260101T000002.000000000Z-s.md".into(),
+                    body: body('e'),
+                    supersedes: vec!["20260101T000001.000000000Z-s.md".into()],
+                },
+                retires: None,
+                extended: false,
+            })),
+            forwards: vec![Rewrite {
+                from: "f".repeat(64),
+                to: None,
+            }],
         })),
     ]
 }

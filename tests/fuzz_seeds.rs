@@ -6,8 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use abcd::event::{
-    self, BodyRef, CaptureOutcome, Captured, Event, Forgotten, GapSighted, Rewrite, SessionNoted,
-    Staged, StagedRef,
+    self, Applied, BodyRef, CaptureOutcome, Captured, Event, Forgotten, GapSighted, Imported,
+    Rewrite, SessionNoted, Staged, StagedRef,
 };
 use abcd::lineage::{Lineage, LineageSource, SpawnAttribution};
 
@@ -72,6 +72,21 @@ fn seeds_events() -> Vec<Vec<u8>> {
             hook_event_name: "SubagentStop".into(),
             seen_at_ns: 6,
         }),
+        Event::Imported(Box::new(Imported {
+            origin: "0123456789abcdef0123456789abcdef".into(),
+            event_id: "a".repeat(64),
+            applied: Applied::Forgotten(Box::new(Forgotten {
+                values: abcd::forget::digests("another value"),
+                rewrites: vec![],
+                rewritten_records: vec![],
+                removed_records: vec![],
+                forgotten_at_ns: 8,
+            })),
+            forwards: vec![Rewrite {
+                from: "b".repeat(64),
+                to: None,
+            }],
+        })),
     ];
     events
         .iter()
@@ -125,4 +140,37 @@ fn record_parse_seeds() {
 #[test]
 fn hook_inputs_seeds() {
     assert!(run("hook_inputs", abcd::fuzz::hook_inputs) >= 4);
+}
+
+/// Segments of the sync format: the event seeds, one segment of all of
+/// them, an empty one.
+fn seeds_segments() -> Vec<Vec<u8>> {
+    let all = seeds_events();
+    vec![
+        abcd::sync::wire::encode_segment(&all),
+        abcd::sync::wire::encode_segment(&all[..1]),
+        abcd::sync::wire::encode_segment(&[]),
+    ]
+}
+
+#[test]
+fn sync_segment_seeds() {
+    if std::env::var_os("ABCD_WRITE_SEEDS").is_some() {
+        fs::create_dir_all(corpus("sync_segment")).unwrap();
+        for (i, s) in seeds_segments().iter().enumerate() {
+            fs::write(corpus("sync_segment").join(format!("seed-{i}")), s).unwrap();
+        }
+    }
+    for s in seeds_segments() {
+        assert!(abcd::sync::wire::decode_segment(&s).is_ok());
+        for cut in 0..s.len() {
+            abcd::fuzz::sync_segment(&s[..cut]);
+        }
+        for i in 0..s.len().min(600) {
+            let mut m = s.clone();
+            m[i] ^= 0xff;
+            abcd::fuzz::sync_segment(&m);
+        }
+    }
+    assert!(run("sync_segment", abcd::fuzz::sync_segment) >= 3);
 }

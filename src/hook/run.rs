@@ -493,6 +493,13 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                         }
                         Err(e) => ctx.warn(format!("the drain could not run ({e}); staged transcripts stay staged")),
                     }
+                    // Only when the user turned it on: a detached process,
+                    // never waited for.
+                    match crate::sync::auto::start_if_on(&corpus, &root) {
+                        Ok(true) => ctx.say("a background `abcd sync` started (abcd sync --auto on)"),
+                        Ok(false) => {}
+                        Err(e) => ctx.warn(format!("the background sync could not start ({e}); run `abcd sync`")),
+                    }
                 }
                 Err(e) => ctx.warn(format!(
                     "the transcript store could not be opened ({e}); this session will not be captured"
