@@ -36,6 +36,82 @@ pub enum CaptureError {
     Corpus(#[from] CorpusError),
 }
 
+/// Why `history capture` (or ingest) will not take a file as a transcript.
+#[derive(Debug, Error)]
+pub enum InputError {
+    #[error("{path} is not a Claude Code transcript: {why}; nothing was stored")]
+    NotTranscript {
+        path: String,
+        why: crate::shape::NotTranscript,
+    },
+    #[error(
+        "{path} carries no sessionId on its lines (an older transcript shape); pass --session <id>"
+    )]
+    NoSession { path: String },
+    #[error("{path} says its {field} is {found:?} but --{flag} says {given:?}; refusing (drop the flag: the transcript's own id is used)")]
+    Mismatch {
+        path: String,
+        field: &'static str,
+        flag: &'static str,
+        found: String,
+        given: String,
+    },
+    #[error("{path}: {source}")]
+    Id {
+        path: String,
+        #[source]
+        source: crate::lineage::LineageError,
+    },
+}
+
+/// The lineage of a transcript handed over by a user: the session (and
+/// sub-agent) id from its own lines; `session`/`agent` only where the
+/// content has none, and a flag that contradicts the content is refused.
+/// The ids then meet the new-input rule. `path` names the input in errors.
+pub fn lineage_from_content(
+    path: &str,
+    raw: &[u8],
+    session: Option<String>,
+    agent: Option<String>,
+    agent_type: Option<String>,
+) -> Result<Lineage, InputError> {
+    let ids = crate::shape::read_ids(raw).map_err(|why| InputError::NotTranscript {
+        path: path.to_owned(),
+        why,
+    })?;
+    let pick = |field, flag, found: Option<String>, given: Option<String>| match (found, given) {
+        (Some(f), Some(g)) if f != g => Err(InputError::Mismatch {
+            path: path.to_owned(),
+            field,
+            flag,
+            found: f,
+            given: g,
+        }),
+        (Some(f), _) => Ok(Some(f)),
+        (None, g) => Ok(g),
+    };
+    let session_id = pick("sessionId", "session", ids.session_id, session)?.ok_or_else(|| {
+        InputError::NoSession {
+            path: path.to_owned(),
+        }
+    })?;
+    let agent_id = pick("agentId", "agent", ids.agent_id, agent)?;
+    let lineage = Lineage {
+        session_id,
+        spawn_attribution: agent_id
+            .as_ref()
+            .map(|_| crate::lineage::SpawnAttribution::Unattributed),
+        agent_id,
+        agent_type,
+        ..Default::default()
+    };
+    lineage.validate().map_err(|source| InputError::Id {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(lineage)
+}
+
 impl CaptureError {
     pub fn is_deterministic(&self) -> bool {
         matches!(
