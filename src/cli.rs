@@ -231,7 +231,12 @@ pub enum HistoryCmd {
         into: Option<PathBuf>,
         /// Store the orphans (no repository found) of this project
         /// directory name into --into (repeatable).
-        #[arg(long = "adopt", value_name = "PROJECT", requires = "into")]
+        #[arg(
+            long = "adopt",
+            value_name = "PROJECT",
+            requires = "into",
+            allow_hyphen_values = true
+        )]
         adopt: Vec<String>,
         /// Report what would be stored; write nothing.
         #[arg(long)]

@@ -374,6 +374,10 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     }
     let l = Lineage {
         session_id: session_id.clone(),
+        spawn_attribution: ids
+            .agent_id
+            .as_ref()
+            .map(|_| SpawnAttribution::Unattributed),
         agent_id: ids.agent_id.clone(),
         ..Default::default()
     };

@@ -1,0 +1,425 @@
+//! `history ingest` through the real binary, over a synthetic
+//! `~/.claude/projects` in a temporary HOME built from the public fixtures:
+//! three repositories, a directory in no repository, an orphan without a
+//! cwd, and files that must be refused. Also the transcript-shape
+//! refusals of `history capture` and the hooks (issue 11, point 4).
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// Copies a public fixture to `to`, every line's `cwd` set to `cwd` (or
+/// removed with `None`); lines that are not JSON objects are kept as is.
+fn place(fixture: &str, to: &Path, cwd: Option<&Path>) {
+    let text = fs::read_to_string(fixtures().join(fixture)).unwrap();
+    let mut out = String::new();
+    for l in text.lines() {
+        match serde_json::from_str::<Value>(l) {
+            Ok(Value::Object(mut o)) => {
+                if o.contains_key("cwd") {
+                    match cwd {
+                        Some(c) => {
+                            o.insert("cwd".into(), Value::String(c.display().to_string()));
+                        }
+                        None => {
+                            o.remove("cwd");
+                        }
+                    }
+                }
+                out.push_str(&Value::Object(o).to_string());
+            }
+            _ => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    fs::create_dir_all(to.parent().unwrap()).unwrap();
+    fs::write(to, out).unwrap();
+}
+
+struct World {
+    env: Env,
+    projects: PathBuf,
+    repo_b: PathBuf,
+    repo_c: PathBuf,
+}
+
+const CCH: &str = "cchistory/mock_data/.claude/projects/-Users-mock-user-workspace-chat-ui-kit";
+const CCL: &str = "claude-code-log/test/test_data";
+
+fn world() -> World {
+    let env = Env::new();
+    let t = env.tmp.path();
+    let repo_b = t.join("repo-b");
+    let repo_c = t.join("repo-c");
+    Env::init_repo(&repo_b, &env.home, "b");
+    Env::init_repo(&repo_c, &env.home, "c");
+    fs::create_dir_all(repo_c.join("src/deep")).unwrap();
+    let scratch = t.join("scratch");
+    fs::create_dir_all(&scratch).unwrap();
+    let projects = env.home.join(".claude/projects");
+    let a = projects.join("-repo-a");
+    let s1 = "cc1df109-4282-4321-8248-8bbcd471da78";
+    place(
+        &format!("{CCH}/{s1}.jsonl"),
+        &a.join(format!("{s1}.jsonl")),
+        Some(&env.repo),
+    );
+    place(
+        &format!("{CCH}/{s1}/subagents/agent-a0a2928875cb36a92.jsonl"),
+        &a.join(format!("{s1}/subagents/agent-a0a2928875cb36a92.jsonl")),
+        Some(&env.repo),
+    );
+    let s2 = "b98095d7-b7ee-4d23-9d4c-beb9725d1dc5";
+    place(
+        &format!("{CCH}/{s2}.jsonl"),
+        &a.join(format!("{s2}.jsonl")),
+        Some(&env.repo),
+    );
+    // Refused: not a transcript, two sessions in one file, a symlink.
+    fs::write(a.join("notes.jsonl"), "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    place(
+        &format!("{CCL}/edge_cases.jsonl"),
+        &a.join("edge_cases.jsonl"),
+        Some(&env.repo),
+    );
+    std::os::unix::fs::symlink(a.join(format!("{s2}.jsonl")), a.join("link.jsonl")).unwrap();
+
+    let b = projects.join("-repo-b");
+    let s3 = "55550000-0000-4000-8000-000000000001";
+    place(
+        &format!("{CCL}/minimal_showcase/{s3}.jsonl"),
+        &b.join(format!("{s3}.jsonl")),
+        Some(&repo_b),
+    );
+    place(
+        &format!("{CCL}/minimal_showcase/{s3}/subagents/agent-showcol1.jsonl"),
+        &b.join(format!("{s3}/subagents/agent-showcol1.jsonl")),
+        Some(&repo_b),
+    );
+    let s4 = "22220000-0000-4000-8000-000000000002";
+    let wf = format!("{s4}/subagents/workflows/wf_sp01");
+    place(
+        &format!("{CCL}/workflow_scriptpath/{s4}.jsonl"),
+        &b.join(format!("{s4}.jsonl")),
+        Some(&repo_b),
+    );
+    place(
+        &format!("{CCL}/workflow_scriptpath/{wf}/agent-agsp0001.jsonl"),
+        &b.join(format!("{wf}/agent-agsp0001.jsonl")),
+        Some(&repo_b),
+    );
+    // The workflow's own journal carries no sessionId.
+    place(
+        &format!("{CCL}/workflow_scriptpath/{wf}/journal.jsonl"),
+        &b.join(format!("{wf}/journal.jsonl")),
+        None,
+    );
+
+    let c = projects.join("-repo-c");
+    place(
+        "git-ai/tests/fixtures/example-claude-code.jsonl",
+        &c.join("cb947e5b-246e-4253-a953-631f7e464c6b.jsonl"),
+        Some(&repo_c.join("src/deep")),
+    );
+    // The older sibling layout, with no main thread: placed by its own cwd.
+    place(
+        "rekal-cli/cmd/rekal/cli/session/testdata/real/8d1a1f9e-b38c-41fa-952a-5288179b5626/subagents/agent-a490235204f1c154d.jsonl",
+        &c.join("agent-a490235204f1c154d.jsonl"),
+        Some(&repo_c),
+    );
+
+    // A session run in a directory that is in no repository.
+    place(
+        "git-ai/tests/fixtures/claude-code-with-thinking.jsonl",
+        &projects.join("-scratch/dac34307-159f-4fcd-9c21-35210246ad38.jsonl"),
+        Some(&scratch),
+    );
+    // An orphan: no cwd at all.
+    place(
+        &format!("{CCL}/session_b.jsonl"),
+        &projects.join("-gone/session_b.jsonl"),
+        None,
+    );
+    World {
+        env,
+        projects,
+        repo_b,
+        repo_c,
+    }
+}
+
+fn ingest(env: &Env, args: &[&str]) -> Value {
+    let mut full = vec!["--json", "history", "ingest"];
+    full.extend_from_slice(args);
+    let out = env.abcd(&full);
+    assert!(
+        out.status.success(),
+        "ingest failed: {}\n{}",
+        stderr(&out),
+        stdout(&out)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn records_in(lane: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(lane.join("records"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn reasons(rep: &Value) -> Vec<String> {
+    let mut v: Vec<String> = rep["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["reason"].as_str().unwrap().to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
+    let w = world();
+    let env = &w.env;
+    // The default source: ~/.claude/projects of the (temporary) HOME.
+    let rep = ingest(env, &[]);
+    assert_eq!(rep["stored"].as_array().unwrap().len(), 9, "{rep:#}");
+    assert_eq!(
+        reasons(&rep),
+        [
+            "ambiguous-session-id",
+            "no-session-id",
+            "not-a-transcript",
+            "symlink"
+        ],
+        "{rep:#}"
+    );
+    assert_eq!(rep["failed"].as_array().unwrap().len(), 0, "{rep:#}");
+    let orphans: Vec<&str> = rep["orphans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["project"].as_str().unwrap())
+        .collect();
+    assert_eq!(orphans.len(), 2, "{rep:#}");
+    assert!(orphans.contains(&"-scratch") && orphans.contains(&"-gone"));
+    // Each repository got its own sessions, sub-agents included.
+    assert_eq!(records_in(&env.lane()).len(), 3);
+    assert_eq!(records_in(&env.lane_of(&w.repo_b)).len(), 4);
+    assert_eq!(records_in(&env.lane_of(&w.repo_c)).len(), 2);
+    let stored = rep["stored"].as_array().unwrap();
+    let by_agent = |a: &str| {
+        stored
+            .iter()
+            .find(|s| s["agent_id"] == a)
+            .unwrap_or_else(|| panic!("agent {a} stored: {rep:#}"))
+    };
+    // The workflow child's `<parent>#agent-<id>` session id is cut to the
+    // parent; the older sibling layout is placed by its own cwd.
+    assert_eq!(
+        by_agent("agsp0001")["session_id"],
+        "22220000-0000-4000-8000-000000000002"
+    );
+    assert_eq!(by_agent("agsp0001")["via"], "session-cwd");
+    assert_eq!(by_agent("a490235204f1c154d")["via"], "file-cwd");
+    // Main threads before sub-agents.
+    let first_agent = stored
+        .iter()
+        .position(|s| s.get("agent_id").is_some())
+        .unwrap();
+    assert!(stored[first_agent..]
+        .iter()
+        .all(|s| s.get("agent_id").is_some()));
+    // Records carry the ingest lineage and are listed.
+    let list = env.records();
+    assert_eq!(list.len(), 3, "{list:#?}");
+
+    // Second run: nothing new.
+    let lanes_before = (
+        records_in(&env.lane()),
+        records_in(&env.lane_of(&w.repo_b)),
+        records_in(&env.lane_of(&w.repo_c)),
+    );
+    let again = ingest(env, &[]);
+    assert_eq!(again["stored"].as_array().unwrap().len(), 0, "{again:#}");
+    assert_eq!(again["already_stored"].as_array().unwrap().len(), 9);
+    assert_eq!(
+        lanes_before,
+        (
+            records_in(&env.lane()),
+            records_in(&env.lane_of(&w.repo_b)),
+            records_in(&env.lane_of(&w.repo_c)),
+        )
+    );
+
+    // A grown transcript is stored again (and supersedes the shorter one).
+    let s2 = w
+        .projects
+        .join("-repo-a/b98095d7-b7ee-4d23-9d4c-beb9725d1dc5.jsonl");
+    let mut text = fs::read_to_string(&s2).unwrap();
+    text.push_str(&line(
+        "b98095d7-b7ee-4d23-9d4c-beb9725d1dc5",
+        "one more turn",
+    ));
+    text.push('\n');
+    fs::write(&s2, text).unwrap();
+    let grown = ingest(env, &[s2.to_str().unwrap()]);
+    assert_eq!(grown["stored"].as_array().unwrap().len(), 1, "{grown:#}");
+    assert_eq!(env.records().len(), 3, "the longer record supersedes");
+
+    // --into with --adopt: the orphan of that project comes in; sessions
+    // of the other repositories are owned elsewhere.
+    let repo = env.repo.to_str().unwrap();
+    let adopt = ingest(env, &["--into", repo, "--adopt", "-gone"]);
+    let adopted: Vec<&Value> = adopt["stored"].as_array().unwrap().iter().collect();
+    assert_eq!(adopted.len(), 1, "{adopt:#}");
+    assert_eq!(adopted[0]["via"], "adopted");
+    assert_eq!(adopted[0]["session_id"], "session_b");
+    assert_eq!(
+        adopt["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["reason"] == "owned-elsewhere")
+            .count(),
+        6,
+        "{adopt:#}"
+    );
+    assert_eq!(
+        adopt["orphans"].as_array().unwrap().len(),
+        1,
+        "-scratch stays an orphan"
+    );
+}
+
+#[test]
+fn ingest_dry_run_writes_nothing_and_text_report_names_the_counts() {
+    let w = world();
+    let env = &w.env;
+    let out = env.abcd(&["history", "ingest", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("would store 9"), "{text}");
+    assert!(text.contains("orphan"), "{text}");
+    assert!(!env.abcd_home.join("transcripts").exists() || records_in(&env.lane()).is_empty());
+}
+
+#[test]
+fn ingest_of_a_symlinked_projects_directory_walks_its_target_only() {
+    let w = world();
+    let env = &w.env;
+    let real = env.tmp.path().join("dotfiles-projects");
+    fs::rename(&w.projects, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &w.projects).unwrap();
+    let rep = ingest(env, &[]);
+    assert_eq!(rep["stored"].as_array().unwrap().len(), 9, "{rep:#}");
+    assert!(rep["notes"][0].as_str().unwrap().contains("is a symlink"));
+    // CLAUDE_CONFIG_DIR moves the default source.
+    let cfg = env.tmp.path().join("cfg");
+    fs::create_dir_all(cfg.join("projects")).unwrap();
+    let out = env.abcd_env(
+        &["--json", "history", "ingest"],
+        &[("CLAUDE_CONFIG_DIR", cfg.to_str().unwrap())],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["files"], 0);
+}
+
+#[test]
+fn ingest_of_a_missing_source_says_what_to_pass() {
+    let env = Env::new();
+    let out = env.abcd(&["history", "ingest", "/nonexistent/projects"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+}
+
+#[test]
+fn capture_refuses_what_is_not_a_transcript_and_takes_ids_from_content() {
+    let env = Env::new();
+    let passwd = env.tmp.path().join("passwd");
+    fs::write(&passwd, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    let out = env.abcd(&[
+        "history",
+        "capture",
+        passwd.to_str().unwrap(),
+        "--session",
+        "s1",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("is not a Claude Code transcript") && err.contains("passwd"),
+        "{err}"
+    );
+    assert!(!env.lane().exists(), "nothing stored, not even a lane");
+
+    // The file name says one thing, the content another: the content wins.
+    let f = env.tmp.path().join("misnamed.jsonl");
+    fs::write(&f, jsonl(&[&line("real-session", "hi")])).unwrap();
+    let v: Value = serde_json::from_slice(
+        &env.abcd(&["--json", "history", "capture", f.to_str().unwrap()])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["session_id"], "real-session");
+    // A contradicting --session is refused.
+    let out = env.abcd(&[
+        "history",
+        "capture",
+        f.to_str().unwrap(),
+        "--session",
+        "other",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--session says"), "{}", stderr(&out));
+    // An older shape with no sessionId needs --session.
+    let old = env.tmp.path().join("old.jsonl");
+    fs::write(
+        &old,
+        "{\"type\":\"summary\",\"summary\":\"s\",\"leafUuid\":\"u\"}\n",
+    )
+    .unwrap();
+    let out = env.abcd(&["history", "capture", old.to_str().unwrap()]);
+    assert!(stderr(&out).contains("pass --session"), "{}", stderr(&out));
+    let out = env.abcd(&[
+        "history",
+        "capture",
+        old.to_str().unwrap(),
+        "--session",
+        "older-1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn hooks_refuse_a_transcript_path_that_is_not_a_transcript() {
+    let env = Env::new();
+    let sid = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+    let bogus = env.tmp.path().join("environ");
+    fs::write(&bogus, b"PATH=/usr/bin\0HOME=/root\0SECRET=hunter2\0").unwrap();
+    let out = env.hook("session-end", &env.end_payload(sid, &bogus));
+    let err = stderr(&out);
+    assert!(err.contains("not a Claude Code transcript"), "{err}");
+    assert_ne!(hook_json(&out)["outcome"], "staged");
+    let staging = env.lane().join("staging");
+    let blobs = fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(blobs, 0, "no blob left behind");
+    // A sub-agent payload naming it: same.
+    let out = env.hook("subagent-stop", &env.subagent_payload(sid, "a1", &bogus));
+    assert!(
+        stderr(&out).contains("not a Claude Code transcript"),
+        "{}",
+        stderr(&out)
+    );
+}
