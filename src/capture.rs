@@ -75,6 +75,13 @@ pub fn lineage_from_content(
     agent: Option<String>,
     agent_type: Option<String>,
 ) -> Result<Lineage, InputError> {
+    // The flags meet the new-input rule first, whatever the content says.
+    for (field, v) in [("session_id", &session), ("agent_id", &agent)] {
+        crate::lineage::check_id(field, v.as_deref()).map_err(|source| InputError::Id {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
     let ids = crate::shape::read_ids(raw).map_err(|why| InputError::NotTranscript {
         path: path.to_owned(),
         why,
