@@ -233,12 +233,22 @@ fn walk(dir: &Path, project: Option<&str>, depth: usize, out: &mut Vec<Found>, r
                 continue; // spilled tool output: part of the session, not a transcript
             }
             walk(&path, Some(&project), depth + 1, out, rep);
-        } else if ft.is_file() && name.ends_with(".jsonl") {
-            out.push(Found {
-                sub_agent: name.starts_with("agent-"),
-                path,
-                project,
-            });
+        } else if name.ends_with(".jsonl") {
+            if ft.is_file() {
+                out.push(Found {
+                    sub_agent: name.starts_with("agent-"),
+                    path,
+                    project,
+                });
+            } else {
+                // A FIFO or a device named like a transcript: never opened.
+                rep.skipped.push(Skipped {
+                    path: path.display().to_string(),
+                    reason: "not-a-regular-file".into(),
+                    session_id: None,
+                    detail: None,
+                });
+            }
         }
     }
 }

@@ -423,3 +423,103 @@ fn hooks_refuse_a_transcript_path_that_is_not_a_transcript() {
         stderr(&out)
     );
 }
+
+#[test]
+fn ingest_bad_input_is_skipped_or_failed_with_the_reason() {
+    let env = Env::new();
+    let projects = env.home.join(".claude/projects");
+    let sid = "bad00000-0000-4000-8000-000000000001";
+    let repo = env.repo.display().to_string();
+    let body = |text: &str| {
+        serde_json::json!({"type": "user", "sessionId": sid, "cwd": repo, "message": {"role": "user", "content": text}})
+            .to_string()
+            + "\n"
+    };
+    // A project directory name over 200 characters with its hash suffix:
+    // a label, never decoded.
+    let long = format!("-{}-3f9a1c2b", "x".repeat(200));
+    let p = projects.join(&long);
+    fs::create_dir_all(&p).unwrap();
+    fs::write(p.join(format!("{sid}.jsonl")), body("main")).unwrap();
+    // Non-UTF-8 bytes after a transcript-shaped first line: redaction
+    // refuses it, nothing stored.
+    let s2 = "bad00000-0000-4000-8000-000000000002";
+    let mut bytes = body("ok").replace(sid, s2).into_bytes();
+    bytes.extend_from_slice(b"\xff\xfe\n");
+    fs::write(p.join(format!("{s2}.jsonl")), bytes).unwrap();
+    // A FIFO named like a transcript: never opened for a blocking read.
+    let fifo = p.join("fifo.jsonl");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // A 2 GB transcript (sparse): skipped by its size, never read whole.
+    let huge = fs::File::create(p.join("huge.jsonl")).unwrap();
+    huge.set_len(2 << 30).unwrap();
+    // An agent id claimed by two files (both layouts): their sidecars are
+    // dropped.
+    let agent_line = |text: &str| {
+        serde_json::json!({"type": "user", "sessionId": sid, "agentId": "dup1", "isSidechain": true, "cwd": repo, "message": {"role": "user", "content": text}})
+            .to_string()
+            + "\n"
+    };
+    let sc = r#"{"agentType":"Explore","spawnDepth":1,"toolUseId":"toolu_x"}"#;
+    let nested = p.join(format!("{sid}/subagents"));
+    fs::create_dir_all(&nested).unwrap();
+    fs::write(nested.join("agent-dup1.jsonl"), agent_line("one")).unwrap();
+    fs::write(nested.join("agent-dup1.meta.json"), sc).unwrap();
+    fs::write(p.join("agent-dup1.jsonl"), agent_line("two")).unwrap();
+    fs::write(p.join("agent-dup1.meta.json"), sc).unwrap();
+    // A sidecar whose agent is claimed once gives the lineage.
+    fs::write(
+        nested.join("agent-solo1.jsonl"),
+        agent_line("solo").replace("dup1", "solo1"),
+    )
+    .unwrap();
+    fs::write(
+        nested.join("agent-solo1.meta.json"),
+        r#"{"agentType":"Plan","spawnDepth":1,"toolUseId":"toolu_y"}"#,
+    )
+    .unwrap();
+    // Deeper than 8 levels: not walked.
+    let mut deep = projects.join("-deep");
+    for i in 0..9 {
+        deep = deep.join(format!("d{i}"));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    fs::write(deep.join("deep.jsonl"), body("deep")).unwrap();
+
+    let rep = ingest(&env, &[]);
+    assert_eq!(
+        reasons(&rep),
+        [
+            "not-a-regular-file",
+            "over-cap",
+            "refused-by-redaction",
+            "too-deep"
+        ],
+        "{rep:#}"
+    );
+    assert_eq!(rep["failed"].as_array().unwrap().len(), 0, "{rep:#}");
+    let stored = rep["stored"].as_array().unwrap();
+    assert_eq!(stored.len(), 4, "{rep:#}");
+    let notes = rep["notes"].to_string();
+    assert_eq!(notes.matches("sidecar was dropped").count(), 2, "{rep:#}");
+    let mut dup = 0;
+    for name in records_in(&env.lane()) {
+        if name.contains("dup1") {
+            dup += 1;
+            let text = fs::read_to_string(env.lane().join("records").join(&name)).unwrap();
+            assert!(
+                !text.contains("toolu_x"),
+                "a dropped sidecar's lineage: {text}"
+            );
+            assert!(text.contains("unattributed"), "{text}");
+        }
+    }
+    assert_eq!(dup, 2);
+    let solo = records_in(&env.lane())
+        .into_iter()
+        .find(|n| n.contains("solo1"))
+        .unwrap();
+    let text = fs::read_to_string(env.lane().join("records").join(solo)).unwrap();
+    assert!(text.contains("toolu_y") && text.contains("Plan"), "{text}");
+}
