@@ -643,11 +643,34 @@ fn store_one(
 ) -> Result<(), IngestError> {
     let path = p.found.path.display().to_string();
     if !corpora.contains_key(root_sha) {
-        let c = Corpus::open(home, root_sha).map_err(|source| IngestError::Store {
+        let store_err = |source| IngestError::Store {
             root_sha: root_sha.to_owned(),
             source,
-        })?;
-        corpora.insert(root_sha.to_owned(), (c, root.map(Path::to_path_buf)));
+        };
+        // A dry run creates no lane: a repository without one would store
+        // everything.
+        let c = if dry_run {
+            Corpus::open_existing(home, root_sha).map_err(store_err)?
+        } else {
+            Some(Corpus::open(home, root_sha).map_err(store_err)?)
+        };
+        match c {
+            Some(c) => {
+                corpora.insert(root_sha.to_owned(), (c, root.map(Path::to_path_buf)));
+            }
+            None => {
+                rep.stored.push(Stored {
+                    path,
+                    session_id: p.session_id,
+                    agent_id: p.agent_id,
+                    root_sha: root_sha.to_owned(),
+                    record: String::new(),
+                    via: via.to_owned(),
+                    bytes: p.raw.len() as u64,
+                });
+                return Ok(());
+            }
+        }
     }
     let Some((corpus, known_root)) = corpora.get_mut(root_sha) else {
         return Ok(());

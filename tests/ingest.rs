@@ -312,7 +312,13 @@ fn ingest_dry_run_writes_nothing_and_text_report_names_the_counts() {
     let text = stdout(&out);
     assert!(text.contains("would store 9"), "{text}");
     assert!(text.contains("orphan"), "{text}");
-    assert!(!env.abcd_home.join("transcripts").exists() || records_in(&env.lane()).is_empty());
+    assert!(!env.lane().exists(), "a dry run creates no lane");
+    assert!(!env.lane_of(&w.repo_b).exists());
+    // After a real run, a dry run finds everything already stored.
+    ingest(env, &[]);
+    let dry = ingest(env, &["--dry-run"]);
+    assert_eq!(dry["stored"].as_array().unwrap().len(), 0, "{dry:#}");
+    assert_eq!(dry["already_stored"].as_array().unwrap().len(), 9);
 }
 
 #[test]
