@@ -529,3 +529,42 @@ fn ingest_bad_input_is_skipped_or_failed_with_the_reason() {
     let text = fs::read_to_string(env.lane().join("records").join(solo)).unwrap();
     assert!(text.contains("toolu_y") && text.contains("Plan"), "{text}");
 }
+
+#[test]
+fn an_ingest_killed_midway_is_finished_by_running_it_again() {
+    for n in [2, 9, 23] {
+        let w = world();
+        let env = &w.env;
+        let spec = format!("sync#{n}:KILL");
+        let out = env.abcd_env(
+            &["--json", "history", "ingest"],
+            &[("ABCD_FAULT_INJECT", &spec)],
+        );
+        assert_eq!(out.status.code(), None, "{spec}: killed, {}", stderr(&out));
+        let rep = ingest(env, &[]);
+        assert_eq!(
+            rep["failed"].as_array().unwrap().len(),
+            0,
+            "{spec}: {rep:#}"
+        );
+        assert_eq!(
+            rep["stored"].as_array().unwrap().len()
+                + rep["already_stored"].as_array().unwrap().len(),
+            9,
+            "{spec}: {rep:#}"
+        );
+        assert_eq!(records_in(&env.lane()).len(), 3, "{spec}");
+        assert_eq!(records_in(&env.lane_of(&w.repo_b)).len(), 4, "{spec}");
+        assert_eq!(records_in(&env.lane_of(&w.repo_c)).len(), 2, "{spec}");
+        for dir in [&env.repo, &w.repo_b, &w.repo_c] {
+            let out = env.abcd(&["journal", "verify", "--repo", dir.to_str().unwrap()]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{spec}: {}{}",
+                stdout(&out),
+                stderr(&out)
+            );
+        }
+    }
+}
