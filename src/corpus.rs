@@ -29,6 +29,10 @@ pub use crate::store::STORE_LOCK_TIMEOUT;
 
 #[derive(Debug, Error)]
 pub enum CorpusError {
+    /// A batch of captures could not be journaled as a whole (the first
+    /// error, once per capture in it); nothing of it was appended.
+    #[error("the batch this capture was in could not be journaled: {why}")]
+    Batch { why: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -373,6 +377,53 @@ impl Locked<'_> {
             },
             Err(e) => Err(CorpusError::Unprojected {
                 seq,
+                why: e.to_string(),
+            }),
+        }
+    }
+
+    /// Appends events as one atomic batch (one write, one `fdatasync`) and
+    /// then catches the projections up once: for bulk writers (ingest).
+    /// Returns their sequence numbers in order; an event the projections
+    /// could not take in is reported as for [`Self::append`].
+    pub fn append_batch(&self, events: &[Event]) -> Result<Vec<u64>, CorpusError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let at = clock::now_unix_ns();
+        let mut encoded = Vec::with_capacity(events.len());
+        for e in events {
+            encoded.push((EventId::random(), event::encode(at, e)?));
+        }
+        let batch: Vec<(EventId, &[u8])> =
+            encoded.iter().map(|(i, p)| (*i, p.as_slice())).collect();
+        let acks = match self.corpus.journal.append_batch(&batch) {
+            Ok(a) => a,
+            Err(e @ JournalError::LockTimeout { .. }) => {
+                let spool_path = self.corpus.journal.spool(&batch)?;
+                return Err(CorpusError::Spooled {
+                    why: e.to_string(),
+                    spool_path,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let seqs: Vec<u64> = acks
+            .iter()
+            .map(|a| match a {
+                Appended::New { seq } | Appended::AlreadyPresent { seq } => *seq,
+            })
+            .collect();
+        match projection::catch_up(&self.corpus.lane, &self.corpus.journal) {
+            Ok(c) => match c.faults.iter().find(|f| seqs.contains(&f.seq)) {
+                None => Ok(seqs),
+                Some(f) => Err(CorpusError::Unprojected {
+                    seq: f.seq,
+                    why: f.reason.clone(),
+                }),
+            },
+            Err(e) => Err(CorpusError::Unprojected {
+                seq: seqs.last().copied().unwrap_or(0),
                 why: e.to_string(),
             }),
         }

@@ -475,6 +475,7 @@ pub fn run(
     let mut session_place: HashMap<String, Place> = HashMap::new();
     let mut corpora: HashMap<String, (Corpus, Option<PathBuf>)> = HashMap::new();
     let mut scanners: HashMap<PathBuf, abcd_redact::Scanner> = HashMap::new();
+    let mut pending: HashMap<String, Pending> = HashMap::new();
     // Sidecars naming an agent id claimed by two files are dropped.
     let mut agent_files: HashMap<(String, String), usize> = HashMap::new();
     let mut probed = Vec::with_capacity(found.len());
@@ -614,6 +615,7 @@ pub fn run(
             home,
             &mut corpora,
             &mut scanners,
+            &mut pending,
             &root_sha,
             root.as_deref(),
             via,
@@ -625,7 +627,65 @@ pub fn run(
         done += 1;
         progress(done, total);
     }
+    // Sorted, so the report's order does not depend on hashing.
+    let mut rest: Vec<(String, Pending)> = pending.into_iter().collect();
+    rest.sort_by(|a, b| a.0.cmp(&b.0));
+    for (sha, batch) in rest {
+        if let Some((corpus, _)) = corpora.get(&sha) {
+            flush(corpus, batch, &mut rep);
+        }
+    }
     Ok(rep)
+}
+
+/// Captures are journaled per repository in batches of at most this many
+/// files or bytes of redacted text (one sync of the bodies, one journal
+/// append, one projection catch-up per batch).
+const BATCH_FILES: usize = 64;
+const BATCH_BYTES: u64 = 32 << 20;
+
+/// Redacted captures waiting for their repository's next batch.
+#[derive(Default)]
+struct Pending {
+    items: Vec<(capture::Prepared, Stored)>,
+    bytes: u64,
+}
+
+/// Journals one batch under the store lock and reports each capture.
+fn flush(corpus: &Corpus, batch: Pending, rep: &mut Report) {
+    if batch.items.is_empty() {
+        return;
+    }
+    let (prepared, entries): (Vec<_>, Vec<_>) = batch.items.into_iter().unzip();
+    let results = match corpus.lock() {
+        Ok(locked) => capture::commit_batch(&locked, prepared),
+        Err(e) => {
+            let why = e.to_string();
+            (0..entries.len())
+                .map(|_| {
+                    Err(CaptureError::Corpus(CorpusError::Batch {
+                        why: why.clone(),
+                    }))
+                })
+                .collect()
+        }
+    };
+    for (mut entry, r) in entries.into_iter().zip(results) {
+        match r {
+            Ok(r) => {
+                entry.record = r.record;
+                if r.wrote {
+                    rep.stored.push(entry);
+                } else {
+                    rep.already_stored.push(entry);
+                }
+            }
+            Err(e) => rep.failed.push(Failed {
+                path: entry.path,
+                error: e.to_string(),
+            }),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -633,6 +693,7 @@ fn store_one(
     home: &Path,
     corpora: &mut HashMap<String, (Corpus, Option<PathBuf>)>,
     scanners: &mut HashMap<PathBuf, abcd_redact::Scanner>,
+    pending: &mut HashMap<String, Pending>,
     root_sha: &str,
     root: Option<&Path>,
     via: &str,
@@ -749,13 +810,16 @@ fn store_one(
     let t0 = std::time::Instant::now();
     let prepared = capture::prepare(scanner, &lineage, &p.raw, root_sha, record::KIND_NATIVE);
     rep.redact_ns += t0.elapsed().as_nanos() as u64;
-    let result = prepared.and_then(|prep| {
-        let locked = corpus.lock()?;
-        capture::commit(&locked, prep, None, false)
-    });
-    match result {
-        Ok(r) if r.wrote => rep.stored.push(entry(r.record)),
-        Ok(r) => rep.already_stored.push(entry(r.record)),
+    match prepared {
+        Ok(prep) => {
+            let lane = pending.entry(root_sha.to_owned()).or_default();
+            lane.bytes += prep.body.len() as u64;
+            lane.items.push((prep, entry(String::new())));
+            if lane.items.len() >= BATCH_FILES || lane.bytes >= BATCH_BYTES {
+                let batch = std::mem::take(lane);
+                flush(corpus, batch, rep);
+            }
+        }
         Err(CaptureError::Refused { reason, .. }) => rep.skipped.push(Skipped {
             path,
             reason: "refused-by-redaction".into(),

@@ -233,14 +233,21 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
     );
     assert_eq!(by_agent("agsp0001")["via"], "session-cwd");
     assert_eq!(by_agent("a490235204f1c154d")["via"], "file-cwd");
-    // Main threads before sub-agents.
-    let first_agent = stored
-        .iter()
-        .position(|s| s.get("agent_id").is_some())
-        .unwrap();
-    assert!(stored[first_agent..]
-        .iter()
-        .all(|s| s.get("agent_id").is_some()));
+    // Main threads before sub-agents, in each repository's journal.
+    for sha in [env.root_sha(), env.root_sha_of(&w.repo_b)] {
+        let lane: Vec<&Value> = stored
+            .iter()
+            .filter(|s| s["root_sha"] == sha.as_str())
+            .collect();
+        let first_agent = lane
+            .iter()
+            .position(|s| s.get("agent_id").is_some())
+            .unwrap();
+        assert!(first_agent > 0);
+        assert!(lane[first_agent..]
+            .iter()
+            .all(|s| s.get("agent_id").is_some()));
+    }
     // Records carry the ingest lineage and are listed.
     let list = env.records();
     assert_eq!(list.len(), 3, "{list:#?}");
@@ -532,7 +539,23 @@ fn ingest_bad_input_is_skipped_or_failed_with_the_reason() {
 
 #[test]
 fn an_ingest_killed_midway_is_finished_by_running_it_again() {
-    for n in [2, 9, 23] {
+    // Learn how many syncs a whole ingest makes, then kill at the first,
+    // one in the middle and the last.
+    let syncs = {
+        let w = world();
+        let trace = w.env.tmp.path().join("trace");
+        let out = w.env.abcd_env(
+            &["--json", "history", "ingest"],
+            &[("ABCD_FAULT_TRACE", trace.to_str().unwrap())],
+        );
+        assert!(out.status.success());
+        let t = fs::read_to_string(&trace).unwrap();
+        t.lines()
+            .filter(|l| l.split(' ').nth(1) == Some("sync"))
+            .count()
+    };
+    assert!(syncs >= 3, "{syncs}");
+    for n in [1, syncs / 2, syncs] {
         let w = world();
         let env = &w.env;
         let spec = format!("sync#{n}:KILL");
