@@ -591,3 +591,19 @@ fn an_ingest_killed_midway_is_finished_by_running_it_again() {
         }
     }
 }
+
+#[test]
+fn what_ingest_wrote_is_reproduced_by_a_replay() {
+    let w = world();
+    let env = &w.env;
+    ingest(env, &[]);
+    let dirs = ["records", "sessions", "index/summary"];
+    let before = env.snapshot(&dirs);
+    assert_eq!(
+        before.keys().filter(|k| k.starts_with("records/")).count(),
+        3
+    );
+    let out = env.abcd(&["journal", "replay", "--rebuild"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(before, env.snapshot(&dirs));
+}
