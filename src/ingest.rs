@@ -105,6 +105,157 @@ struct Found {
     sub_agent: bool,
 }
 
+/// What the file system says about a file, taken before it is read: if
+/// any of it changes, the bytes may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    /// When this was taken.
+    at_ns: i128,
+}
+
+fn seen(path: &Path) -> Option<Seen> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if !m.file_type().is_file() {
+        return None;
+    }
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    Some(Seen {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+        ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+        at_ns: i128::from(crate::clock::now_unix_ns()),
+    })
+}
+
+/// A file whose bytes were last changed at least this long before they
+/// were looked at can be recognised by its metadata alone: any later
+/// change sets its ctime past the moment it was looked at (the kernel's
+/// timestamps are coarse, so a change within the same tick could keep the
+/// ctime; such a recent file is simply read again next time).
+const SETTLED_NS: i128 = 2_000_000_000;
+
+/// The ingest cache (`<home>/cache/ingest`): per source file, keyed by the
+/// SHA-256 of its path (never the path: a path may hold a secret), its
+/// metadata when read and where its bytes are stored (lane and idempotency
+/// key). Only lets a second run skip *reading* a file that has not changed;
+/// the store's own index still has to hold the key. Rebuildable: deleting
+/// it costs one full read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CacheEntry {
+    /// [`path_key`] of the file.
+    key: String,
+    seen: Seen,
+    root_sha: String,
+    idem: String,
+    session_id: String,
+    agent_id: Option<String>,
+}
+
+const CACHE_MAGIC: &str = "abcd-ingest-cache 1";
+const CACHE_CAP: u64 = 256 << 20;
+
+fn cache_file(home: &Path) -> PathBuf {
+    home.join("cache").join("ingest")
+}
+
+fn path_key(path: &Path) -> String {
+    fsutil::sha256_hex(path.as_os_str().as_encoded_bytes())
+}
+
+fn read_cache(home: &Path) -> HashMap<String, CacheEntry> {
+    let mut m = HashMap::new();
+    let Ok(bytes) = fsutil::read_private(&cache_file(home), CACHE_CAP) else {
+        return m;
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return m;
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(CACHE_MAGIC) {
+        return m;
+    }
+    for l in lines {
+        let f: Vec<&str> = l.split(' ').collect();
+        let [key, dev, ino, size, mtime, ctime, at, root, idem, session, agent] = f[..] else {
+            continue;
+        };
+        let (Ok(dev), Ok(ino), Ok(size), Ok(mtime_ns), Ok(ctime_ns), Ok(at_ns)) = (
+            dev.parse(),
+            ino.parse(),
+            size.parse(),
+            mtime.parse(),
+            ctime.parse(),
+            at.parse(),
+        ) else {
+            continue;
+        };
+        m.insert(
+            key.to_owned(),
+            CacheEntry {
+                key: key.to_owned(),
+                seen: Seen {
+                    dev,
+                    ino,
+                    size,
+                    mtime_ns,
+                    ctime_ns,
+                    at_ns,
+                },
+                root_sha: root.to_owned(),
+                idem: idem.to_owned(),
+                session_id: session.to_owned(),
+                agent_id: (agent != "-").then(|| agent.to_owned()),
+            },
+        );
+    }
+    m
+}
+
+fn write_cache(home: &Path, m: &HashMap<String, CacheEntry>) -> Result<(), fsutil::FsError> {
+    let mut keys: Vec<&String> = m.keys().collect();
+    keys.sort();
+    let mut out = String::with_capacity(64 + m.len() * 300);
+    out.push_str(CACHE_MAGIC);
+    out.push('\n');
+    for k in keys {
+        let e = &m[k];
+        let s = &e.seen;
+        out.push_str(&format!(
+            "{k} {} {} {} {} {} {} {} {} {} {}\n",
+            s.dev,
+            s.ino,
+            s.size,
+            s.mtime_ns,
+            s.ctime_ns,
+            s.at_ns,
+            e.root_sha,
+            e.idem,
+            e.session_id,
+            e.agent_id.as_deref().unwrap_or("-")
+        ));
+    }
+    fsutil::ensure_private_dir(home)?;
+    fsutil::ensure_private_dir(&home.join("cache"))?;
+    fsutil::write_atomic(&cache_file(home), out.as_bytes(), false)
+}
+
+/// A cached entry still describes the file: same metadata, and the file
+/// had settled before it was read.
+fn trusted(e: &CacheEntry, now: &Seen) -> bool {
+    let s = &e.seen;
+    (s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns)
+        == (now.dev, now.ino, now.size, now.mtime_ns, now.ctime_ns)
+        && s.ctime_ns < s.at_ns - SETTLED_NS
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Stored {
     pub path: String,
@@ -114,9 +265,11 @@ pub struct Stored {
     pub root_sha: String,
     pub record: String,
     /// How the repository was found: `session-cwd`, `store`, `file-cwd`,
-    /// `into`, `adopted`.
+    /// `adopted`, or `unchanged` (recognised by the ingest cache).
     pub via: String,
     pub bytes: u64,
+    #[serde(skip)]
+    cache: Option<CacheEntry>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -179,6 +332,7 @@ impl Report {
 /// A file probed: its bytes and ids.
 struct Probed {
     found: Found,
+    seen: Option<Seen>,
     raw: Vec<u8>,
     session_id: String,
     agent_id: Option<String>,
@@ -311,6 +465,8 @@ fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestE
 
 fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     let path = found.path.display().to_string();
+    // Taken before the read: a change during it shows next time.
+    let seen = seen(&found.path);
     let raw = match fsutil::guarded_read(&found.path, RAW_CAP) {
         Ok(r) => r,
         Err(fsutil::GuardedReadError::OverCap { size, cap, .. }) => {
@@ -402,6 +558,7 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     }
     Some(Probed {
         found,
+        seen,
         raw,
         session_id,
         agent_id: ids.agent_id,
@@ -479,7 +636,39 @@ pub fn run(
     // Sidecars naming an agent id claimed by two files are dropped.
     let mut agent_files: HashMap<(String, String), usize> = HashMap::new();
     let mut probed = Vec::with_capacity(found.len());
+    let mut cache = read_cache(home);
     for f in found {
+        // An unchanged file already stored is not read again.
+        let key = path_key(&f.path);
+        if let Some(e) = cache.remove(&key) {
+            let hit = if seen(&f.path).is_some_and(|now| trusted(&e, &now))
+                && into.as_ref().is_none_or(|i| i.root_sha == e.root_sha)
+            {
+                cached_record(home, &mut corpora, &e)
+            } else {
+                None
+            };
+            if let Some(record) = hit {
+                if let Some(a) = &e.agent_id {
+                    *agent_files
+                        .entry((e.session_id.clone(), a.clone()))
+                        .or_insert(0) += 1;
+                }
+                rep.already_stored.push(Stored {
+                    path: f.path.display().to_string(),
+                    session_id: e.session_id.clone(),
+                    agent_id: e.agent_id.clone(),
+                    root_sha: e.root_sha.clone(),
+                    record,
+                    via: "unchanged".into(),
+                    bytes: e.seen.size,
+                    cache: Some(e),
+                });
+                done += 1;
+                progress(done, total);
+                continue;
+            }
+        }
         match probe(f, &mut rep) {
             Some(p) => {
                 if let Some(a) = &p.agent_id {
@@ -635,7 +824,34 @@ pub fn run(
             flush(corpus, batch, &mut rep);
         }
     }
+    if !opts.dry_run {
+        // Entries of files not seen this run stay; this run's replace theirs.
+        for s in rep.stored.iter().chain(&rep.already_stored) {
+            if let Some(e) = &s.cache {
+                cache.insert(e.key.clone(), e.clone());
+            }
+        }
+        if let Err(e) = write_cache(home, &cache) {
+            rep.notes.push(format!(
+                "the ingest cache could not be written ({e}); the next run reads every file again"
+            ));
+        }
+    }
     Ok(rep)
+}
+
+/// The record an unchanged file's bytes were stored as is still indexed.
+fn cached_record(
+    home: &Path,
+    corpora: &mut HashMap<String, (Corpus, Option<PathBuf>)>,
+    e: &CacheEntry,
+) -> Option<String> {
+    if !corpora.contains_key(&e.root_sha) {
+        let c = Corpus::open_existing(home, &e.root_sha).ok()??;
+        corpora.insert(e.root_sha.clone(), (c, None));
+    }
+    let (c, _) = corpora.get(&e.root_sha)?;
+    c.index().record_for_idem(&e.idem).ok()?
 }
 
 /// Captures are journaled per repository in batches of at most this many
@@ -728,6 +944,7 @@ fn store_one(
                     record: String::new(),
                     via: via.to_owned(),
                     bytes: p.raw.len() as u64,
+                    cache: None,
                 });
                 return Ok(());
             }
@@ -764,6 +981,21 @@ fn store_one(
     }
     let sha = fsutil::sha256_hex(&p.raw);
     let bytes = p.raw.len() as u64;
+    // The cheap skip: these very bytes are indexed under this key already.
+    let idem = idem_key(
+        &sha,
+        &p.session_id,
+        p.agent_id.as_deref(),
+        record::KIND_NATIVE,
+    );
+    let cache = p.seen.map(|seen| CacheEntry {
+        key: path_key(&p.found.path),
+        seen,
+        root_sha: root_sha.to_owned(),
+        idem: idem.clone(),
+        session_id: p.session_id.clone(),
+        agent_id: p.agent_id.clone(),
+    });
     let entry = |record: String| Stored {
         path: path.clone(),
         session_id: p.session_id.clone(),
@@ -772,14 +1004,8 @@ fn store_one(
         record,
         via: via.to_owned(),
         bytes,
+        cache: cache.clone(),
     };
-    // The cheap skip: these very bytes are indexed under this key already.
-    let idem = idem_key(
-        &sha,
-        &p.session_id,
-        p.agent_id.as_deref(),
-        record::KIND_NATIVE,
-    );
     match corpus.index().record_for_idem(&idem) {
         Ok(Some(name)) => {
             rep.already_stored.push(entry(name));

@@ -607,3 +607,77 @@ fn what_ingest_wrote_is_reproduced_by_a_replay() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(before, env.snapshot(&dirs));
 }
+
+#[test]
+fn a_second_run_skips_unchanged_files_by_metadata_but_never_a_changed_one() {
+    let w = world();
+    let env = &w.env;
+    // Files count as settled when their last change is 2 s before they are
+    // looked at: a clock an hour ahead stands in for waiting.
+    let later = [("ABCD_TEST_NOW", "2099-01-01T00:00:00Z")];
+    let run = |env_vars: &[(&str, &str)]| -> Value {
+        let out = env.abcd_env(&["--json", "history", "ingest"], env_vars);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let first = run(&later);
+    assert_eq!(first["stored"].as_array().unwrap().len(), 9);
+    let cache = fs::read_to_string(env.abcd_home.join("cache/ingest")).unwrap();
+    assert!(
+        !cache.contains(".claude") && !cache.contains(env.tmp.path().to_str().unwrap()),
+        "the cache names files by digest only: {cache}"
+    );
+    let second = run(&[]);
+    let unchanged = |rep: &Value| {
+        rep["already_stored"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["via"] == "unchanged")
+            .count()
+    };
+    assert_eq!(unchanged(&second), 9, "{second:#}");
+    // Only the files that were never stored (refused, orphans) are read.
+    assert!(
+        second["bytes_read"].as_u64().unwrap() * 10 < first["bytes_read"].as_u64().unwrap(),
+        "{second:#}"
+    );
+    assert!(second["already_stored"][0]["record"]
+        .as_str()
+        .unwrap()
+        .ends_with(".md"));
+
+    // Same size, same mtime, other bytes: the ctime gives it away.
+    let f = w
+        .projects
+        .join("-repo-a/b98095d7-b7ee-4d23-9d4c-beb9725d1dc5.jsonl");
+    let mtime = fs::metadata(&f).unwrap().modified().unwrap();
+    let text = fs::read_to_string(&f).unwrap();
+    let changed = text.replacen("\"user\"", "\"User\"", 1);
+    assert_eq!(changed.len(), text.len());
+    assert_ne!(changed, text);
+    fs::write(&f, &changed).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let third = run(&later);
+    assert_eq!(unchanged(&third), 8, "{third:#}");
+    let stored = third["stored"].as_array().unwrap();
+    assert_eq!(
+        stored.len(),
+        1,
+        "the changed file is read and stored: {third:#}"
+    );
+    assert_eq!(
+        stored[0]["session_id"],
+        "b98095d7-b7ee-4d23-9d4c-beb9725d1dc5"
+    );
+
+    // A record the store no longer has is not taken on the cache's word.
+    fs::remove_dir_all(env.lane()).unwrap();
+    let fourth = run(&[]);
+    assert_eq!(fourth["stored"].as_array().unwrap().len(), 3, "{fourth:#}");
+}

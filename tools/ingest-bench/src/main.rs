@@ -12,6 +12,7 @@
 //! rest) and the machine's load.
 //!
 //! Usage: ingest-bench [--bin target/release/abcd] [--mb 200] [--files 2100]
+//! [--generate-only] (keeps the corpus and prints where, for a profiler)
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -192,6 +193,7 @@ fn main() {
     let mut bin = PathBuf::from("target/release/abcd");
     let mut mb = 200usize;
     let mut files = 2100usize;
+    let mut generate_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().expect("a value");
@@ -199,7 +201,8 @@ fn main() {
             "--bin" => bin = PathBuf::from(val()),
             "--mb" => mb = val().parse().expect("--mb N"),
             "--files" => files = val().parse().expect("--files N"),
-            _ => panic!("usage: ingest-bench [--bin PATH] [--mb N] [--files N]"),
+            "--generate-only" => generate_only = true,
+            _ => panic!("usage: ingest-bench [--bin PATH] [--mb N] [--files N] [--generate-only]"),
         }
     }
     let bin = fs::canonicalize(&bin).expect("the abcd binary (build it: cargo build --release)");
@@ -268,6 +271,17 @@ fn main() {
         total as f64 / 1e6,
         t.elapsed().as_secs_f64()
     );
+    if generate_only {
+        let kept = tmp.keep();
+        println!(
+            "kept {}: HOME={} ABCD_HOME={} (cwd {})",
+            kept.display(),
+            home.display(),
+            abcd.display(),
+            repos[0].display()
+        );
+        return;
+    }
     let (s1, r1) = run(&bin, &home, &abcd, &repos[0]);
     let (s2, r2) = run(&bin, &home, &abcd, &repos[0]);
     let n = |v: &Value, k: &str| v[k].as_array().map_or(0, Vec::len);
