@@ -10,8 +10,10 @@
 //! from the file's own lines, `shape`); placement per session (the main
 //! thread's cwd, then the store's session notes, then each file's own cwd);
 //! the skip of what is already stored (the source digest against the
-//! idempotency index, before any redaction); the capture itself through
-//! `capture::prepare`/`commit`, with each repository's own scanner; the
+//! idempotency index, before any redaction); the ingest cache (an
+//! unchanged file already stored is not read again: see [`trusted`]); the
+//! capture itself through `capture::prepare` with each repository's own
+//! scanner and `capture::commit_batch` (per repository, in batches); the
 //! report.
 //!
 //! Invariants:
