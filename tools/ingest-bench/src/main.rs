@@ -106,9 +106,8 @@ fn vary(v: &mut Value, rng: &mut Rng) {
         Value::Array(a) => a.iter_mut().for_each(|x| vary(x, rng)),
         Value::Object(o) => {
             for (k, x) in o.iter_mut() {
-                if k == "text" || k == "content" || k == "thinking" {
-                    vary(x, rng);
-                } else if x.is_object() || x.is_array() {
+                let text = k == "text" || k == "content" || k == "thinking";
+                if text || x.is_object() || x.is_array() {
                     vary(x, rng);
                 }
             }
