@@ -305,6 +305,8 @@ pub struct Failed {
 pub struct Report {
     pub dry_run: bool,
     pub files: usize,
+    /// Bytes of the files probed (a file stored is read once more then;
+    /// an unchanged one recognised by the cache is not read at all).
     pub bytes_read: u64,
     /// Newly stored (or, with `--dry-run`, that would be).
     pub stored: Vec<Stored>,
@@ -332,10 +334,11 @@ impl Report {
 }
 
 /// A file probed: its bytes and ids.
+/// A file probed: its ids (its bytes are not kept: memory stays bounded
+/// by one file and one batch, and the file is read again when stored).
 struct Probed {
     found: Found,
-    seen: Option<Seen>,
-    raw: Vec<u8>,
+    size: u64,
     session_id: String,
     agent_id: Option<String>,
     cwd: Option<String>,
@@ -467,8 +470,6 @@ fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestE
 
 fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     let path = found.path.display().to_string();
-    // Taken before the read: a change during it shows next time.
-    let seen = seen(&found.path);
     let raw = match fsutil::guarded_read(&found.path, RAW_CAP) {
         Ok(r) => r,
         Err(fsutil::GuardedReadError::OverCap { size, cap, .. }) => {
@@ -560,8 +561,7 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     }
     Some(Probed {
         found,
-        seen,
-        raw,
+        size: raw.len() as u64,
         session_id,
         agent_id: ids.agent_id,
         cwd: ids.cwd,
@@ -945,7 +945,7 @@ fn store_one(
                     root_sha: root_sha.to_owned(),
                     record: String::new(),
                     via: via.to_owned(),
-                    bytes: p.raw.len() as u64,
+                    bytes: p.size,
                     cache: None,
                 });
                 return Ok(());
@@ -981,8 +981,32 @@ fn store_one(
                 .push(format!("{path}: its sidecar is unusable ({why})")),
         }
     }
-    let sha = fsutil::sha256_hex(&p.raw);
-    let bytes = p.raw.len() as u64;
+    // Read again (the probe kept only the ids): the metadata first, so a
+    // change during the read shows on the next run; bytes whose ids are
+    // no longer the probed ones are refused.
+    let seen = seen(&p.found.path);
+    let raw = match fsutil::guarded_read(&p.found.path, RAW_CAP) {
+        Ok(r) => r,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path,
+                error: format!("{e} (between the probe and the capture)"),
+            });
+            return Ok(());
+        }
+    };
+    let same = crate::shape::read_ids(&raw).is_ok_and(|ids| {
+        ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
+    });
+    if !same {
+        rep.failed.push(Failed {
+            path,
+            error: "the file changed its ids during the ingest; run it again".into(),
+        });
+        return Ok(());
+    }
+    let sha = fsutil::sha256_hex(&raw);
+    let bytes = raw.len() as u64;
     // The cheap skip: these very bytes are indexed under this key already.
     let idem = idem_key(
         &sha,
@@ -990,7 +1014,7 @@ fn store_one(
         p.agent_id.as_deref(),
         record::KIND_NATIVE,
     );
-    let cache = p.seen.map(|seen| CacheEntry {
+    let cache = seen.map(|seen| CacheEntry {
         key: path_key(&p.found.path),
         seen,
         root_sha: root_sha.to_owned(),
@@ -1036,7 +1060,7 @@ fn store_one(
         .entry(scanner_root.clone())
         .or_insert_with(|| capture::scanner_for(&scanner_root));
     let t0 = std::time::Instant::now();
-    let prepared = capture::prepare(scanner, &lineage, &p.raw, root_sha, record::KIND_NATIVE);
+    let prepared = capture::prepare(scanner, &lineage, &raw, root_sha, record::KIND_NATIVE);
     rep.redact_ns += t0.elapsed().as_nanos() as u64;
     match prepared {
         Ok(prep) => {
