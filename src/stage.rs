@@ -923,16 +923,18 @@ mod tests {
     }
 
     /// A body of several chunks whose size is not a multiple of the chunk.
+    /// Transcript-shaped (its first line), then five chunks and a bit of
+    /// text that differs by `seed`; the same length for every seed.
     fn body(seed: u8) -> Vec<u8> {
-        (0..COPY_CHUNK * 5 + 123)
-            .map(|i| {
-                if i % 97 == 96 {
-                    b'\n'
-                } else {
-                    b'a' + ((i as u8) ^ seed) % 26
-                }
-            })
-            .collect()
+        let mut v = b"{\"type\":\"user\",\"sessionId\":\"s1\"}\n".to_vec();
+        v.extend((0..COPY_CHUNK * 5 + 123).map(|i| {
+            if i % 97 == 96 {
+                b'\n'
+            } else {
+                b'a' + ((i as u8) ^ seed) % 26
+            }
+        }));
+        v
     }
 
     #[test]
