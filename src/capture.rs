@@ -36,6 +36,89 @@ pub enum CaptureError {
     Corpus(#[from] CorpusError),
 }
 
+/// Why `history capture` (or ingest) will not take a file as a transcript.
+#[derive(Debug, Error)]
+pub enum InputError {
+    #[error("{path} is not a Claude Code transcript: {why}; nothing was stored")]
+    NotTranscript {
+        path: String,
+        why: crate::shape::NotTranscript,
+    },
+    #[error(
+        "{path} carries no sessionId on its lines (an older transcript shape); pass --session <id>"
+    )]
+    NoSession { path: String },
+    #[error("{path} says its {field} is {found:?} but --{flag} says {given:?}; refusing (drop the flag: the transcript's own id is used)")]
+    Mismatch {
+        path: String,
+        field: &'static str,
+        flag: &'static str,
+        found: String,
+        given: String,
+    },
+    #[error("{path}: {source}")]
+    Id {
+        path: String,
+        #[source]
+        source: crate::lineage::LineageError,
+    },
+}
+
+/// The lineage of a transcript handed over by a user: the session (and
+/// sub-agent) id from its own lines; `session`/`agent` only where the
+/// content has none, and a flag that contradicts the content is refused.
+/// The ids then meet the new-input rule. `path` names the input in errors.
+pub fn lineage_from_content(
+    path: &str,
+    raw: &[u8],
+    session: Option<String>,
+    agent: Option<String>,
+    agent_type: Option<String>,
+) -> Result<Lineage, InputError> {
+    // The flags meet the new-input rule first, whatever the content says.
+    for (field, v) in [("session_id", &session), ("agent_id", &agent)] {
+        crate::lineage::check_id(field, v.as_deref()).map_err(|source| InputError::Id {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    let ids = crate::shape::read_ids(raw).map_err(|why| InputError::NotTranscript {
+        path: path.to_owned(),
+        why,
+    })?;
+    let pick = |field, flag, found: Option<String>, given: Option<String>| match (found, given) {
+        (Some(f), Some(g)) if f != g => Err(InputError::Mismatch {
+            path: path.to_owned(),
+            field,
+            flag,
+            found: f,
+            given: g,
+        }),
+        (Some(f), _) => Ok(Some(f)),
+        (None, g) => Ok(g),
+    };
+    let session_id = pick("sessionId", "session", ids.session_id, session)?.ok_or_else(|| {
+        InputError::NoSession {
+            path: path.to_owned(),
+        }
+    })?;
+    let agent_id = pick("agentId", "agent", ids.agent_id, agent)?;
+    let lineage = Lineage {
+        session_id,
+        spawn_attribution: agent_id
+            .as_ref()
+            .map(|_| crate::lineage::SpawnAttribution::Unattributed),
+        agent_id,
+        agent_type,
+        ..Default::default()
+    };
+    lineage.validate().map_err(|source| InputError::Id {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(lineage)
+}
+
 impl CaptureError {
     pub fn is_deterministic(&self) -> bool {
         matches!(
@@ -179,6 +262,77 @@ pub fn commit(
     retires: Option<StagedRef>,
     extended: bool,
 ) -> Result<CaptureResult, CaptureError> {
+    let (event, result) = decide(locked, prepared, retires, extended, true)?;
+    locked.append(&event)?;
+    Ok(result)
+}
+
+/// Commits many prepared captures (no staged entry retired) in batches:
+/// bodies written without a sync each, one sync of them all, then their
+/// events appended as one atomic batch and projected once. A capture whose
+/// (session, agent, kind) stream or idempotency key is already pending in
+/// the batch flushes it first, so every decision sees the ones before it
+/// exactly as [`commit`] one by one would. Results come back in order.
+pub fn commit_batch(
+    locked: &Locked<'_>,
+    prepared: Vec<Prepared>,
+) -> Vec<Result<CaptureResult, CaptureError>> {
+    let mut out: Vec<Result<CaptureResult, CaptureError>> = Vec::with_capacity(prepared.len());
+    let mut pending: Vec<(Event, CaptureResult)> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    let flush = |pending: &mut Vec<(Event, CaptureResult)>,
+                 out: &mut Vec<Result<CaptureResult, CaptureError>>| {
+        if pending.is_empty() {
+            return;
+        }
+        let events: Vec<Event> = pending.iter().map(|(e, _)| e.clone()).collect();
+        let done = crate::body::sync(locked.lane())
+            .map_err(|e| CaptureError::Corpus(CorpusError::from(e)))
+            .and_then(|()| locked.append_batch(&events).map_err(CaptureError::from));
+        match done {
+            Ok(_) => out.extend(pending.drain(..).map(|(_, r)| Ok(r))),
+            Err(e) => {
+                let why = e.to_string();
+                out.extend(pending.drain(..).map(|_| {
+                    Err(CaptureError::Corpus(CorpusError::Batch {
+                        why: why.clone(),
+                    }))
+                }));
+            }
+        }
+    };
+    for p in prepared {
+        let agent = p.meta.lineage.agent_id.as_deref();
+        let stream = stream_key(&p.meta.lineage.session_id, agent, &p.meta.source_kind);
+        if keys.contains(&stream) {
+            flush(&mut pending, &mut out);
+            keys.clear();
+        }
+        keys.push(stream);
+        match decide(locked, p, None, false, false) {
+            Ok(d) => pending.push(d),
+            Err(e) => {
+                // Keep the order: what is pending goes first.
+                flush(&mut pending, &mut out);
+                keys.clear();
+                out.push(Err(e));
+            }
+        }
+    }
+    flush(&mut pending, &mut out);
+    out
+}
+
+/// The decision of [`commit`]: the event to append and what it means. With
+/// `durable`, a new body is synced before this returns; without, the
+/// caller syncs the bodies before appending.
+fn decide(
+    locked: &Locked<'_>,
+    prepared: Prepared,
+    retires: Option<StagedRef>,
+    extended: bool,
+    durable: bool,
+) -> Result<(Event, CaptureResult), CaptureError> {
     let Prepared { mut meta, mut body } = prepared;
     // Values forgotten in this repository stay forgotten: read under the
     // lock, so a forget that just finished is seen.
@@ -241,12 +395,12 @@ pub fn commit(
     let outcome = match already {
         Some(record_name) => {
             let r = result(record_name.clone(), false, Vec::new(), &meta);
-            locked.append(&Event::Captured(Box::new(Captured {
+            let event = Event::Captured(Box::new(Captured {
                 outcome: CaptureOutcome::AlreadyStored { record_name },
                 retires,
                 extended,
-            })))?;
-            return Ok(r);
+            }));
+            return Ok((event, r));
         }
         None => {
             let records = locked.lane().records_dir();
@@ -261,7 +415,12 @@ pub fn commit(
             // The record file goes to `bodies/` (durably) before the event
             // that names it is appended.
             let file = record::render(&meta, body.as_bytes());
-            let body = crate::body::put(locked.lane(), &file).map_err(CorpusError::from)?;
+            let body = if durable {
+                crate::body::put(locked.lane(), &file)
+            } else {
+                crate::body::put_unsynced(locked.lane(), &file)
+            }
+            .map_err(CorpusError::from)?;
             (
                 CaptureOutcome::Stored {
                     record_name: name,
@@ -272,12 +431,12 @@ pub fn commit(
             )
         }
     };
-    locked.append(&Event::Captured(Box::new(Captured {
+    let event = Event::Captured(Box::new(Captured {
         outcome: outcome.0,
         retires,
         extended,
-    })))?;
-    Ok(outcome.1)
+    }));
+    Ok((event, outcome.1))
 }
 /// Captures transcript bytes the user handed over (`history capture`):
 /// redact body and lineage with the repository's own scanner (no lock

@@ -271,14 +271,39 @@ pub enum HistoryCmd {
         #[arg(long = "sidecar-root", value_name = "DIR")]
         sidecar_roots: Vec<PathBuf>,
     },
+    /// Bring in the transcripts Claude Code keeps on disk (default
+    /// $CLAUDE_CONFIG_DIR/projects or ~/.claude/projects), each session into
+    /// the repository its cwd belongs to; idempotent.
+    Ingest {
+        /// Transcript files or directories (walked to depth 8, never
+        /// following a symlink).
+        paths: Vec<PathBuf>,
+        /// Only this repository: sessions of others are skipped
+        /// (owned-elsewhere); adopted orphans go here.
+        #[arg(long, value_name = "REPO")]
+        into: Option<PathBuf>,
+        /// Store the orphans (no repository found) of this project
+        /// directory name into --into (repeatable).
+        #[arg(
+            long = "adopt",
+            value_name = "PROJECT",
+            requires = "into",
+            allow_hyphen_values = true
+        )]
+        adopt: Vec<String>,
+        /// Report what would be stored; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Capture a transcript file directly (redacted, then stored).
     Capture {
         /// A transcript file, or - for stdin.
         file: String,
-        /// Session id (default: the file name without extension).
+        /// Session id, only for a transcript whose lines carry none (an
+        /// older shape); one that contradicts the lines is refused.
         #[arg(long)]
         session: Option<String>,
-        /// Sub-agent id, for a sub-agent transcript.
+        /// Sub-agent id, only where the lines carry no `agentId`.
         #[arg(long)]
         agent: Option<String>,
         /// Sub-agent type.
@@ -1709,13 +1734,45 @@ fn history_cmd(
             }
             Ok(0)
         }
+        HistoryCmd::Ingest {
+            paths,
+            into,
+            adopt,
+            dry_run,
+        } => {
+            let home = home()?;
+            let tty = progress_enabled() && !json;
+            let progress = |done: usize, total: usize| {
+                if tty && total > 1 {
+                    eprint!("\ringest: {done}/{total} transcript file(s)");
+                    if done == total {
+                        eprintln!();
+                    }
+                }
+            };
+            let opts = crate::ingest::Options {
+                sources: paths,
+                into,
+                adopt,
+                dry_run,
+            };
+            let rep = crate::ingest::run(&home, &opts, &progress)
+                .map_err(|e| format!("history ingest: {e}"))?;
+            if json {
+                print_json(out, &rep)?;
+            } else {
+                render_ingest(out, &rep)?;
+            }
+            let _ = err;
+            Ok(if rep.failed.is_empty() { 0 } else { 1 })
+        }
         HistoryCmd::Capture {
             file,
             session,
             agent,
             agent_type,
         } => {
-            let (raw, default_session) = if file == "-" {
+            let raw = if file == "-" {
                 let mut v = Vec::new();
                 io::stdin()
                     .lock()
@@ -1728,30 +1785,17 @@ fn history_cmd(
                         stage::RAW_CAP
                     ));
                 }
-                (v, None)
+                v
             } else {
-                let p = Path::new(&file);
-                let raw = crate::fsutil::guarded_read(p, stage::RAW_CAP)
-                    .map_err(|e| format!("cannot read {file}: {e}"))?;
-                (raw, p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                crate::fsutil::guarded_read(Path::new(&file), stage::RAW_CAP)
+                    .map_err(|e| format!("cannot read {file}: {e}"))?
             };
-            let session_id = session
-                .or(default_session)
-                .ok_or("history capture: --session is required when reading stdin")?;
-            let lineage = crate::lineage::Lineage {
-                session_id,
-                spawn_attribution: agent
-                    .as_ref()
-                    .map(|_| crate::lineage::SpawnAttribution::Unattributed),
-                agent_id: agent,
-                agent_type,
-                ..Default::default()
-            };
-            // The new-input rule, before the store is even opened: an id
-            // that breaks it writes nothing.
-            lineage
-                .validate()
-                .map_err(|e| format!("history capture: {e}; nothing was written"))?;
+            // The ids come from the transcript's own lines, checked (shape,
+            // flags, the new-input rule) before the store is even opened.
+            let name = if file == "-" { "stdin" } else { file.as_str() };
+            let lineage =
+                crate::capture::lineage_from_content(name, &raw, session, agent, agent_type)
+                    .map_err(|e| format!("history capture: {e}"))?;
             let (corpus, info, _) = open_corpus(repo_arg, true)?;
             let corpus = corpus.expect("created");
             let r = crate::capture::capture_bytes(&corpus, &info.root, &lineage, &raw)
@@ -1773,6 +1817,79 @@ fn history_cmd(
             Ok(0)
         }
     }
+}
+
+fn render_ingest(out: &mut dyn Write, rep: &crate::ingest::Report) -> Result<(), String> {
+    let w = |out: &mut dyn Write, s: String| -> Result<(), String> {
+        writeln!(out, "{s}").map_err(|e| e.to_string())
+    };
+    let verb = if rep.dry_run { "would store" } else { "stored" };
+    w(
+        out,
+        format!(
+            "abcd history ingest — {} file(s), {}: {verb} {}, already stored {}, skipped {}, orphans {}, failed {}",
+            rep.files,
+            human_size(rep.bytes_read),
+            rep.stored.len(),
+            rep.already_stored.len(),
+            rep.skipped.len(),
+            rep.orphans.len(),
+            rep.failed.len()
+        ),
+    )?;
+    for n in &rep.notes {
+        w(out, format!("  note: {}", sanitize(n)))?;
+    }
+    for (reason, n) in rep.skipped_by_reason() {
+        w(out, format!("  skipped ({reason}): {n}"))?;
+    }
+    for s in &rep.stored {
+        let who = match &s.agent_id {
+            Some(a) => format!("{} agent {a}", s.session_id),
+            None => s.session_id.clone(),
+        };
+        w(
+            out,
+            format!(
+                "  {verb} {who} → {} (via {})",
+                &s.root_sha[..12.min(s.root_sha.len())],
+                s.via
+            ),
+        )?;
+    }
+    for s in &rep.skipped {
+        w(
+            out,
+            format!(
+                "  skipped {} ({}{})",
+                sanitize(&s.path),
+                s.reason,
+                s.detail
+                    .as_deref()
+                    .map(|d| format!(": {}", sanitize(d)))
+                    .unwrap_or_default()
+            ),
+        )?;
+    }
+    for o in &rep.orphans {
+        w(
+            out,
+            format!(
+                "  orphan {} (project {}): {} — ignored; `--into REPO --adopt {}` stores it",
+                sanitize(&o.path),
+                sanitize(&o.project),
+                sanitize(&o.why),
+                sanitize(&o.project)
+            ),
+        )?;
+    }
+    for f in &rep.failed {
+        w(
+            out,
+            format!("  FAILED {}: {}", sanitize(&f.path), sanitize(&f.error)),
+        )?;
+    }
+    Ok(())
 }
 
 fn human_size(n: u64) -> String {

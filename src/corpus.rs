@@ -41,6 +41,10 @@ pub use crate::store::STORE_LOCK_TIMEOUT;
 
 #[derive(Debug, Error)]
 pub enum CorpusError {
+    /// A batch of captures could not be journaled as a whole (the first
+    /// error, once per capture in it); nothing of it was appended.
+    #[error("the batch this capture was in could not be journaled: {why}")]
+    Batch { why: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -409,13 +413,29 @@ impl Locked<'_> {
         }
     }
 
+    /// Appends events as one atomic batch (one write, one `fdatasync`) and
+    /// then catches the projections up once: for bulk writers (ingest).
+    /// Returns their sequence numbers in order; an event the projections
+    /// could not take in is reported as for [`Self::append`].
+    pub fn append_batch(&self, events: &[Event]) -> Result<Vec<u64>, CorpusError> {
+        let with_ids: Vec<(Event, EventId)> = events
+            .iter()
+            .map(|e| (e.clone(), EventId::random()))
+            .collect();
+        self.append_batch_with_ids(&with_ids)
+    }
+
     /// Appends events under caller-chosen ids as one atomic batch (one
     /// write, one fdatasync), then applies them. Ids already in the journal
     /// (or repeated) are skipped. `sync` imports through it: each event was
-    /// decided against the projections plus the batch before it.
-    pub fn append_batch_with_ids(&self, events: &[(Event, EventId)]) -> Result<(), CorpusError> {
+    /// decided against the projections plus the batch before it. Returns
+    /// the sequence number of each event, in order.
+    pub fn append_batch_with_ids(
+        &self,
+        events: &[(Event, EventId)],
+    ) -> Result<Vec<u64>, CorpusError> {
         if events.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let at = clock::now_unix_ns();
         let mut payloads = Vec::with_capacity(events.len());
@@ -435,21 +455,17 @@ impl Locked<'_> {
             }
             Err(e) => return Err(e.into()),
         };
-        let last = acks.iter().map(Appended::seq).max().unwrap_or(0);
+        let seqs: Vec<u64> = acks.iter().map(Appended::seq).collect();
         match projection::catch_up(&self.corpus.lane, &self.corpus.journal) {
-            Ok(c) => match c
-                .faults
-                .iter()
-                .find(|f| acks.iter().any(|a| a.seq() == f.seq))
-            {
-                None => Ok(()),
+            Ok(c) => match c.faults.iter().find(|f| seqs.contains(&f.seq)) {
+                None => Ok(seqs),
                 Some(f) => Err(CorpusError::Unprojected {
                     seq: f.seq,
                     why: f.reason.clone(),
                 }),
             },
             Err(e) => Err(CorpusError::Unprojected {
-                seq: last,
+                seq: seqs.iter().copied().max().unwrap_or(0),
                 why: e.to_string(),
             }),
         }

@@ -42,6 +42,11 @@ use crate::staging_view::{meta_path, StagedMeta};
 pub enum StageError {
     #[error("refusing to stage an empty transcript ({path})")]
     Empty { path: String },
+    #[error("{path} is not a Claude Code transcript: {why}; nothing was staged")]
+    NotTranscript {
+        path: String,
+        why: crate::shape::NotTranscript,
+    },
     #[error("transcript for session {session_id} is invalid: {why}")]
     Invalid { session_id: String, why: String },
     #[error("the staged entry {stem} has a corrupt sidecar ({why}); it is never replaced or drained — inspect it, then `abcd journal replay --rebuild` or `abcd history discard {stem}.raw --yes`")]
@@ -257,8 +262,29 @@ pub fn snapshot_file(
     }
     let write_to =
         (!likely_unchanged(corpus, session_id, agent_id, len)).then(|| corpus.lane.staging_dir());
-    let (sha, bytes, tmp) =
-        copy_source(file, &path, write_to.as_deref(), writer_for(len), observe)?;
+    // The shape check reads the first chunk the copy reads anyway: no
+    // extra system call on the hook path.
+    let mut head: Option<Result<(), crate::shape::NotTranscript>> = None;
+    let (sha, bytes, tmp) = copy_source(
+        file,
+        &path,
+        write_to.as_deref(),
+        writer_for(len),
+        &mut |c: &[u8]| {
+            if head.is_none() {
+                head = Some(crate::shape::check_head(c, c.len() < COPY_CHUNK));
+            }
+            observe(c)
+        },
+    )?;
+    // No chunk at all: an empty file, refused as such when staged.
+    if let Some(Err(why)) = head {
+        // Dropping the copy removes its temporary blob.
+        return Err(StageError::NotTranscript {
+            path: source.to_owned(),
+            why,
+        });
+    }
     Ok(Snapshot {
         sha,
         bytes,
@@ -897,16 +923,18 @@ mod tests {
     }
 
     /// A body of several chunks whose size is not a multiple of the chunk.
+    /// Transcript-shaped (its first line), then five chunks and a bit of
+    /// text that differs by `seed`; the same length for every seed.
     fn body(seed: u8) -> Vec<u8> {
-        (0..COPY_CHUNK * 5 + 123)
-            .map(|i| {
-                if i % 97 == 96 {
-                    b'\n'
-                } else {
-                    b'a' + ((i as u8) ^ seed) % 26
-                }
-            })
-            .collect()
+        let mut v = b"{\"type\":\"user\",\"sessionId\":\"s1\"}\n".to_vec();
+        v.extend((0..COPY_CHUNK * 5 + 123).map(|i| {
+            if i % 97 == 96 {
+                b'\n'
+            } else {
+                b'a' + ((i as u8) ^ seed) % 26
+            }
+        }));
+        v
     }
 
     #[test]

@@ -29,7 +29,9 @@ fn rebuild_reproduces_every_projection_byte_for_byte() {
     }
     env.drain();
     let bad = env.agent_transcript(sid, "bad", "", None);
-    fs::write(&bad, b"\xff\n").unwrap();
+    // Transcript-shaped (its first line), then a byte that is not UTF-8:
+    // staged, then quarantined by the drain.
+    fs::write(&bad, b"{\"type\":\"user\"}\n\xff\n").unwrap();
     env.hook("subagent-stop", &env.subagent_payload(sid, "bad", &bad));
     env.abcd(&["history", "drain"]);
     let keep = env.agent_transcript(sid, "keep", &jsonl(&[&line(sid, "staged only")]), None);
@@ -125,13 +127,7 @@ fn after_a_power_loss_unsynced_projection_writes_are_reapplied() {
     // A manual capture writes its record without syncing.
     let p = env.tmp.path().join("later.jsonl");
     fs::write(&p, jsonl(&[&line(sid, "not yet synced")])).unwrap();
-    let r = env.json(&[
-        "history",
-        "capture",
-        p.to_str().unwrap(),
-        "--session",
-        "later-session",
-    ]);
+    let r = env.json(&["history", "capture", p.to_str().unwrap()]);
     let record = env
         .lane()
         .join("records")

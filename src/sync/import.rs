@@ -236,7 +236,7 @@ impl Batch {
         }
         body::sync(locked.lane()).map_err(CorpusError::from)?;
         match locked.append_batch_with_ids(&self.events) {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(e) if e.is_unprojected() => {}
             Err(e) => return Err(e.into()),
         }
