@@ -104,6 +104,20 @@ fn has_long_run(v: &[u8]) -> bool {
     false
 }
 
+/// `eyJ….eyJ….signature`: a JWT whose signature segment is a lowercase
+/// word was written by hand for an example. A real signature is base64url
+/// of 32 or more bytes (an unsigned token has an empty one, still a token).
+fn jwt_word_signature(v: &[u8]) -> bool {
+    if !v.starts_with(b"eyJ") {
+        return false;
+    }
+    let Some(dot) = v.iter().rposition(|&b| b == b'.') else {
+        return false;
+    };
+    let sig = &v[dot + 1..];
+    (1..16).contains(&sig.len()) && sig.iter().all(u8::is_ascii_lowercase)
+}
+
 /// `…TokenHere`, `RANDOMSTRINGHERE`: a slot to fill in.
 fn ends_with_here(v: &[u8]) -> bool {
     v.len() >= 4 && v[v.len() - 4..].eq_ignore_ascii_case(b"here")
@@ -915,7 +929,7 @@ fn names_a_reference(pre: &[u8]) -> bool {
 
 /// Classifies the value of a keyword-anchored assignment.
 pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
-    if (!password && is_elided(v)) || is_sops_ciphertext(v) {
+    if (!password && (is_elided(v) || jwt_word_signature(v))) || is_sops_ciphertext(v) {
         return false;
     }
     let mut v = v;
@@ -1467,6 +1481,7 @@ impl Engine {
                         && !ends_with_here(val)
                         && !(min_entropy != crate::rules::NO_ENTROPY_FLOOR && has_long_run(val))
                         && !elided_after(&v[e..])
+                        && !jwt_word_signature(val)
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }

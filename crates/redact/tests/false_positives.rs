@@ -153,3 +153,22 @@ fn values_masked_with_hashes_are_not_secrets() {
         ],
     );
 }
+
+/// A JWT signed with a word (`….signature`) is an example written by hand;
+/// a real signature, or none at all, keeps it a token.
+#[test]
+fn jwts_signed_with_a_word_are_examples() {
+    let head = "eyJhbGciOiJIUzI1NiJ9";
+    let body = format!("eyJ{}", rs(17, URLSAFE, 30));
+    let sig = rs(18, URLSAFE, 43);
+    check(
+        &[
+            format!("{head}.{body}.signature"),
+            format!("WORKFLOW_TOKEN={head}.{body}.sig"),
+        ],
+        &[
+            (format!("{head}.{body}.{sig}"), sig.clone()),
+            (format!("bearer {head}.{body}."), body.clone()),
+        ],
+    );
+}
