@@ -91,12 +91,18 @@ fn is_sops_ciphertext(v: &[u8]) -> bool {
 }
 
 /// `sgp_5555555dAAAAA7777777CcccCFaaaaaaaaaaaaaa`: a run of ten or more
-/// copies of one byte. A random token holds one about once in 10^17 (hex:
-/// 10^-11 per position); a value typed to fill a slot often does.
+/// copies of one letter. A random token holds one about once in 10^10 per
+/// position even in hex; a value typed to fill a slot often does. Digits
+/// are left out: numeric groups (`xoxa-2-…-3111111111111-…`) legitimately
+/// repeat, and `00000000` is a placeholder mark of its own.
 fn has_long_run(v: &[u8]) -> bool {
     let mut run = 1;
     for w in v.windows(2) {
-        run = if w[0] == w[1] { run + 1 } else { 1 };
+        run = if w[0] == w[1] && w[0].is_ascii_alphabetic() {
+            run + 1
+        } else {
+            1
+        };
         if run >= 10 {
             return true;
         }

@@ -109,8 +109,8 @@ fn words_that_extend_a_secret_name_are_not_secret_names() {
     );
 }
 
-/// A prefixed token holding a run of ten copies of one byte is typed in to
-/// fill a slot (a random token holds one about once in 10^11).
+/// A prefixed token holding a run of ten copies of one letter is typed in
+/// to fill a slot (a random token holds one about once in 10^10).
 #[test]
 fn prefixed_tokens_with_a_long_run_are_placeholders() {
     let real = rs(12, HEX, 40);
@@ -122,10 +122,20 @@ fn prefixed_tokens_with_a_long_run_are_placeholders() {
         ],
         &[
             (format!("sgp_{real}"), real.clone()),
-            // Nine in a row is still a token.
+            // Nine letters in a row is still a token.
             (
-                format!("sgp_{}{}{}", &real[..12], "7".repeat(9), &real[21..]),
+                format!("sgp_{}{}{}", &real[..12], "c".repeat(9), &real[21..]),
                 real[21..].to_string(),
+            ),
+            // So is a long run of one digit (numeric groups repeat).
+            (
+                format!(
+                    "xoxa-2-{}-{}-{}",
+                    rs(19, "0123456789", 9),
+                    "1".repeat(12),
+                    &real[..18]
+                ),
+                real[..18].to_string(),
             ),
         ],
     );
