@@ -1481,11 +1481,12 @@ impl Engine {
             let next = v.get(e).copied();
             let ok = match check {
                 Check::Token => {
+                    // Rules with no entropy floor (age keys) skip the
+                    // repetition tests too.
                     (min_entropy == crate::rules::NO_ENTROPY_FLOOR
-                        || entropy(val) >= MIN_TOKEN_ENTROPY)
+                        || (entropy(val) >= MIN_TOKEN_ENTROPY && !has_long_run(val)))
                         && !has_placeholder_mark(val)
                         && !ends_with_here(val)
-                        && !(min_entropy != crate::rules::NO_ENTROPY_FLOOR && has_long_run(val))
                         && !elided_after(&v[e..])
                         && !jwt_word_signature(val)
                         && !prev.is_some_and(is_alnum)
