@@ -182,3 +182,28 @@ fn jwts_signed_with_a_word_are_examples() {
         ],
     );
 }
+
+/// An assignment with nothing after its operator does not take the next
+/// line as its value: in a decoded view (a JSON-escaped `tool_result`) the
+/// lines are one text, as they are not when read bare.
+#[test]
+fn an_empty_assignment_does_not_take_the_next_line() {
+    let pw = format!("Zq8{}", rs(20, ALNUM, 12));
+    let tok = format!("{}9", rs(21, ALNUM, 20));
+    check(
+        &[
+            "warehouse.password=\njdbc.warehouse.url=".to_string(),
+            "db_pass =\nreplica.host.name=db2".to_string(),
+        ],
+        &[
+            (
+                format!("warehouse.password={pw}\njdbc.warehouse.url="),
+                pw.clone(),
+            ),
+            (
+                format!("api_token: {tok}\nservice.endpoint.name=billing2"),
+                tok.clone(),
+            ),
+        ],
+    );
+}
