@@ -65,6 +65,65 @@ pub fn base64_text(v: &[u8], buf: &mut Vec<u8>) -> bool {
             .all(|&b| (0x20..0x7f).contains(&b) || matches!(b, b'\n' | b'\r' | b'\t'))
 }
 
+/// `ops_eyJzaWdu...`, `sk-proj-AbC…`, `tok_9f2c..[masked]`: a value cut
+/// short with an ellipsis is quoted from elsewhere, not a usable credential
+/// (the rest of it is what would work, and it is not there). Not applied to
+/// passwords: a human password may end in dots.
+fn is_elided(v: &[u8]) -> bool {
+    v.ends_with(b"..") || v.ends_with("\u{2026}".as_bytes())
+}
+
+/// The bytes after a value start an ellipsis (`..`, `…`, see
+/// [`is_elided`]) or a display mask (`#####`, `****`): the value shown is
+/// the visible head of one kept elsewhere.
+fn elided_after(rest: &[u8]) -> bool {
+    rest.starts_with(b"..")
+        || rest.starts_with("\u{2026}".as_bytes())
+        || rest.starts_with(b"#####")
+        || rest.starts_with(b"****")
+}
+
+/// `ENC[AES256_GCM,data:…,iv:…,tag:…,type:str]`: a value SOPS has
+/// encrypted. Ciphertext is what a repository is meant to hold; the key
+/// that opens it lives elsewhere.
+fn is_sops_ciphertext(v: &[u8]) -> bool {
+    v.starts_with(b"ENC[AES256_GCM,")
+}
+
+/// `sgp_5555555dAAAAA7777777CcccCFaaaaaaaaaaaaaa`: a run of ten or more
+/// copies of one letter. A random token holds one about once in 10^10 per
+/// position even in hex; a value typed to fill a slot often does. Digits
+/// are left out: numeric groups (`xoxa-2-…-3111111111111-…`) legitimately
+/// repeat, and `00000000` is a placeholder mark of its own.
+fn has_long_run(v: &[u8]) -> bool {
+    let mut run = 1;
+    for w in v.windows(2) {
+        run = if w[0] == w[1] && w[0].is_ascii_alphabetic() {
+            run + 1
+        } else {
+            1
+        };
+        if run >= 10 {
+            return true;
+        }
+    }
+    false
+}
+
+/// `eyJ….eyJ….signature`: a JWT whose signature segment is a lowercase
+/// word was written by hand for an example. A real signature is base64url
+/// of 32 or more bytes (an unsigned token has an empty one, still a token).
+fn jwt_word_signature(v: &[u8]) -> bool {
+    if !v.starts_with(b"eyJ") {
+        return false;
+    }
+    let Some(dot) = v.iter().rposition(|&b| b == b'.') else {
+        return false;
+    };
+    let sig = &v[dot + 1..];
+    (1..16).contains(&sig.len()) && sig.iter().all(u8::is_ascii_lowercase)
+}
+
 /// `…TokenHere`, `RANDOMSTRINGHERE`: a slot to fill in.
 fn ends_with_here(v: &[u8]) -> bool {
     v.len() >= 4 && v[v.len() - 4..].eq_ignore_ascii_case(b"here")
@@ -662,6 +721,8 @@ const PLACEHOLDER_MARKS: &[&str] = &[
     "00000000",
     "xxxx",
     "****",
+    // `xoxp-…-####################`: a value masked for display.
+    "#####",
     "...",
     "your_",
     "your-",
@@ -791,6 +852,18 @@ const REFERENCE_SUFFIXES: &[&str] = &[
     "prefix", "policy", "hint", "format", "mode", "version", "ref", "arn",
 ];
 
+/// Words that only begin with a secret's name (`master-keying`,
+/// `tokenizer`, `secretary`): a name ending in one is not a secret's name.
+const EXTENDED_WORDS: &[&str] = &[
+    "keying",
+    "tokenizer",
+    "tokenizers",
+    "tokenized",
+    "tokenize",
+    "tokenization",
+    "secretary",
+];
+
 /// Name parts before which a value is public by design (`publicToken`,
 /// `csrf-token`) or made up for a test (`fakeToken`, `nonMatchingToken`).
 const PUBLIC_PREFIXES: &[&str] = &[
@@ -821,6 +894,18 @@ fn names_a_reference(pre: &[u8]) -> bool {
         .rposition(|&b| !is_ident(b))
         .map_or(0, |i| i + 1);
     let name = &pre[start..=end];
+    // `tokenizer`, `master-keying`: a word that only begins like a
+    // secret's name, whatever comes before it.
+    let tail_start = name
+        .iter()
+        .rposition(|&b| matches!(b, b'_' | b'-' | b'.'))
+        .map_or(0, |i| i + 1);
+    if EXTENDED_WORDS
+        .iter()
+        .any(|w| name[tail_start..].eq_ignore_ascii_case(w.as_bytes()))
+    {
+        return true;
+    }
     // Split into parts.
     let mut parts: Vec<&[u8]> = Vec::new();
     let mut from = 0;
@@ -850,6 +935,9 @@ fn names_a_reference(pre: &[u8]) -> bool {
 
 /// Classifies the value of a keyword-anchored assignment.
 pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
+    if (!password && (is_elided(v) || jwt_word_signature(v))) || is_sops_ciphertext(v) {
+        return false;
+    }
     let mut v = v;
     while let Some((&last, rest)) = v.split_last() {
         if matches!(last, b'.' | b':' | b'!' | b'?') && !rest.is_empty() {
@@ -1393,15 +1481,20 @@ impl Engine {
             let next = v.get(e).copied();
             let ok = match check {
                 Check::Token => {
+                    // Rules with no entropy floor (age keys) skip the
+                    // repetition tests too.
                     (min_entropy == crate::rules::NO_ENTROPY_FLOOR
-                        || entropy(val) >= MIN_TOKEN_ENTROPY)
+                        || (entropy(val) >= MIN_TOKEN_ENTROPY && !has_long_run(val)))
                         && !has_placeholder_mark(val)
                         && !ends_with_here(val)
+                        && !elided_after(&v[e..])
+                        && !jwt_word_signature(val)
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
                 Check::Generic => {
                     !names_a_reference(&v[m.start()..s])
+                        && !elided_after(&v[e..])
                         && generic_ok(val, next, false, min_entropy)
                 }
                 Check::Password => {
@@ -1418,7 +1511,8 @@ impl Engine {
                         && decoded_secret(&scratch.b64)
                 }
                 Check::Bearer => {
-                    val.iter().any(|b| b.is_ascii_digit())
+                    !is_sops_ciphertext(val)
+                        && val.iter().any(|b| b.is_ascii_digit())
                         && val.iter().any(|b| b.is_ascii_alphabetic())
                         && !has_placeholder_mark(val)
                 }
