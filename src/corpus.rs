@@ -418,11 +418,7 @@ impl Locked<'_> {
     /// Returns their sequence numbers in order; an event the projections
     /// could not take in is reported as for [`Self::append`].
     pub fn append_batch(&self, events: &[Event]) -> Result<Vec<u64>, CorpusError> {
-        let with_ids: Vec<(Event, EventId)> = events
-            .iter()
-            .map(|e| (e.clone(), EventId::random()))
-            .collect();
-        self.append_batch_with_ids(&with_ids)
+        self.append_encoded(events.iter().map(|e| (e, EventId::random())))
     }
 
     /// Appends events under caller-chosen ids as one atomic batch (one
@@ -434,13 +430,21 @@ impl Locked<'_> {
         &self,
         events: &[(Event, EventId)],
     ) -> Result<Vec<u64>, CorpusError> {
-        if events.is_empty() {
-            return Ok(Vec::new());
-        }
+        self.append_encoded(events.iter().map(|(e, id)| (e, *id)))
+    }
+
+    /// The batch append both entry points share.
+    fn append_encoded<'e>(
+        &self,
+        events: impl Iterator<Item = (&'e Event, EventId)>,
+    ) -> Result<Vec<u64>, CorpusError> {
         let at = clock::now_unix_ns();
-        let mut payloads = Vec::with_capacity(events.len());
+        let mut payloads = Vec::new();
         for (ev, id) in events {
-            payloads.push((*id, event::encode(at, ev)?));
+            payloads.push((id, event::encode(at, ev)?));
+        }
+        if payloads.is_empty() {
+            return Ok(Vec::new());
         }
         let refs: Vec<(EventId, &[u8])> =
             payloads.iter().map(|(i, p)| (*i, p.as_slice())).collect();

@@ -222,7 +222,10 @@ fn real_dir(p: &Path) -> bool {
 /// moved out by the predecessor).
 pub fn flat_has_content(home: &Path, root_sha: &str) -> bool {
     let d = flat_dir(home, root_sha);
-    !d.join(TOMBSTONE).exists()
+    // Asked on every lock of a lane in use: where there never was a flat
+    // store (nearly everywhere) one stat answers.
+    real_dir(&d)
+        && !d.join(TOMBSTONE).exists()
         && ["transcripts", "staging", "quarantine"]
             .iter()
             .any(|l| real_dir(&d.join(l)))

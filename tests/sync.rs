@@ -106,22 +106,7 @@ impl Net {
 
     /// `records/` and the index tables that derive from them, by path.
     fn corpus(&self, m: &str) -> BTreeMap<String, Vec<u8>> {
-        let lane = self.lane(m);
-        let mut out = BTreeMap::new();
-        for d in [
-            "records",
-            "index/idem",
-            "index/stream",
-            "index/session",
-            "index/agent",
-            "index/summary",
-        ] {
-            walk(&lane.join(d), &lane, &mut out);
-        }
-        if let Ok(b) = fs::read(lane.join("index/forgotten.json")) {
-            out.insert("index/forgotten.json".into(), b);
-        }
-        out
+        common::converged(&self.lane(m))
     }
 
     fn records(&self, m: &str) -> Vec<String> {
@@ -158,25 +143,6 @@ impl Net {
         }
         for m in machines {
             self.verify_clean(m);
-        }
-    }
-}
-
-fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-    let Ok(rd) = fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        if p.is_dir() {
-            walk(&p, base, out);
-        } else {
-            out.insert(
-                p.strip_prefix(base).unwrap().display().to_string(),
-                fs::read(&p).unwrap(),
-            );
         }
     }
 }
@@ -1008,20 +974,7 @@ fn a_pull_killed_at_each_store_write_of_a_forget_import_converges_when_run_again
             stderr(&again)
         );
         let lane = home.join("transcripts").join(net.env.root_sha());
-        let mut got = BTreeMap::new();
-        for d in [
-            "records",
-            "index/idem",
-            "index/stream",
-            "index/session",
-            "index/agent",
-            "index/summary",
-        ] {
-            walk(&lane.join(d), &lane, &mut got);
-        }
-        if let Ok(b) = fs::read(lane.join("index/forgotten.json")) {
-            got.insert("index/forgotten.json".into(), b);
-        }
+        let got = common::converged(&lane);
         assert!(
             got == expect,
             "after kill at {n}: the store differs from an uninterrupted pull"

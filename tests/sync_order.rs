@@ -2,8 +2,9 @@
 //! set of published record events in any order (one at a time, or in one
 //! batch) leaves byte-identical `records/` and index lists.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use abcd::corpus::Corpus;
 use abcd::event::{self, BodyRef, CaptureOutcome, Captured, Event};
@@ -56,26 +57,6 @@ fn candidate(s: u8, b: u8, k: usize, t: u64, src: &mut Src) -> wire::Published {
     }
 }
 
-fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if e.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if p.is_dir() {
-            walk(&p, base, out);
-        } else {
-            out.insert(
-                p.strip_prefix(base).unwrap().display().to_string(),
-                std::fs::read(&p).unwrap(),
-            );
-        }
-    }
-}
-
 fn import_all(
     events: &[wire::Published],
     src: &mut Src,
@@ -102,18 +83,7 @@ fn import_all(
     }
     batch.flush(&locked).unwrap();
     drop(locked);
-    let lane = &corpus.lane.dir;
-    let mut out = BTreeMap::new();
-    for d in [
-        "records",
-        "index/stream",
-        "index/session",
-        "index/idem",
-        "index/summary",
-    ] {
-        walk(&lane.join(d), lane, &mut out);
-    }
-    out
+    common::converged(&corpus.lane.dir)
 }
 
 proptest! {

@@ -248,17 +248,23 @@ fn write_state(corpus: &Corpus, s: &State) -> Result<(), SyncError> {
     })
 }
 
+/// A git command that talks to the remote failed: git's own words when
+/// it said any.
+fn unreachable(url: &str, e: GitError) -> SyncError {
+    SyncError::Unreachable {
+        remote: display_url(url),
+        why: match e {
+            GitError::Failed { stderr, .. } => stderr,
+            other => other.to_string(),
+        },
+    }
+}
+
 /// Lists the remote's abcd refs; refuses a newer format.
 fn list_remote(url: &str) -> Result<Vec<(String, String)>, SyncError> {
     let out = Git::bare()
         .run(&["ls-remote", url, "refs/abcd/*"], None)
-        .map_err(|e| SyncError::Unreachable {
-            remote: display_url(url),
-            why: match e {
-                GitError::Failed { stderr, .. } => stderr,
-                other => other.to_string(),
-            },
-        })?;
+        .map_err(|e| unreachable(url, e))?;
     let mut refs = Vec::new();
     for line in String::from_utf8_lossy(&out).lines() {
         let Some((oid, name)) = line.split_once('\t') else {
@@ -288,13 +294,7 @@ fn fetch(git: &Git, url: &str, root: &str) -> Result<(), SyncError> {
         &["fetch", "--quiet", "--no-tags", "--prune", url, &spec],
         None,
     )
-    .map_err(|e| SyncError::Unreachable {
-        remote: display_url(url),
-        why: match e {
-            GitError::Failed { stderr, .. } => stderr,
-            other => other.to_string(),
-        },
-    })?;
+    .map_err(|e| unreachable(url, e))?;
     // It names the URL (which may carry credentials) and is written with
     // the umask's mode: nothing needs it.
     if let Some(dir) = git.dir() {

@@ -259,7 +259,7 @@ impl Env {
         let mut out = std::collections::BTreeMap::new();
         let lane = self.lane();
         for d in dirs {
-            walk(&lane.join(d), &lane, &mut out);
+            walk(&lane.join(d), &lane, &mut out, false);
         }
         out
     }
@@ -289,12 +289,20 @@ pub fn feed_stdin(child: &mut std::process::Child, bytes: &[u8]) {
     }
 }
 
-fn walk(dir: &Path, base: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+fn walk(
+    dir: &Path,
+    base: &Path,
+    out: &mut std::collections::BTreeMap<String, Vec<u8>>,
+    skip_hidden: bool,
+) {
     let Ok(rd) = fs::read_dir(dir) else { return };
     for e in rd.flatten() {
         let p = e.path();
+        if skip_hidden && e.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         if p.is_dir() {
-            walk(&p, base, out);
+            walk(&p, base, out, skip_hidden);
         } else {
             out.insert(
                 p.strip_prefix(base).unwrap().display().to_string(),
@@ -302,6 +310,29 @@ fn walk(dir: &Path, base: &Path, out: &mut std::collections::BTreeMap<String, Ve
             );
         }
     }
+}
+
+/// What two stores that have exchanged every event must hold byte for
+/// byte (`abcd sync`): `records/`, the index tables derived from them and
+/// the forgotten set, by path under `lane`. Names starting with '.' (an
+/// atomic write's temporary) are left out.
+pub fn converged(lane: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    for d in [
+        "records",
+        "index/idem",
+        "index/stream",
+        "index/session",
+        "index/agent",
+        "index/summary",
+        "index/tokens",
+    ] {
+        walk(&lane.join(d), lane, &mut out, true);
+    }
+    if let Ok(b) = fs::read(lane.join("index/forgotten.json")) {
+        out.insert("index/forgotten.json".into(), b);
+    }
+    out
 }
 
 /// A small, valid sub-agent transcript line set.
