@@ -16,7 +16,7 @@
 //!   never by a projection: `bodies/` is a source of truth, not a view.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use abcd_journal::{FrameKind, Journal, JournalError};
 use serde::Serialize;
@@ -83,9 +83,49 @@ pub fn sync(lane: &Lane) -> Result<(), BodyError> {
     Ok(())
 }
 
+/// Most bytes [`JUST_STORED`] holds: a batch of bodies larger than this is
+/// read back from disk past it.
+const JUST_STORED_CAP: usize = 64 << 20;
+
+thread_local! {
+    /// Bodies this thread just stored, by path: the projection applies the
+    /// events that name them right after, under the same store lock, and
+    /// their bytes are already known to hash to their names, so they are
+    /// not read back and hashed again. An entry is taken by the first read,
+    /// dropped by [`remove`], and the whole set by [`forget_just_stored`]
+    /// (the capture paths call it once their events are applied).
+    static JUST_STORED: std::cell::RefCell<(usize, HashMap<PathBuf, Vec<u8>>)> =
+        std::cell::RefCell::new((0, HashMap::new()));
+}
+
+/// Drops what [`JUST_STORED`] holds.
+pub fn forget_just_stored() {
+    JUST_STORED.with(|c| *c.borrow_mut() = (0, HashMap::new()));
+}
+
+fn take_just_stored(p: &Path) -> Option<Vec<u8>> {
+    JUST_STORED.with(|c| {
+        let mut c = c.borrow_mut();
+        let b = c.1.remove(p)?;
+        c.0 -= b.len();
+        Some(b)
+    })
+}
+
+fn keep_just_stored(p: PathBuf, bytes: &[u8]) {
+    JUST_STORED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 + bytes.len() <= JUST_STORED_CAP && !c.1.contains_key(&p) {
+            c.0 += bytes.len();
+            c.1.insert(p, bytes.to_vec());
+        }
+    })
+}
+
 fn put_with(lane: &Lane, bytes: &[u8], durable: bool) -> Result<BodyRef, BodyError> {
     let sha256 = fsutil::sha256_hex(bytes);
     let p = path(lane, &sha256);
+    take_just_stored(&p);
     let present = std::fs::symlink_metadata(&p)
         .is_ok_and(|m| m.file_type().is_file() && m.len() == bytes.len() as u64)
         && read(lane, &sha256).is_ok();
@@ -112,6 +152,7 @@ fn put_with(lane: &Lane, bytes: &[u8], durable: bool) -> Result<BodyRef, BodyErr
             abcd_fsio::sync_dir(&dir(lane))?;
         }
     }
+    keep_just_stored(p, bytes);
     Ok(BodyRef {
         sha256,
         bytes: bytes.len() as u64,
@@ -121,6 +162,9 @@ fn put_with(lane: &Lane, bytes: &[u8], durable: bool) -> Result<BodyRef, BodyErr
 /// Reads a body and proves it against its digest.
 pub fn read(lane: &Lane, sha256: &str) -> Result<Vec<u8>, BodyError> {
     let p = path(lane, sha256);
+    if let Some(b) = take_just_stored(&p) {
+        return Ok(b);
+    }
     let bytes = match fsutil::read_private(&p, BODY_CAP) {
         Ok(b) => b,
         Err(e) if e.is_not_found() || !is_digest(sha256) => {
@@ -144,6 +188,7 @@ pub fn remove(lane: &Lane, sha256: &str) -> Result<bool, BodyError> {
     if !is_digest(sha256) {
         return Ok(false);
     }
+    take_just_stored(&path(lane, sha256));
     Ok(fsutil::remove_file_if_exists(&path(lane, sha256))?)
 }
 

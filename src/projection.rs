@@ -287,7 +287,7 @@ impl<'a> Index<'a> {
     fn read_list(&self, table: &str, key: &str) -> Result<Vec<String>, ProjectionError> {
         let p = self.path(table, key);
         match fsutil::read_private(&p, SMALL_FILE_CAP) {
-            Ok(b) => Ok(String::from_utf8_lossy(&b)
+            Ok(b) => Ok(text_lossy(b)
                 .lines()
                 .filter(|l| !l.is_empty())
                 .map(str::to_owned)
@@ -414,18 +414,37 @@ fn line_file(line: &str) -> Option<String> {
     struct FileOnly {
         file: String,
     }
+    // Both line kinds serialise `file` first, and a record name never
+    // holds a quote or a backslash: read it without parsing the line. A
+    // line that does not start so (written by hand, or damaged) is parsed.
+    if let Some(rest) = line.strip_prefix("{\"file\":\"") {
+        if let Some(end) = rest.find(['"', '\\']) {
+            if rest.as_bytes()[end] == b'"' {
+                return Some(rest[..end].to_owned());
+            }
+        }
+    }
     serde_json::from_str::<FileOnly>(line).ok().map(|f| f.file)
 }
 
 fn read_shard(path: &Path) -> Result<Vec<String>, ProjectionError> {
     match fsutil::read_private(path, SUMMARY_READ_CAP) {
-        Ok(b) => Ok(String::from_utf8_lossy(&b)
+        Ok(b) => Ok(text_lossy(b)
             .lines()
             .filter(|l| !l.is_empty())
             .map(str::to_owned)
             .collect()),
         Err(e) if e.is_not_found() => Ok(Vec::new()),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// `bytes` as text, invalid UTF-8 replaced (checked first: the common,
+/// valid case is not copied).
+fn text_lossy(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
 }
 
@@ -1350,7 +1369,10 @@ pub fn catch_up(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErr
         head_seq: start.seq,
         ..CatchUp::default()
     };
-    let mut last = match apply_frames(lane, journal, iter, &mut out, Pass::CatchUp) {
+    let applied = apply_frames(lane, journal, iter, &mut out, Pass::CatchUp);
+    // Bodies stored for these events were read (or will be read from disk).
+    body::forget_just_stored();
+    let mut last = match applied {
         Ok(last) => last,
         // A projection file an event builds on is damaged or was removed by
         // hand: the journal still knows the truth.
@@ -1474,6 +1496,7 @@ pub fn rebuild(lane: &Lane, journal: &Journal) -> Result<CatchUp, ProjectionErro
         &mut out,
         Pass::Rebuild,
     )?;
+    body::forget_just_stored();
     out.set_aside = reconcile_set_aside(lane, &before)?;
     write_checkpoint(lane, &last.unwrap_or(start))?;
     sync(lane)?;

@@ -139,9 +139,20 @@ impl TokenLine {
 
 /// What the projection keeps about one record, from one parse of its body.
 pub fn facts(file: &str, meta: &RecordMeta, body: &[u8]) -> (Summary, TokenLine) {
-    let p = transcript::parse(body);
+    let (p, cwd) = transcript::parse_facts(body);
+    facts_of(file, meta, body, &p, cwd)
+}
+
+/// [`facts`] from a parse of the body and the `cwd` it names first.
+fn facts_of(
+    file: &str,
+    meta: &RecordMeta,
+    body: &[u8],
+    p: &transcript::Parsed,
+    cwd: Option<String>,
+) -> (Summary, TokenLine) {
     let table = TokenTable::of(&p.lines);
-    let summary = Summary::from_parsed(file, meta, body, &p, table.total());
+    let summary = Summary::from_parsed(file, meta, body, p, table.total(), cwd);
     (
         summary,
         TokenLine {
@@ -163,6 +174,7 @@ impl Summary {
         body: &[u8],
         p: &transcript::Parsed,
         tokens: u64,
+        cwd: Option<String>,
     ) -> Summary {
         let (started_at, ended_at) = time_bounds(&p.lines);
         // Turns as `reconstruct` groups them: a user line, or the
@@ -210,13 +222,6 @@ impl Summary {
                 }
             }
         }
-        let cwd = p.lines.iter().take(32).find_map(|l| {
-            serde_json::from_str::<serde_json::Value>(&l.raw)
-                .ok()?
-                .get("cwd")?
-                .as_str()
-                .map(str::to_owned)
-        });
         Summary {
             file: file.to_owned(),
             meta: meta.clone(),
@@ -282,6 +287,211 @@ mod tests {
         assert_eq!(s.spawns[0].agent_id.as_deref(), Some("ag1"));
         assert_eq!(s.spawns[0].turn, 2);
         assert_eq!(Summary::from_line(&s.to_line()), Some(s));
+    }
+
+    /// The summary and token line as the full parse gives them (the
+    /// reference [`transcript::parse_facts`] must match).
+    fn reference_facts(body: &[u8]) -> (Summary, TokenLine) {
+        let p = transcript::parse(body);
+        let cwd = p.lines.iter().take(transcript::CWD_LINES).find_map(|l| {
+            serde_json::from_str::<serde_json::Value>(&l.raw)
+                .ok()?
+                .get("cwd")?
+                .as_str()
+                .map(str::to_owned)
+        });
+        facts_of("r.md", &meta(), body, &p, cwd)
+    }
+
+    fn meta() -> RecordMeta {
+        RecordMeta::native(
+            &Lineage::main_thread("s1", LineageSource::Hook),
+            "root",
+            7,
+            &"a".repeat(64),
+        )
+    }
+
+    fn assert_same_facts(body: &[u8]) {
+        let (fast, cwd) = transcript::parse_facts(body);
+        let full = transcript::parse(body);
+        assert_eq!(fast.unparseable, full.unparseable);
+        assert_eq!(fast.lines.len(), full.lines.len());
+        let got = facts_of("r.md", &meta(), body, &fast, cwd);
+        let want = reference_facts(body);
+        assert_eq!(got.0.to_line(), want.0.to_line());
+        assert_eq!(got.1.to_line(), want.1.to_line());
+    }
+
+    #[test]
+    fn the_light_parse_gives_the_full_parse_facts_on_every_fixture() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut stack = vec![root];
+        let mut seen = 0;
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "jsonl") {
+                    assert_same_facts(&std::fs::read(&p).unwrap());
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 10, "only {seen} fixture transcripts found");
+    }
+
+    #[test]
+    fn the_light_parse_reads_odd_lines_as_the_full_parse_does() {
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"first"},"cwd":"/a"}"#,
+            r#"{"type":1,"timestamp":["x"],"message":"not an object","cwd":2}"#,
+            r#"{"type":"assistant","message":{"id":"m","model":"","usage":{"input_tokens":-1,"output_tokens":2.0,"cache_read_input_tokens":"3","cache_creation_input_tokens":18446744073709551615}}}"#,
+            r#"{"type":"assistant","message":{"id":"m","usage":{"input_tokens":1,"input_tokens":5}}}"#,
+            r#"{"type":"assistant","type":"user","message":{"content":[1,null,{"type":7},{"type":"tool_use","id":"t","name":"Agent","input":{"a":[{}]}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","is_error":"yes","content":[{"type":"image"}]}]},"toolUseResult":{"agentId":"a1","agentId":"a2"}}"#,
+            r#"{"type":"user","toolUseResult":["agentId"],"message":{"content":[{"type":"text","text":{"no":1}},{"type":"text","text":"  "},{"type":"text","text":"sec\u006fnd"}]}}"#,
+            r#"{"type":"user","message":{"content":"lone \ud800 surrogate"}}"#,
+            r#"{"type":"user","x":"\udc00","message":{"content":"in a skipped key"}}"#,
+            r#"{"type":"assistant","n":1e400,"message":{"id":"big","usage":{"output_tokens":9}}}"#,
+            r#"{"type":"assistant","message":{"id":"esc\"aped","model":"m\u00e9","usage":{"output_tokens":4}},"timestamp":"2026-01-01T00:00:00Z"}"#,
+            r#"[1,2,3]"#,
+            r#""a string""#,
+            r#"{"type":"user"} trailing"#,
+            r#"{"type":"user","message":{"content":"unterminated"#,
+            r#"{"\u0074ype":"user","message":{"content":"escaped key"},"cwd":"/b"}"#,
+            "   ",
+            r#"{"type":"thinking","message":{"content":[{"type":"thinking","thinking":"t"},{"type":"redacted_thinking"}]}}"#,
+        ];
+        let mut body = lines.join("\n");
+        body.push('\n');
+        assert_same_facts(body.as_bytes());
+        // One line at a time too: which line names the first cwd and the
+        // first prompt moves.
+        for l in lines {
+            assert_same_facts(l.as_bytes());
+        }
+        // Nesting past serde_json's recursion limit, inside a skipped key.
+        let deep = format!(
+            "{{\"type\":\"user\",\"x\":{}1{},\"message\":{{\"content\":\"deep\"}}}}\n",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_same_facts(deep.as_bytes());
+        // Invalid UTF-8 is replaced, as the full parse does.
+        assert_same_facts(b"{\"type\":\"user\",\"message\":{\"content\":\"\xff bad\"}}\n");
+    }
+
+    proptest::proptest! {
+        /// Lines built from the keys the parse reads, with values of every
+        /// JSON type in every place.
+        #[test]
+        fn the_light_parse_matches_on_generated_lines(lines in proptest::collection::vec(gen::line(), 1..12)) {
+            let mut body = lines.join("\n");
+            body.push('\n');
+            assert_same_facts(body.as_bytes());
+        }
+    }
+
+    mod gen {
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        fn scalar() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                (-1e6f64..1e6).prop_map(Value::from),
+                prop_oneof![
+                    Just("user"),
+                    Just("assistant"),
+                    Just("text"),
+                    Just("tool_use"),
+                    Just("tool_result"),
+                    Just("Task"),
+                    Just("Agent"),
+                    Just(""),
+                    Just("  "),
+                    Just("2026-01-02T03:04:05Z"),
+                    Just("2026-01-01T00:00:00.5+01:00"),
+                    Just("m1"),
+                    Just("m2"),
+                    Just("t1"),
+                    Just("<synthetic>"),
+                    Just("<command-name>/x</command-name>"),
+                    Just("é\"\\\n"),
+                ]
+                .prop_map(Value::from),
+            ]
+        }
+
+        fn value() -> impl Strategy<Value = Value> {
+            scalar().prop_recursive(3, 12, 4, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                    proptest::collection::vec((key(), inner), 0..4)
+                        .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn key() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("type"),
+                Just("timestamp"),
+                Just("message"),
+                Just("toolUseResult"),
+                Just("agentId"),
+                Just("cwd"),
+                Just("id"),
+                Just("role"),
+                Just("model"),
+                Just("usage"),
+                Just("content"),
+                Just("text"),
+                Just("name"),
+                Just("tool_use_id"),
+                Just("is_error"),
+                Just("input_tokens"),
+                Just("output_tokens"),
+                Just("cache_read_input_tokens"),
+                Just("cache_creation_input_tokens"),
+                Just("other"),
+            ]
+            .prop_map(str::to_owned)
+        }
+
+        fn block() -> impl Strategy<Value = Value> {
+            (scalar(), value(), value(), value(), any::<bool>()).prop_map(|(k, a, b, c, e)| {
+                json!({"type": k, "text": a, "id": b, "name": c, "tool_use_id": b, "is_error": e})
+            })
+        }
+
+        pub fn line() -> impl Strategy<Value = String> {
+            let usage = (any::<u32>(), any::<u32>(), value()).prop_map(|(i, o, x)| {
+                json!({"input_tokens": i, "output_tokens": o, "cache_read_input_tokens": x})
+            });
+            let content = prop_oneof![
+                value(),
+                proptest::collection::vec(block(), 0..4).prop_map(Value::from),
+            ];
+            let message = prop_oneof![
+                value(),
+                (scalar(), scalar(), scalar(), usage, content).prop_map(|(id, r, m, u, c)| {
+                    json!({"id": id, "role": r, "model": m, "usage": u, "content": c})
+                }),
+            ];
+            (scalar(), scalar(), message, value(), value(), value()).prop_map(
+                |(t, ts, m, tur, cwd, extra)| {
+                    json!({"type": t, "timestamp": ts, "message": m, "toolUseResult": tur,
+                           "cwd": cwd, "extra": extra})
+                    .to_string()
+                },
+            )
+        }
     }
 
     #[test]

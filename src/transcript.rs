@@ -215,6 +215,487 @@ pub fn parse(body: &[u8]) -> Parsed {
     out
 }
 
+/// Parses a whole body for the facts a record's summary and token table
+/// need, and the first `cwd` among the first [`CWD_LINES`] parsed lines.
+///
+/// The lines it returns are the ones [`parse`] returns, with the same
+/// `index`, `kind`, `timestamp`, `message_id`, `role`, `model`, `usage`,
+/// `result_agent_id` and block kinds and ids, except that the bulky parts
+/// nothing but the read side shows are left empty: `raw`, a `tool_use`'s
+/// `input`, a `tool_result`'s `text`, `thinking` text, and the text blocks
+/// of any line that is not a `user` line. No `serde_json::Value` is built:
+/// keys it does not read are skipped without allocating, which is what
+/// makes the projection of a megabyte transcript cheap (a capture applies
+/// it under the store lock). A line this parse cannot read (a duplicated
+/// key, which serde's typed path refuses) falls back to [`parse_line`], so
+/// every line is read exactly as [`parse`] reads it (tested against it).
+pub fn parse_facts(body: &[u8]) -> (Parsed, Option<String>) {
+    let text = String::from_utf8_lossy(body);
+    let mut out = Parsed::default();
+    let mut cwd: Option<String> = None;
+    for (i, raw) in text.lines().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let parsed = match serde_json::from_str::<lite::Top>(raw) {
+            Ok(t) => t.line.map(|(l, c)| (l.into_line(i), c)),
+            Err(_) => parse_line(i, raw).map(|mut l| {
+                let c = serde_json::from_str::<Value>(raw)
+                    .ok()
+                    .and_then(|v| v.get("cwd").and_then(Value::as_str).map(str::to_owned));
+                slim(&mut l);
+                (l, c)
+            }),
+        };
+        match parsed {
+            Some((l, c)) => {
+                if cwd.is_none() && out.lines.len() < CWD_LINES {
+                    cwd = c;
+                }
+                out.lines.push(l);
+            }
+            None => out.unparseable += 1,
+        }
+    }
+    (out, cwd)
+}
+
+/// How many parsed lines [`parse_facts`] looks at for a `cwd`.
+pub const CWD_LINES: usize = 32;
+
+/// Empties what [`parse_facts`] does not keep.
+fn slim(l: &mut Line) {
+    l.raw = String::new();
+    let user = l.kind == "user";
+    for b in &mut l.blocks {
+        match b {
+            Block::Text(t) if !user => t.clear(),
+            Block::Thinking(t) => t.clear(),
+            Block::ToolUse { input, .. } => input.clear(),
+            Block::ToolResult { text, .. } => text.clear(),
+            _ => {}
+        }
+    }
+}
+
+/// The typed, allocation-light reading of one line for [`parse_facts`].
+/// Every key is lenient exactly as the `Value` path is: a value of the wrong
+/// JSON type reads as absent, never as a failed line; a repeated key keeps
+/// its last value, as a `Value` map does.
+mod lite {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+    use serde::Deserialize;
+
+    use super::{Block, Line, Usage};
+
+    /// Any JSON value, read and dropped through `deserialize_any` — not
+    /// `IgnoredAny`, which skips without checking what a `Value` parse
+    /// refuses (a lone surrogate escape, a number out of range, nesting over
+    /// the recursion limit): a line fails here exactly when it fails there.
+    struct Skip;
+
+    impl<'de> Deserialize<'de> for Skip {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Skip;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_unit<E>(self) -> Result<Skip, E> {
+                    Ok(Skip)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Skip, A::Error> {
+                    while a.next_element::<Skip>()?.is_some() {}
+                    Ok(Skip)
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Skip, A::Error> {
+                    while a.next_entry::<Skip, Skip>()?.is_some() {}
+                    Ok(Skip)
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// Any JSON value, containers skipped.
+    pub enum Scalar<'a> {
+        Str(Cow<'a, str>),
+        U64(u64),
+        Bool(bool),
+        Other,
+    }
+
+    impl<'a> Scalar<'a> {
+        fn str(self) -> Option<Cow<'a, str>> {
+            match self {
+                Scalar::Str(s) => Some(s),
+                _ => None,
+            }
+        }
+        /// As `Value::as_u64`, else 0.
+        fn count(&self) -> u64 {
+            match self {
+                Scalar::U64(n) => *n,
+                _ => 0,
+            }
+        }
+    }
+
+    /// Deserializes `Self` from any JSON value: `on_map` reads an object,
+    /// anything else is skipped and reads as `none`.
+    macro_rules! any_value {
+        ($ty:ident<$l:lifetime>, $none:expr, |$a:ident| $on_map:block) => {
+            impl<$l> Deserialize<$l> for $ty<$l> {
+                fn deserialize<D: Deserializer<$l>>(d: D) -> Result<Self, D::Error> {
+                    struct V;
+                    impl<$l> Visitor<$l> for V {
+                        type Value = $ty<$l>;
+                        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                            f.write_str("any JSON value")
+                        }
+                        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                            Ok($none)
+                        }
+                        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                            Ok($none)
+                        }
+                        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                            Ok($none)
+                        }
+                        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                            Ok($none)
+                        }
+                        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                            Ok($none)
+                        }
+                        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                            Ok($none)
+                        }
+                        fn visit_seq<A: SeqAccess<$l>>(
+                            self,
+                            mut a: A,
+                        ) -> Result<Self::Value, A::Error> {
+                            while a.next_element::<Skip>()?.is_some() {}
+                            Ok($none)
+                        }
+                        fn visit_map<A: MapAccess<$l>>(
+                            self,
+                            mut $a: A,
+                        ) -> Result<Self::Value, A::Error> {
+                            $on_map
+                        }
+                    }
+                    d.deserialize_any(V)
+                }
+            }
+        };
+    }
+
+    impl<'de> Deserialize<'de> for Scalar<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Scalar<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                    Ok(Scalar::Str(Cow::Borrowed(v)))
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                    Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+                }
+                fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                    Ok(Scalar::Str(Cow::Owned(v)))
+                }
+                fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                    Ok(Scalar::Bool(v))
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                    Ok(Scalar::Other)
+                }
+                fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                    Ok(Scalar::U64(v))
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                    Ok(Scalar::Other)
+                }
+                fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                    Ok(Scalar::Other)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    while a.next_element::<Skip>()?.is_some() {}
+                    Ok(Scalar::Other)
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    while a.next_entry::<Skip, Skip>()?.is_some() {}
+                    Ok(Scalar::Other)
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// A whole line: `None` when it is not a JSON object; else its line
+    /// facts and its `cwd`.
+    pub struct Top<'a> {
+        pub line: Option<(Fields<'a>, Option<String>)>,
+    }
+
+    #[derive(Default)]
+    pub struct Fields<'a> {
+        kind: Option<Cow<'a, str>>,
+        timestamp: Option<Cow<'a, str>>,
+        message: Option<Msg<'a>>,
+        result_agent_id: Option<Cow<'a, str>>,
+    }
+
+    any_value!(Top<'de>, Top { line: None }, |a| {
+        let mut f = Fields::default();
+        let mut cwd = None;
+        while let Some(k) = a.next_key::<Cow<'de, str>>()? {
+            match k.as_ref() {
+                "type" => f.kind = a.next_value::<Scalar>()?.str(),
+                "timestamp" => f.timestamp = a.next_value::<Scalar>()?.str(),
+                "cwd" => cwd = a.next_value::<Scalar>()?.str().map(Cow::into_owned),
+                "message" => f.message = a.next_value::<MaybeMsg>()?.0,
+                "toolUseResult" => f.result_agent_id = a.next_value::<AgentOf>()?.0,
+                _ => {
+                    a.next_value::<Skip>()?;
+                }
+            }
+        }
+        Ok(Top {
+            line: Some((f, cwd)),
+        })
+    });
+
+    #[derive(Default)]
+    struct Msg<'a> {
+        id: Option<Cow<'a, str>>,
+        role: Option<Cow<'a, str>>,
+        model: Option<Cow<'a, str>>,
+        usage: Option<Usage>,
+        content: Option<Content<'a>>,
+    }
+
+    struct MaybeMsg<'a>(Option<Msg<'a>>);
+
+    any_value!(MaybeMsg<'de>, MaybeMsg(None), |a| {
+        let mut m = Msg::default();
+        while let Some(k) = a.next_key::<Cow<'de, str>>()? {
+            match k.as_ref() {
+                "id" => m.id = a.next_value::<Scalar>()?.str(),
+                "role" => m.role = a.next_value::<Scalar>()?.str(),
+                "model" => m.model = a.next_value::<Scalar>()?.str(),
+                "usage" => m.usage = a.next_value::<MaybeUsage>()?.0,
+                "content" => m.content = a.next_value::<MaybeContent>()?.0,
+                _ => {
+                    a.next_value::<Skip>()?;
+                }
+            }
+        }
+        Ok(MaybeMsg(Some(m)))
+    });
+
+    struct MaybeUsage<'a>(Option<Usage>, std::marker::PhantomData<&'a ()>);
+
+    any_value!(MaybeUsage<'de>, MaybeUsage(None, Default::default()), |a| {
+        let mut u = Usage::default();
+        while let Some(k) = a.next_key::<Cow<'de, str>>()? {
+            let slot = match k.as_ref() {
+                "input_tokens" => &mut u.input,
+                "output_tokens" => &mut u.output,
+                "cache_creation_input_tokens" => &mut u.cache_creation_input,
+                "cache_read_input_tokens" => &mut u.cache_read_input,
+                _ => {
+                    a.next_value::<Skip>()?;
+                    continue;
+                }
+            };
+            *slot = a.next_value::<Scalar>()?.count();
+        }
+        Ok(MaybeUsage(Some(u), Default::default()))
+    });
+
+    struct AgentOf<'a>(Option<Cow<'a, str>>);
+
+    any_value!(AgentOf<'de>, AgentOf(None), |a| {
+        let mut id = None;
+        while let Some(k) = a.next_key::<Cow<'de, str>>()? {
+            if k == "agentId" {
+                id = a.next_value::<Scalar>()?.str();
+            } else {
+                a.next_value::<Skip>()?;
+            }
+        }
+        Ok(AgentOf(id))
+    });
+
+    enum Content<'a> {
+        Text(Cow<'a, str>),
+        Blocks(Vec<Item<'a>>),
+    }
+
+    struct MaybeContent<'a>(Option<Content<'a>>);
+
+    impl<'de> Deserialize<'de> for MaybeContent<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = MaybeContent<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(Some(Content::Text(Cow::Borrowed(v)))))
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(Some(Content::Text(Cow::Owned(v.to_owned())))))
+                }
+                fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(Some(Content::Text(Cow::Owned(v)))))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(None))
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(None))
+                }
+                fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(None))
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(None))
+                }
+                fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                    Ok(MaybeContent(None))
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    let mut items = Vec::new();
+                    while let Some(it) = a.next_element::<Item>()? {
+                        items.push(it);
+                    }
+                    Ok(MaybeContent(Some(Content::Blocks(items))))
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    while a.next_entry::<Skip, Skip>()?.is_some() {}
+                    Ok(MaybeContent(None))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+
+    /// One content block's keys; `None` for an item that is not an object.
+    #[derive(Default)]
+    struct Block0<'a> {
+        kind: Option<Cow<'a, str>>,
+        text: Option<Cow<'a, str>>,
+        id: Option<Cow<'a, str>>,
+        name: Option<Cow<'a, str>>,
+        tool_use_id: Option<Cow<'a, str>>,
+        is_error: bool,
+    }
+
+    struct Item<'a>(Option<Block0<'a>>);
+
+    any_value!(Item<'de>, Item(None), |a| {
+        let mut b = Block0::default();
+        while let Some(k) = a.next_key::<Cow<'de, str>>()? {
+            match k.as_ref() {
+                "type" => b.kind = a.next_value::<Scalar>()?.str(),
+                "text" => b.text = a.next_value::<Scalar>()?.str(),
+                "id" => b.id = a.next_value::<Scalar>()?.str(),
+                "name" => b.name = a.next_value::<Scalar>()?.str(),
+                "tool_use_id" => b.tool_use_id = a.next_value::<Scalar>()?.str(),
+                "is_error" => b.is_error = matches!(a.next_value::<Scalar>()?, Scalar::Bool(true)),
+                _ => {
+                    a.next_value::<Skip>()?;
+                }
+            }
+        }
+        Ok(Item(Some(b)))
+    });
+
+    fn owned(s: Option<Cow<'_, str>>) -> String {
+        s.map(Cow::into_owned).unwrap_or_default()
+    }
+
+    impl Fields<'_> {
+        /// The [`Line`] [`super::parse_facts`] keeps (see there).
+        pub fn into_line(self, index: usize) -> Line {
+            let kind = owned(self.kind);
+            let user = kind == "user";
+            let m = self.message.unwrap_or_default();
+            let blocks = match m.content {
+                Some(Content::Text(t)) => vec![Block::Text(if user {
+                    t.into_owned()
+                } else {
+                    String::new()
+                })],
+                Some(Content::Blocks(items)) => items
+                    .into_iter()
+                    .map(|it| {
+                        let Some(b) = it.0 else {
+                            return Block::Other(String::new());
+                        };
+                        match b.kind.as_deref().unwrap_or("") {
+                            "text" if user => Block::Text(owned(b.text)),
+                            "text" => Block::Text(String::new()),
+                            "thinking" | "redacted_thinking" => Block::Thinking(String::new()),
+                            "tool_use" => Block::ToolUse {
+                                id: owned(b.id),
+                                name: owned(b.name),
+                                input: String::new(),
+                            },
+                            "tool_result" => Block::ToolResult {
+                                tool_use_id: owned(b.tool_use_id),
+                                text: String::new(),
+                                is_error: b.is_error,
+                            },
+                            other => Block::Other(other.to_owned()),
+                        }
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            let some = |s: Option<Cow<'_, str>>| s.map(Cow::into_owned);
+            Line {
+                index,
+                kind,
+                timestamp: some(self.timestamp),
+                message_id: some(m.id).filter(|s| !s.is_empty()),
+                role: some(m.role),
+                model: some(m.model).filter(|s| !s.is_empty()),
+                usage: m.usage,
+                blocks,
+                result_agent_id: some(self.result_agent_id),
+                raw: String::new(),
+            }
+        }
+    }
+}
+
 /// The first user prompt (text, not a tool result), one line, for titles.
 pub fn first_prompt(parsed: &Parsed) -> Option<String> {
     parsed
