@@ -275,38 +275,69 @@ pub fn key_hash(parts: &[&str]) -> String {
 /// The lookup index of one lane. Every operation is O(1) in store size.
 pub struct Index<'a> {
     lane: &'a Lane,
+    /// While a pass applies events: where its writes wait (see [`Pending`]).
+    pending: Option<&'a Pending>,
+}
+
+/// An index list as it is on disk (absent: empty).
+fn read_list_file(p: &Path) -> Result<Vec<String>, ProjectionError> {
+    match fsutil::read_private(p, SMALL_FILE_CAP) {
+        Ok(b) => Ok(text_lossy(b)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()),
+        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes an index list (none removes it).
+fn write_list_file(p: &Path, items: &[String]) -> Result<(), ProjectionError> {
+    if items.is_empty() {
+        fsutil::remove_file_if_exists(p)?;
+        return Ok(());
+    }
+    ensure_dir(p.parent().expect("index path has a parent"))?;
+    let mut text = items.join("\n");
+    text.push('\n');
+    fsutil::write_atomic(p, text.as_bytes(), false)?;
+    Ok(())
 }
 
 impl<'a> Index<'a> {
     pub fn new(lane: &'a Lane) -> Index<'a> {
-        Index { lane }
+        Index {
+            lane,
+            pending: None,
+        }
+    }
+    fn buffered(lane: &'a Lane, pending: &'a Pending) -> Index<'a> {
+        Index {
+            lane,
+            pending: Some(pending),
+        }
     }
     fn path(&self, table: &str, key: &str) -> PathBuf {
         self.lane.index_dir().join(table).join(key)
     }
     fn read_list(&self, table: &str, key: &str) -> Result<Vec<String>, ProjectionError> {
         let p = self.path(table, key);
-        match fsutil::read_private(&p, SMALL_FILE_CAP) {
-            Ok(b) => Ok(text_lossy(b)
-                .lines()
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect()),
-            Err(e) if e.is_not_found() => Ok(Vec::new()),
-            Err(e) => Err(e.into()),
+        if let Some(pd) = self.pending {
+            return pd.with_list(&p, |items| (items.clone(), false));
         }
+        read_list_file(&p)
     }
     fn write_list(&self, table: &str, key: &str, items: &[String]) -> Result<(), ProjectionError> {
         let p = self.path(table, key);
-        if items.is_empty() {
-            fsutil::remove_file_if_exists(&p)?;
-            return Ok(());
+        match self.pending {
+            Some(pd) => pd.with_list(&p, |old| {
+                let changed = old.as_slice() != items;
+                *old = items.to_vec();
+                ((), changed)
+            }),
+            None => write_list_file(&p, items),
         }
-        ensure_dir(p.parent().expect("index path has a parent"))?;
-        let mut text = items.join("\n");
-        text.push('\n');
-        fsutil::write_atomic(&p, text.as_bytes(), false)?;
-        Ok(())
     }
     fn list_insert(&self, table: &str, key: &str, item: &str) -> Result<(), ProjectionError> {
         let mut items = self.read_list(table, key)?;
@@ -452,12 +483,24 @@ fn text_lossy(bytes: Vec<u8>) -> String {
 /// with `add` (that record's new line).
 fn update_shard(
     lane: &Lane,
+    pending: Option<&Pending>,
     table: &str,
     session_id: &str,
     file: &str,
     add: Option<String>,
 ) -> Result<(), ProjectionError> {
     let p = shard_path(lane, table, session_id);
+    if let Some(pd) = pending {
+        return pd.with_shard(&p, |items| {
+            let before = items.len();
+            items.retain(|(f, _)| f != file);
+            let changed = add.is_some() || items.len() != before;
+            if let Some(l) = add {
+                items.push((file.to_owned(), l));
+            }
+            ((), changed)
+        });
+    }
     let lines = read_shard(&p)?;
     let before = lines.len();
     let mut items: Vec<(String, String)> = lines
@@ -493,7 +536,11 @@ fn write_shard(p: &Path, mut items: Vec<(String, String)>) -> Result<(), Project
 
 /// Replaces the summaries and token lines of many records whose session
 /// (hence shard) does not change, each shard read and written once.
-fn replace_summaries(lane: &Lane, facts: Vec<(Summary, TokenLine)>) -> Result<(), ProjectionError> {
+fn replace_summaries(
+    lane: &Lane,
+    pending: Option<&Pending>,
+    facts: Vec<(Summary, TokenLine)>,
+) -> Result<(), ProjectionError> {
     type Lines = Vec<(String, String)>;
     let mut by_shard: std::collections::BTreeMap<PathBuf, Lines> = Default::default();
     for (s, t) in facts {
@@ -508,6 +555,14 @@ fn replace_summaries(lane: &Lane, facts: Vec<(Summary, TokenLine)>) -> Result<()
     }
     for (p, new) in by_shard {
         let fresh: std::collections::HashMap<String, String> = new.into_iter().collect();
+        if let Some(pd) = pending {
+            pd.with_shard(&p, |items| {
+                items.retain(|(f, _)| !fresh.contains_key(f));
+                items.extend(fresh);
+                ((), true)
+            })?;
+            continue;
+        }
         let mut items: Vec<(String, String)> = read_shard(&p)?
             .into_iter()
             .filter_map(|l| line_file(&l).map(|f| (f, l)))
@@ -522,16 +577,131 @@ fn replace_summaries(lane: &Lane, facts: Vec<(Summary, TokenLine)>) -> Result<()
 /// Inserts or replaces the summary and token line of one record.
 fn write_summary(
     lane: &Lane,
+    pending: Option<&Pending>,
     (summary, tokens): &(Summary, TokenLine),
 ) -> Result<(), ProjectionError> {
     let (sid, file) = (summary.session_id(), &summary.file);
-    update_shard(lane, SUMMARY_TABLE, sid, file, Some(summary.to_line()))?;
-    update_shard(lane, TOKENS_TABLE, sid, file, Some(tokens.to_line()))
+    update_shard(
+        lane,
+        pending,
+        SUMMARY_TABLE,
+        sid,
+        file,
+        Some(summary.to_line()),
+    )?;
+    update_shard(
+        lane,
+        pending,
+        TOKENS_TABLE,
+        sid,
+        file,
+        Some(tokens.to_line()),
+    )
 }
 
-fn remove_summary(lane: &Lane, session_id: &str, file: &str) -> Result<(), ProjectionError> {
-    update_shard(lane, SUMMARY_TABLE, session_id, file, None)?;
-    update_shard(lane, TOKENS_TABLE, session_id, file, None)
+fn remove_summary(
+    lane: &Lane,
+    pending: Option<&Pending>,
+    session_id: &str,
+    file: &str,
+) -> Result<(), ProjectionError> {
+    update_shard(lane, pending, SUMMARY_TABLE, session_id, file, None)?;
+    update_shard(lane, pending, TOKENS_TABLE, session_id, file, None)
+}
+
+/// Index lists and summary shards a pass writes, kept in memory and written
+/// once each at the end of the pass (or when they outgrow
+/// [`PENDING_CAP`]) instead of once per event: a batch of captures (ingest,
+/// a sync import) or a replay rewrites a summary shard once, not once per
+/// record. The files written are the ones writing through would leave (a
+/// list's last state; a shard sorted as [`write_shard`] sorts it). Before
+/// any file an event removes or moves goes, what is pending is written, so
+/// the order a crash can observe stays the one writing through gives (an
+/// index entry is never behind a removal); the checkpoint moves only after
+/// the final write, so a crash re-applies the whole pass, idempotently.
+#[derive(Default)]
+pub(crate) struct Pending {
+    lists: std::cell::RefCell<std::collections::BTreeMap<PathBuf, (bool, Vec<String>)>>,
+    #[allow(clippy::type_complexity)]
+    shards: std::cell::RefCell<std::collections::BTreeMap<PathBuf, (bool, Vec<(String, String)>)>>,
+    bytes: std::cell::Cell<usize>,
+}
+
+/// Bytes of pending lists and shards past which a pass writes them early.
+const PENDING_CAP: usize = 32 << 20;
+
+impl Pending {
+    /// Runs `f` on the list at `p` (loaded from disk the first time); `f`
+    /// says whether it changed it.
+    fn with_list<T>(
+        &self,
+        p: &Path,
+        f: impl FnOnce(&mut Vec<String>) -> (T, bool),
+    ) -> Result<T, ProjectionError> {
+        let mut lists = self.lists.borrow_mut();
+        if !lists.contains_key(p) {
+            let items = read_list_file(p)?;
+            self.grow(p.as_os_str().len() + items.iter().map(|i| i.len() + 24).sum::<usize>());
+            lists.insert(p.to_path_buf(), (false, items));
+        }
+        let e = lists.get_mut(p).expect("inserted above");
+        let (out, changed) = f(&mut e.1);
+        e.0 |= changed;
+        if changed {
+            self.grow(e.1.last().map_or(0, |i| i.len() + 24));
+        }
+        Ok(out)
+    }
+
+    /// Runs `f` on the (record name, line) items of the shard at `p`.
+    fn with_shard<T>(
+        &self,
+        p: &Path,
+        f: impl FnOnce(&mut Vec<(String, String)>) -> (T, bool),
+    ) -> Result<T, ProjectionError> {
+        let mut shards = self.shards.borrow_mut();
+        if !shards.contains_key(p) {
+            let items: Vec<(String, String)> = read_shard(p)?
+                .into_iter()
+                .filter_map(|l| line_file(&l).map(|f| (f, l)))
+                .collect();
+            self.grow(items.iter().map(|(f, l)| f.len() + l.len() + 48).sum());
+            shards.insert(p.to_path_buf(), (false, items));
+        }
+        let e = shards.get_mut(p).expect("inserted above");
+        let (out, changed) = f(&mut e.1);
+        e.0 |= changed;
+        if changed {
+            self.grow(e.1.last().map_or(0, |(f, l)| f.len() + l.len() + 48));
+        }
+        Ok(out)
+    }
+
+    fn grow(&self, n: usize) {
+        self.bytes.set(self.bytes.get().saturating_add(n));
+    }
+
+    fn over_cap(&self) -> bool {
+        self.bytes.get() > PENDING_CAP
+    }
+
+    /// Writes every changed list and shard, then forgets them all.
+    fn flush(&self) -> Result<(), ProjectionError> {
+        let lists = std::mem::take(&mut *self.lists.borrow_mut());
+        let shards = std::mem::take(&mut *self.shards.borrow_mut());
+        self.bytes.set(0);
+        for (p, (dirty, items)) in lists {
+            if dirty {
+                write_list_file(&p, &items)?;
+            }
+        }
+        for (p, (dirty, items)) in shards {
+            if dirty {
+                write_shard(&p, items)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The summaries of one session's live records, by record name.
@@ -591,6 +761,7 @@ fn all_lines<T>(
 /// upgrade from [`SUMMARYLESS_FORMAT`] or [`TOKENLESS_FORMAT`]): what
 /// applying their events would have written.
 fn backfill_summaries(lane: &Lane) -> Result<(), ProjectionError> {
+    let pending = Pending::default();
     let dir = lane.records_dir();
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
@@ -607,10 +778,10 @@ fn backfill_summaries(lane: &Lane) -> Result<(), ProjectionError> {
             continue;
         };
         if let Ok((meta, body)) = record::parse(&bytes) {
-            write_summary(lane, &summary::facts(&name, &meta, body))?;
+            write_summary(lane, Some(&pending), &summary::facts(&name, &meta, body))?;
         }
     }
-    Ok(())
+    pending.flush()
 }
 
 /// Index key of a staged entry.
@@ -652,13 +823,15 @@ fn ensure_dir(path: &Path) -> Result<(), ProjectionError> {
 ///
 /// Projection files are written without fsync: their durability comes from
 /// the journal (see `Checkpoint::boot_id` and `sync`).
-pub struct Projector<'a> {
+struct Projector<'a> {
     lane: &'a Lane,
     journal: &'a Journal,
     /// Every body a forget replaced (`from` → `to`, `None` when removed),
     /// read from the journal the first time an event names a body that is
     /// no longer there.
     forwards: std::cell::RefCell<Option<std::collections::HashMap<String, Option<BodyRef>>>>,
+    /// Index lists and summary shards written at the end of the pass.
+    pending: Pending,
 }
 
 /// Gap state kept in the index so re-applying a sighting is idempotent.
@@ -694,11 +867,12 @@ pub struct QuarantineNote {
 }
 
 impl<'a> Projector<'a> {
-    pub fn new(lane: &'a Lane, journal: &'a Journal) -> Projector<'a> {
+    fn new(lane: &'a Lane, journal: &'a Journal) -> Projector<'a> {
         Projector {
             lane,
             journal,
             forwards: std::cell::RefCell::new(None),
+            pending: Pending::default(),
         }
     }
 
@@ -736,8 +910,23 @@ impl<'a> Projector<'a> {
         Ok(())
     }
 
+    /// Removes a projection file, after writing what is pending (see
+    /// [`Pending`]: an index entry is never behind a removal).
     fn remove(&self, path: &Path) -> Result<bool, ProjectionError> {
+        self.pending.flush()?;
         Ok(fsutil::remove_file_if_exists(path)?)
+    }
+
+    /// Moves a file an event moves, after writing what is pending.
+    fn rename(&self, from: &Path, to: &Path) -> Result<(), ProjectionError> {
+        self.pending.flush()?;
+        fsutil::rename(from, to)?;
+        Ok(())
+    }
+
+    /// Writes what the pass has pending (its end, or a cap).
+    fn flush(&self) -> Result<(), ProjectionError> {
+        self.pending.flush()
     }
 
     /// The on-disk stem of a journaled blob stem ([`naming::stem`]). An
@@ -752,15 +941,15 @@ impl<'a> Projector<'a> {
             let long = dir.join(format!("{journaled}.raw"));
             if fs::symlink_metadata(&long).is_ok_and(|m| m.file_type().is_file()) {
                 let short = dir.join(format!("{stem}.raw"));
-                fsutil::rename(&long, &short)?;
+                self.rename(&long, &short)?;
             }
         }
         Ok(stem.into_owned())
     }
 
     /// Applies one decoded event at journal sequence `seq`.
-    pub fn apply(&self, seq: u64, env: &Envelope) -> Result<(), ProjectionError> {
-        let index = Index::new(self.lane);
+    fn apply(&self, seq: u64, env: &Envelope) -> Result<(), ProjectionError> {
+        let index = Index::buffered(self.lane, &self.pending);
         // An imported event applies as its local decision (`sync`).
         match env.event.effective().as_ref() {
             Event::Staged(s) => {
@@ -942,7 +1131,11 @@ impl<'a> Projector<'a> {
         })?;
         self.write(&path, file)?;
         self.index_record(index, name, &meta)?;
-        write_summary(self.lane, &summary::facts(name, &meta, body))
+        write_summary(
+            self.lane,
+            Some(&self.pending),
+            &summary::facts(name, &meta, body),
+        )
     }
 
     /// Applies a forget: live records rewritten from their new bodies or
@@ -1001,7 +1194,7 @@ impl<'a> Projector<'a> {
                 self.store_record(index, &name, &file)?;
             }
         }
-        replace_summaries(self.lane, summaries)?;
+        replace_summaries(self.lane, Some(&self.pending), summaries)?;
         for name in &f.removed_records {
             self.drop_record(index, &naming::record_name(name))?;
         }
@@ -1068,7 +1261,12 @@ impl<'a> Projector<'a> {
         };
         if let Ok((meta, _)) = record::parse(&bytes) {
             self.unindex_record(index, name, &meta)?;
-            remove_summary(self.lane, &meta.lineage.session_id, name)?;
+            remove_summary(
+                self.lane,
+                Some(&self.pending),
+                &meta.lineage.session_id,
+                name,
+            )?;
         }
         self.remove(&path)?;
         Ok(())
@@ -1119,14 +1317,14 @@ impl<'a> Projector<'a> {
         // A blob an older abcd quarantined under an over-long stem.
         let long = quarantine.join(format!("{}.raw", q.stem));
         if stem != q.stem && fs::symlink_metadata(&long).is_ok_and(|m| m.file_type().is_file()) {
-            fsutil::rename(&long, &blob_to)?;
+            self.rename(&long, &blob_to)?;
         }
         if blob_from.exists() {
-            fsutil::rename(&blob_from, &blob_to)?;
+            self.rename(&blob_from, &blob_to)?;
         }
         let meta_from = meta_path(&staging, &stem);
         if meta_from.exists() {
-            fsutil::rename(&meta_from, &meta_path(&quarantine, &stem))?;
+            self.rename(&meta_from, &meta_path(&quarantine, &stem))?;
         }
         // The view moves as it is (its bytes, not a re-rendering).
         if let Ok(bytes) = &sidecar {
@@ -1452,10 +1650,14 @@ fn apply_frames(
                 }
                 Err(e) => return Err(e),
             }
+            if projector.pending.over_cap() {
+                projector.flush()?;
+            }
         }
         out.head_seq = frame.seq;
         last = Some(frame.end);
     }
+    projector.flush()?;
     Ok(last)
 }
 
