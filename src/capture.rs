@@ -161,6 +161,26 @@ pub fn prepare(
     root_sha: &str,
     kind: &str,
 ) -> Result<Prepared, CaptureError> {
+    prepare_digested(
+        scanner,
+        lineage,
+        raw,
+        &fsutil::sha256_hex(raw),
+        root_sha,
+        kind,
+    )
+}
+
+/// [`prepare`] for a caller that already holds `raw`'s SHA-256 (ingest
+/// computes it for its idempotency skip before any redaction).
+pub fn prepare_digested(
+    scanner: &Scanner,
+    lineage: &Lineage,
+    raw: &[u8],
+    source_sha256: &str,
+    root_sha: &str,
+    kind: &str,
+) -> Result<Prepared, CaptureError> {
     let text = std::str::from_utf8(raw).map_err(|e| CaptureError::Refused {
         reason: format!(
             "the transcript is not valid UTF-8 (first bad byte at offset {})",
@@ -218,7 +238,7 @@ pub fn prepare(
     if !body.ends_with('\n') {
         body.push('\n');
     }
-    let mut meta = RecordMeta::native(lineage, root_sha, 0, &fsutil::sha256_hex(raw));
+    let mut meta = RecordMeta::native(lineage, root_sha, 0, source_sha256);
     meta.schema = record::SCHEMA_LINEAGE;
     meta.source_kind = kind.to_owned();
     meta.redacted_secrets = secrets;

@@ -1060,7 +1060,8 @@ fn store_one(
         .entry(scanner_root.clone())
         .or_insert_with(|| capture::scanner_for(&scanner_root));
     let t0 = std::time::Instant::now();
-    let prepared = capture::prepare(scanner, &lineage, &raw, root_sha, record::KIND_NATIVE);
+    let prepared =
+        capture::prepare_digested(scanner, &lineage, &raw, &sha, root_sha, record::KIND_NATIVE);
     rep.redact_ns += t0.elapsed().as_nanos() as u64;
     match prepared {
         Ok(prep) => {

@@ -230,7 +230,12 @@ pub fn parse(body: &[u8]) -> Parsed {
 /// key, which serde's typed path refuses) falls back to [`parse_line`], so
 /// every line is read exactly as [`parse`] reads it (tested against it).
 pub fn parse_facts(body: &[u8]) -> (Parsed, Option<String>) {
-    let text = String::from_utf8_lossy(body);
+    // `from_utf8_lossy` walks the bytes chunk by chunk even when they are
+    // valid; checking first is several times faster on the common case.
+    let text = match std::str::from_utf8(body) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(body),
+    };
     let mut out = Parsed::default();
     let mut cwd: Option<String> = None;
     for (i, raw) in text.lines().enumerate() {
