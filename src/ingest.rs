@@ -26,8 +26,9 @@
 //! - A session is never split across repositories: main-thread cwds in two
 //!   repositories make it ambiguous (skipped with the reason).
 //!
-//! Must never: follow a symlink below a source, read a file over
-//! `RAW_CAP` (skipped with the reason: memory stays bounded), or decode a
+//! Must never: follow a symlink below a source, hold a file over
+//! `RAW_CAP` in memory (such a file is probed by its head and streamed
+//! into part records by `bigfile`: memory stays bounded), or decode a
 //! project directory name into a path (it is a label).
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::bigfile;
 use crate::capture::{self, CaptureError};
 use crate::corpus::{Corpus, CorpusError};
 use crate::fsutil;
@@ -339,6 +341,8 @@ impl Report {
 struct Probed {
     found: Found,
     size: u64,
+    /// Over the in-memory cap: streamed when stored (`bigfile`).
+    big: bool,
     session_id: String,
     agent_id: Option<String>,
     cwd: Option<String>,
@@ -470,23 +474,39 @@ fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestE
 
 fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     let path = found.path.display().to_string();
-    let raw = match fsutil::guarded_read(&found.path, RAW_CAP) {
-        Ok(r) => r,
-        Err(fsutil::GuardedReadError::OverCap { size, cap, .. }) => {
-            rep.skipped.push(Skipped {
-                path,
-                reason: "over-cap".into(),
-                session_id: None,
-                detail: Some(format!("{size} bytes, over the {cap}-byte capture cap")),
-            });
-            return None;
-        }
+    let failed = |rep: &mut Report, error: String| {
+        rep.failed.push(Failed {
+            path: path.clone(),
+            error,
+        })
+    };
+    // A file over the in-memory cap is read by its head only here, and
+    // streamed when stored (`bigfile`).
+    let hint = std::fs::symlink_metadata(&found.path).map_or(0, |m| m.len());
+    let head = |rep: &mut Report| match bigfile::read_head(&found.path) {
+        Ok((head, size)) => Some((head, size, true)),
         Err(e) => {
-            rep.failed.push(Failed {
-                path,
-                error: e.to_string(),
-            });
-            return None;
+            failed(rep, e.to_string());
+            None
+        }
+    };
+    let (raw, size, big) = if bigfile::streamed(hint) {
+        head(rep)?
+    } else {
+        match fsutil::guarded_read(&found.path, RAW_CAP) {
+            Ok(r) => {
+                let n = r.len() as u64;
+                (r, n, false)
+            }
+            // It grew past the cap since it was looked at.
+            Err(
+                fsutil::GuardedReadError::OverCap { .. }
+                | fsutil::GuardedReadError::GrewPastCap { .. },
+            ) => head(rep)?,
+            Err(e) => {
+                failed(rep, e.to_string());
+                return None;
+            }
         }
     };
     rep.bytes_read += raw.len() as u64;
@@ -561,7 +581,8 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     }
     Some(Probed {
         found,
-        size: raw.len() as u64,
+        size,
+        big,
         session_id,
         agent_id: ids.agent_id,
         cwd: ids.cwd,
@@ -981,6 +1002,20 @@ fn store_one(
                 .push(format!("{path}: its sidecar is unusable ({why})")),
         }
     }
+    if p.big {
+        // What is pending for this lane goes first: the order of the
+        // captures is the order of the files.
+        let batch = pending.remove(root_sha).unwrap_or_default();
+        flush(corpus, batch, rep);
+        let scanner_root = known_root
+            .clone()
+            .unwrap_or_else(|| home.join("no-repository"));
+        let scanner = scanners
+            .entry(scanner_root.clone())
+            .or_insert_with(|| capture::scanner_for(&scanner_root));
+        store_big(corpus, scanner, root_sha, via, &p, &lineage, dry_run, rep);
+        return Ok(());
+    }
     // Read again (the probe kept only the ids): the metadata first, so a
     // change during the read shows on the next run; bytes whose ids are
     // no longer the probed ones are refused.
@@ -1084,4 +1119,85 @@ fn store_one(
         }),
     }
     Ok(())
+}
+
+/// Stores a file over the in-memory cap through `bigfile` (part records,
+/// bounded memory). The time it takes is counted as redaction time: the
+/// stream redacts and commits part by part.
+#[allow(clippy::too_many_arguments)]
+fn store_big(
+    corpus: &Corpus,
+    scanner: &abcd_redact::Scanner,
+    root_sha: &str,
+    via: &str,
+    p: &Probed,
+    lineage: &Lineage,
+    dry_run: bool,
+    rep: &mut Report,
+) {
+    let path = p.found.path.display().to_string();
+    let seen = seen(&p.found.path);
+    let same = bigfile::read_head(&p.found.path).is_ok_and(|(head, _)| {
+        crate::shape::read_ids(&head).is_ok_and(|ids| {
+            ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
+        })
+    });
+    if !same {
+        rep.failed.push(Failed {
+            path,
+            error: "the file changed its ids during the ingest; run it again".into(),
+        });
+        return;
+    }
+    let entry = |record: String, bytes: u64, idem: Option<String>| Stored {
+        path: path.clone(),
+        session_id: p.session_id.clone(),
+        agent_id: p.agent_id.clone(),
+        root_sha: root_sha.to_owned(),
+        record,
+        via: via.to_owned(),
+        bytes,
+        cache: idem.zip(seen).map(|(idem, seen)| CacheEntry {
+            key: path_key(&p.found.path),
+            seen,
+            root_sha: root_sha.to_owned(),
+            idem,
+            session_id: p.session_id.clone(),
+            agent_id: p.agent_id.clone(),
+        }),
+    };
+    if dry_run {
+        rep.stored.push(entry(String::new(), p.size, None));
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let done = bigfile::capture_file(corpus, scanner, lineage, &p.found.path, &mut |_| {});
+    rep.redact_ns += t0.elapsed().as_nanos() as u64;
+    match done {
+        Ok(o) => {
+            let idem = o.parts.last().map(|l| l.idem.clone());
+            let e = entry(o.last_record().to_owned(), o.bytes, idem);
+            if o.wrote() {
+                rep.stored.push(e);
+            } else {
+                rep.already_stored.push(e);
+            }
+            rep.notes.push(format!(
+                "{path}: {} bytes streamed as {} part record(s) ({} new)",
+                o.bytes,
+                o.parts.len(),
+                o.parts.iter().filter(|x| x.wrote).count()
+            ));
+        }
+        Err(e) if e.is_refusal() => rep.skipped.push(Skipped {
+            path,
+            reason: "refused-by-redaction".into(),
+            session_id: Some(p.session_id.clone()),
+            detail: Some(e.to_string()),
+        }),
+        Err(e) => rep.failed.push(Failed {
+            path,
+            error: e.to_string(),
+        }),
+    }
 }
