@@ -111,7 +111,12 @@ pub enum BigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: the first line is longer than the {cap}-byte line cap; not a transcript this tool can stream")]
+    #[error("{path} is not a Claude Code transcript: {why}; nothing was stored")]
+    NotTranscript {
+        path: String,
+        why: crate::shape::NotTranscript,
+    },
+    #[error("{path}: the first line is longer than the {cap}-byte line cap; nothing was stored")]
     HeadTooLong { path: String, cap: usize },
     /// Retrying the same bytes can never succeed (but for a degraded
     /// scanner). `parts_stored` parts before the refused line stay.
@@ -144,6 +149,15 @@ pub fn read_head(path: &Path) -> Result<(Vec<u8>, u64), BigError> {
     let name = || path.display().to_string();
     let mut r = BufReader::with_capacity(64 << 10, f.take(LINE_CAP as u64 + HEAD_BYTES));
     let mut head = Vec::new();
+    // The opening first: what is not transcript-shaped (a binary, a sparse
+    // file of zeros) is refused on its first bytes, never read further.
+    let opening = r.fill_buf().map_err(|source| BigError::Read {
+        path: name(),
+        offset: 0,
+        source,
+    })?;
+    crate::shape::check_head(opening, opening.len() as u64 >= size)
+        .map_err(|why| BigError::NotTranscript { path: name(), why })?;
     loop {
         let mut line = Vec::new();
         let n = read_line(&mut r, &mut line, LINE_CAP).map_err(|e| match e {

@@ -486,7 +486,20 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     let head = |rep: &mut Report| match bigfile::read_head(&found.path) {
         Ok((head, size)) => Some((head, size, true)),
         Err(e) => {
-            failed(rep, e.to_string());
+            let reason = match &e {
+                bigfile::BigError::NotTranscript { .. } => "not-a-transcript",
+                bigfile::BigError::HeadTooLong { .. } => "line-too-long",
+                _ => {
+                    failed(rep, e.to_string());
+                    return None;
+                }
+            };
+            rep.skipped.push(Skipped {
+                path: path.clone(),
+                reason: reason.into(),
+                session_id: None,
+                detail: Some(e.to_string()),
+            });
             None
         }
     };
