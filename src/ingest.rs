@@ -1033,6 +1033,7 @@ fn store_one(
     // change during the read shows on the next run; bytes whose ids are
     // no longer the probed ones are refused.
     let seen = seen(&p.found.path);
+    race_point(&p.found.path);
     let raw = match fsutil::guarded_read(&p.found.path, RAW_CAP) {
         Ok(r) => r,
         Err(e) => {
@@ -1150,10 +1151,19 @@ fn store_big(
 ) {
     let path = p.found.path.display().to_string();
     let seen = seen(&p.found.path);
-    let same = bigfile::read_head(&p.found.path).is_ok_and(|(head, _)| {
-        crate::shape::read_ids(&head).is_ok_and(|ids| {
-            ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
-        })
+    race_point(&p.found.path);
+    let head = match bigfile::read_head(&p.found.path) {
+        Ok((head, _)) => head,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path,
+                error: format!("{e} (between the probe and the capture)"),
+            });
+            return;
+        }
+    };
+    let same = crate::shape::read_ids(&head).is_ok_and(|ids| {
+        ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
     });
     if !same {
         rep.failed.push(Failed {
@@ -1212,5 +1222,43 @@ fn store_big(
             path,
             error: e.to_string(),
         }),
+    }
+}
+
+/// Test builds only (never read by a release build): with
+/// `ABCD_TEST_INGEST_RACE=<vanish|grow>:<file name>`, the file of that name
+/// is removed, or grows by a copy of its first line, after its probe and
+/// the metadata the ingest cache keeps, just before its read, so the race a live harness makes is forced, not timed.
+fn race_point(path: &Path) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Ok(spec) = std::env::var("ABCD_TEST_INGEST_RACE") else {
+        return;
+    };
+    let Some((action, name)) = spec.split_once(':') else {
+        return;
+    };
+    if path.file_name().and_then(|n| n.to_str()) != Some(name) {
+        return;
+    }
+    match action {
+        "vanish" => {
+            let _ = std::fs::remove_file(path);
+        }
+        "grow" => {
+            use std::io::Write;
+            let Ok(head) = fsutil::guarded_read_head(path, 1 << 20) else {
+                return;
+            };
+            let first = match memchr::memchr(b'\n', &head) {
+                Some(i) => &head[..=i],
+                None => return,
+            };
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
+                let _ = f.write_all(first);
+            }
+        }
+        _ => {}
     }
 }
