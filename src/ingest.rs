@@ -5,8 +5,10 @@
 //! Owns: discovery (a named file as is; a directory walked without
 //! following a symlink, to depth [`MAX_DEPTH`], for `*.jsonl`: main threads
 //! `<project>/<session>.jsonl`, sub-agents `<session>/subagents/agent-<id>
-//! .jsonl`, workflow agents under `subagents/workflows/wf_<run>/`, and the
-//! older sibling `agent-<id>.jsonl`); the probe (the shape check and the ids
+//! .jsonl`, workflow agents under `subagents/workflows/wf_<run>/`, the
+//! older sibling `agent-<id>.jsonl`, and the spilled tool outputs under
+//! `<session>/tool-results/`, each one record under the agent id
+//! `tool-result-<stem>`); the probe (the shape check and the ids
 //! from the file's own lines, `shape`); placement per session (the main
 //! thread's cwd, then the store's session notes, then each file's own cwd);
 //! the skip of what is already stored (the source digest against the
@@ -107,6 +109,9 @@ struct Found {
     project: String,
     /// From the layout: a sub-agent file (`agent-<id>.jsonl`).
     sub_agent: bool,
+    /// A spilled tool output (`<session>/tool-results/<name>`): the session
+    /// id is the directory's name (see [`spill_ids`]).
+    spill: bool,
 }
 
 /// What the file system says about a file, taken before it is read: if
@@ -393,13 +398,16 @@ fn walk(dir: &Path, project: Option<&str>, depth: usize, out: &mut Vec<Found>, r
         }
         if ft.is_dir() {
             if name == "tool-results" {
-                continue; // spilled tool output: part of the session, not a transcript
+                // Spilled tool outputs: captured with their session.
+                spills(&path, &project, depth + 1, out, rep);
+                continue;
             }
             walk(&path, Some(&project), depth + 1, out, rep);
         } else if name.ends_with(".jsonl") {
             if ft.is_file() {
                 out.push(Found {
                     sub_agent: name.starts_with("agent-"),
+                    spill: false,
                     path,
                     project,
                 });
@@ -414,6 +422,133 @@ fn walk(dir: &Path, project: Option<&str>, depth: usize, out: &mut Vec<Found>, r
             }
         }
     }
+}
+
+/// The regular files of a `tool-results` directory (not walked further;
+/// a symlink is skipped with the reason, like any symlink below a source).
+fn spills(dir: &Path, project: &str, depth: usize, out: &mut Vec<Found>, rep: &mut Report) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path: dir.display().to_string(),
+                error: format!("cannot list the directory: {e}"),
+            });
+            return;
+        }
+    };
+    let mut files: Vec<(PathBuf, std::fs::FileType)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.path(), e.file_type().ok()?)))
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, ft) in files {
+        if ft.is_file() {
+            out.push(Found {
+                path,
+                project: project.to_owned(),
+                // After the main threads, with the sub-agents.
+                sub_agent: true,
+                spill: true,
+            });
+        } else if ft.is_symlink() {
+            rep.skipped.push(Skipped {
+                path: path.display().to_string(),
+                reason: "symlink".into(),
+                session_id: None,
+                detail: None,
+            });
+        }
+    }
+}
+
+/// A spilled file's ids from its place: the session is the name of the
+/// directory holding `tool-results/` (a UUID, as Claude Code names session
+/// directories); the record's agent id is `tool-result-<stem>`, and a stem
+/// that is a tool-use id (`toolu_…`, the harness names some spills after
+/// the call that produced them) is its spawn point.
+fn spill_ids(path: &Path) -> Result<(String, String, Option<String>), String> {
+    let session = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    let uuid_shape = session.len() == 36
+        && session.char_indices().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        });
+    if !uuid_shape {
+        return Err("its directory is not named after a session id".into());
+    }
+    let stem = path
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .ok_or("its file name is not UTF-8")?;
+    let agent = format!("{SPILL_AGENT_PREFIX}{stem}");
+    lineage::check_id("agent_id", Some(&agent)).map_err(|e| e.to_string())?;
+    let spawn = stem.starts_with("toolu_").then(|| stem.to_owned());
+    Ok((session.to_owned(), agent, spawn))
+}
+
+/// The agent id a spilled tool output is stored under is this prefix and
+/// its file stem; its `agent_type` is [`SPILL_AGENT_TYPE`].
+pub const SPILL_AGENT_PREFIX: &str = "tool-result-";
+pub const SPILL_AGENT_TYPE: &str = "tool-result";
+
+/// Probes a spilled tool output: its ids from its place, its size. Its
+/// bytes are text, not a transcript: no shape check (redaction still
+/// refuses what is not UTF-8).
+fn probe_spill(found: Found, rep: &mut Report) -> Option<Probed> {
+    let path = found.path.display().to_string();
+    let (session_id, agent_id, _) = match spill_ids(&found.path) {
+        Ok(ids) => ids,
+        Err(why) => {
+            rep.skipped.push(Skipped {
+                path,
+                reason: "unplaced-spill".into(),
+                session_id: None,
+                detail: Some(why),
+            });
+            return None;
+        }
+    };
+    let size = match fsutil::guarded_open(&found.path) {
+        Ok((_, size)) if size > RAW_CAP => {
+            rep.skipped.push(Skipped {
+                path,
+                reason: "over-cap".into(),
+                session_id: Some(session_id),
+                detail: Some(format!(
+                    "{size} bytes, over the {RAW_CAP}-byte cap for a spilled tool output"
+                )),
+            });
+            return None;
+        }
+        Ok((_, size)) => size,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path,
+                error: e.to_string(),
+            });
+            return None;
+        }
+    };
+    Some(Probed {
+        found,
+        size,
+        big: false,
+        session_id,
+        agent_id: Some(agent_id),
+        cwd: None,
+    })
 }
 
 fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestError> {
@@ -464,6 +599,7 @@ fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestE
                 .unwrap_or_default();
             out.push(Found {
                 sub_agent: name.starts_with("agent-"),
+                spill: false,
                 path: root,
                 project,
             });
@@ -473,6 +609,9 @@ fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestE
 }
 
 fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
+    if found.spill {
+        return probe_spill(found, rep);
+    }
     let path = found.path.display().to_string();
     let failed = |rep: &mut Report, error: String| {
         rep.failed.push(Failed {
@@ -999,7 +1138,15 @@ fn store_one(
         spawn_attribution: p.agent_id.as_ref().map(|_| SpawnAttribution::Unattributed),
         ..Default::default()
     };
-    if p.agent_id.is_some() {
+    if p.found.spill {
+        // Its lineage is its place (`spill_ids`).
+        let spawn = spill_ids(&p.found.path).ok().and_then(|(_, _, s)| s);
+        lineage.agent_type = Some(SPILL_AGENT_TYPE.into());
+        if spawn.is_some() {
+            lineage.spawn_attribution = Some(SpawnAttribution::Transcript);
+        }
+        lineage.spawn_tool_use_id = spawn;
+    } else if p.agent_id.is_some() {
         match lineage::read_harness_sidecar(&p.found.path) {
             SidecarOutcome::Accepted(sc) if !multiple_claims => {
                 lineage::apply_sidecar(&mut lineage, sc)
@@ -1044,9 +1191,11 @@ fn store_one(
             return Ok(());
         }
     };
-    let same = crate::shape::read_ids(&raw).is_ok_and(|ids| {
-        ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
-    });
+    // A spilled output carries no ids of its own: its place gave them.
+    let same = p.found.spill
+        || crate::shape::read_ids(&raw).is_ok_and(|ids| {
+            ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
+        });
     if !same {
         rep.failed.push(Failed {
             path,
