@@ -93,6 +93,9 @@ pub struct Corpus {
     pub home: PathBuf,
     pub lane: Lane,
     pub journal: Journal,
+    /// Set for a hook's open: a predecessor's store is imported in bounded
+    /// slices, one per lock (`predecessor::Slice`).
+    import_slice: Option<predecessor::Slice>,
 }
 
 impl Corpus {
@@ -104,7 +107,17 @@ impl Corpus {
             home: home.to_path_buf(),
             lane,
             journal,
+            import_slice: None,
         })
+    }
+
+    /// [`Corpus::open`] for a hook: an older abcd's store found on this
+    /// lane is imported one bounded slice per lock (`predecessor::Slice`),
+    /// so a hook keeps to its budget; the next open carries on.
+    pub fn open_for_hook(home: &Path, root_sha: &str) -> Result<Corpus, CorpusError> {
+        let mut c = Corpus::open(home, root_sha)?;
+        c.import_slice = Some(predecessor::Slice::for_hook());
+        Ok(c)
     }
 
     /// Opens an existing corpus without creating anything.
@@ -127,6 +140,7 @@ impl Corpus {
             home: home.to_path_buf(),
             lane,
             journal,
+            import_slice: None,
         }))
     }
 
@@ -191,15 +205,41 @@ impl Corpus {
         } else {
             predecessor::Journaled::read(&self.journal).map_err(PredecessorFailed::from)?
         };
-        let plan = predecessor::plan(&self.home, &self.lane, &done, !late)
+        if fresh && self.import_slice.is_some() {
+            // The records are imported over several locks: moved aside so
+            // the projection holds only what is journaled meanwhile.
+            predecessor::hold_records(&self.lane).map_err(PredecessorFailed::from)?;
+        }
+        let mut plan = predecessor::plan(&self.home, &self.lane, &done, !late, self.import_slice)
             .map_err(PredecessorFailed::from)?;
+        // Slices so far: this one and those an earlier report counted.
+        let before = if resuming {
+            fsutil::read_private(&report_path, fsutil::SMALL_FILE_CAP)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Imported>(&b).ok())
+                .map_or(0, |r| r.slices)
+        } else {
+            0
+        };
+        plan.report.slices = before + 1;
         let write_report = |report: &Imported| -> Result<(), CorpusError> {
             let mut text = serde_json::to_vec_pretty(report).expect("report serialises");
             text.push(b'\n');
             fsutil::write_atomic(&report_path, &text, false)?;
             Ok(())
         };
+        // The last slice of a sliced import: what the journal reproduced
+        // leaves the held directory, anything else is kept aside.
+        let release_held = || -> Result<(), CorpusError> {
+            let held = predecessor::held_dir(&self.lane);
+            if fs::symlink_metadata(&held).is_ok() {
+                projection::catch_up(&self.lane, &self.journal)?;
+                projection::reconcile_set_aside(&self.lane, &held)?;
+            }
+            Ok(())
+        };
         if plan.events.is_empty() && !resuming {
+            release_held()?;
             if late {
                 // Nothing importable (every file left, and said why): not
                 // tried again on every lock.
@@ -224,6 +264,12 @@ impl Corpus {
                 chunk.iter().map(|(id, p)| (*id, p.as_slice())).collect();
             self.journal.append_batch(&refs)?;
         }
+        if plan.more {
+            // The pending marker stays: the next open carries on.
+            write_report(&plan.report)?;
+            return Ok(Some(plan.report));
+        }
+        release_held()?;
         write_report(&plan.report)?;
         fsutil::remove_file_if_exists(&pending)?;
         Ok(Some(plan.report))

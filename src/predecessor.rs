@@ -80,14 +80,14 @@ pub enum PredecessorError {
 }
 
 /// A file left where it is, and why.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Left {
     pub file: String,
     pub why: String,
 }
 
 /// What an import journaled.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Imported {
     /// `current` and/or `flat`.
     pub layouts: Vec<String>,
@@ -103,6 +103,14 @@ pub struct Imported {
     /// Records filed under a composite id (`history migrate` repairs them).
     pub composite: u64,
     pub left: Vec<Left>,
+    /// How many locks the import took: 1 unless hooks imported it in
+    /// bounded slices ([`Slice`]).
+    #[serde(default)]
+    pub slices: u64,
+    /// More is left to import: the next open (a hook's, in its own slice,
+    /// or any other, whole) carries on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished: bool,
 }
 
 impl Imported {
@@ -121,6 +129,13 @@ impl Imported {
 
     /// One line per fact, for stderr.
     pub fn lines(&self) -> Vec<String> {
+        if self.unfinished {
+            return vec![format!(
+                "importing the store an older abcd wrote, in slices: {} record(s) so far ({} slice(s)); the next open carries on",
+                self.records.len(),
+                self.slices
+            )];
+        }
         let mut v = vec![format!(
             "adopted the store an older abcd wrote ({} layout): {} record(s), {} staged and {} quarantined transcript(s), {} session note(s); nothing was deleted",
             self.layouts.join(" and "),
@@ -259,6 +274,16 @@ fn read_sidecar(path: &Path, flat: bool) -> Option<StageSidecar> {
     (sc.schema == 1 && sc.lineage.validate_stored().is_ok()).then_some(sc)
 }
 
+/// The first bytes of a record (its frontmatter).
+fn read_head(path: &Path, flat: bool) -> Option<Vec<u8>> {
+    const HEAD: u64 = 8 << 10;
+    if flat {
+        fsutil::guarded_read_head(path, HEAD).ok()
+    } else {
+        fsutil::read_private_head(path, HEAD).ok()
+    }
+}
+
 fn read_file(path: &Path, cap: u64, flat: bool) -> Option<Vec<u8>> {
     if flat {
         fsutil::guarded_read(path, cap).ok()
@@ -347,10 +372,82 @@ fn mtime_ns(path: &Path) -> u64 {
         .unwrap_or_else(clock::now_unix_ns)
 }
 
+/// A bound on what one open imports of a predecessor's records: a hook's
+/// open (`Corpus::open_for_hook`) imports at most this much and leaves the
+/// rest to the next open, so the first hook on a lane with a large old
+/// store keeps to its budget (SessionEnd hooks share 1.5 s). The staged,
+/// quarantined and session files are the queue, small: they are all
+/// imported by the first slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    pub records: usize,
+    pub bytes: u64,
+}
+
+impl Slice {
+    /// A hook's slice: 256 records or 16 MiB of them (measured: a slice is
+    /// read, copied to `bodies/`, synced, journaled and projected in well
+    /// under the hooks' budget).
+    pub const HOOK: Slice = Slice {
+        records: 256,
+        bytes: 16 << 20,
+    };
+
+    /// [`Slice::HOOK`], or in test builds `ABCD_TEST_IMPORT_SLICE` records.
+    pub fn for_hook() -> Slice {
+        let knob = if cfg!(debug_assertions) {
+            std::env::var("ABCD_TEST_IMPORT_SLICE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        } else {
+            None
+        };
+        match knob {
+            Some(records) => Slice {
+                records: std::cmp::max(records, 1),
+                bytes: u64::MAX,
+            },
+            None => Slice::HOOK,
+        }
+    }
+}
+
+/// Where a sliced import holds the predecessor's records of the current
+/// layout (`records/`, moved aside whole by one rename before the first
+/// slice): the projection directory then holds only what the journal
+/// says, so no catch-up between slices mistakes the rest for damage. When
+/// the last slice is projected, what the journal reproduced is dropped from
+/// here and anything else moves to `records.unjournaled/`, as a rebuild
+/// does (`projection::reconcile_set_aside`).
+pub const HELD_DIR: &str = "predecessor-import.records";
+
+pub fn held_dir(lane: &Lane) -> PathBuf {
+    lane.dir.join(HELD_DIR)
+}
+
+/// Moves a fresh lane's `records/` aside (see [`HELD_DIR`]) when it holds
+/// anything; idempotent.
+pub fn hold_records(lane: &Lane) -> Result<(), PredecessorError> {
+    let held = held_dir(lane);
+    let records = lane.records_dir();
+    if fs::symlink_metadata(&held).is_ok() {
+        return Ok(());
+    }
+    let any = fs::read_dir(&records).is_ok_and(|mut rd| rd.next().is_some());
+    if !any {
+        return Ok(());
+    }
+    fsutil::rename(&records, &held)?;
+    fsutil::ensure_private_dir(&records)?;
+    Ok(())
+}
+
 /// The planned import: events to journal, in order, and the report.
 pub struct Plan {
     pub events: Vec<Event>,
     pub report: Imported,
+    /// The slice ran out: more records are left for the next open.
+    pub more: bool,
 }
 
 struct Planner<'a> {
@@ -360,6 +457,9 @@ struct Planner<'a> {
     events: Vec<Event>,
     report: Imported,
     staged_stems: BTreeSet<String>,
+    slice: Option<Slice>,
+    taken: (usize, u64),
+    more: bool,
 }
 
 /// Plans the import of whatever the predecessor left for this lane. Writes
@@ -372,6 +472,7 @@ pub fn plan(
     lane: &Lane,
     done: &Journaled,
     current: bool,
+    slice: Option<Slice>,
 ) -> Result<Plan, PredecessorError> {
     let mut p = Planner {
         lane,
@@ -380,11 +481,20 @@ pub fn plan(
         events: Vec::new(),
         report: Imported::default(),
         staged_stems: BTreeSet::new(),
+        slice,
+        taken: (0, 0),
+        more: false,
     };
     let flat_live = flat_has_content(home, &lane.root_sha);
     // The current layout first: it is where the predecessor's newest files are.
     if current {
-        p.records(&lane.records_dir(), false)?;
+        let held = held_dir(lane);
+        let records = if fs::symlink_metadata(&held).is_ok() {
+            held
+        } else {
+            lane.records_dir()
+        };
+        p.records(&records, false)?;
         p.staging(&lane.staging_dir(), false)?;
         p.quarantine(&lane.quarantine_dir(), false)?;
         p.sessions()?;
@@ -403,17 +513,41 @@ pub fn plan(
             p.report.layouts.push("flat".into());
         }
     }
+    p.report.unfinished = p.more;
     Ok(Plan {
         events: p.events,
         report: p.report,
+        more: p.more,
     })
 }
 
 impl Planner<'_> {
     fn records(&mut self, dir: &Path, flat: bool) -> Result<(), PredecessorError> {
         let lane_records = self.lane.records_dir();
+        let held = held_dir(self.lane);
         for stem in stems(dir, ".md") {
             let name = format!("{stem}.md");
+            if let Some(slice) = self.slice {
+                if self.done.records.contains(&name) {
+                    // Journaled by an earlier slice: its header is enough
+                    // for the report (a slice costs its own records, not
+                    // every one before it).
+                    if let Some(head) = read_head(&dir.join(&name), flat) {
+                        if record::parse(&head).is_ok_and(|(m, _)| {
+                            m.lineage.agent_id.is_none()
+                                && m.lineage.session_id.contains("--agent-")
+                        }) {
+                            self.report.composite += 1;
+                        }
+                    }
+                    self.report.records.push(name);
+                    continue;
+                }
+                if self.taken.0 >= slice.records || self.taken.1 >= slice.bytes {
+                    self.more = true;
+                    return Ok(());
+                }
+            }
             let Some(bytes) = read_file(&dir.join(&name), RECORD_READ_CAP, flat) else {
                 if flat {
                     self.left(&name, "it could not be read (a symlink, not a regular file, or over the size cap)");
@@ -428,7 +562,9 @@ impl Planner<'_> {
                 continue;
             };
             if flat {
-                if let Some(mine) = read_file(&lane_records.join(&name), RECORD_READ_CAP, false) {
+                let mine = read_file(&lane_records.join(&name), RECORD_READ_CAP, false)
+                    .or_else(|| read_file(&held.join(&name), RECORD_READ_CAP, false));
+                if let Some(mine) = mine {
                     if mine != bytes {
                         self.left(
                             &name,
@@ -448,6 +584,8 @@ impl Planner<'_> {
             }
             // Synced once, before the events (`corpus::adopt_legacy`).
             let body = body::put_unsynced(self.lane, &bytes)?;
+            self.taken.0 += 1;
+            self.taken.1 += bytes.len() as u64;
             self.events.push(Event::Captured(Box::new(Captured {
                 outcome: CaptureOutcome::Stored {
                     record_name: name.clone(),

@@ -209,7 +209,7 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
     let mut cwd_why = String::from("no cwd");
     if let Some(cwd) = cwd_of(p) {
         match repo::resolve_repo(&cwd, home) {
-            Ok(info) => match Corpus::open(home, &info.root_sha) {
+            Ok(info) => match Corpus::open_for_hook(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     ctx.result.resolved_via = Some("cwd".into());
@@ -224,7 +224,7 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
         }
     }
     match store::session_store(home, session_id) {
-        Ok(sha) => match Corpus::open(home, &sha) {
+        Ok(sha) => match Corpus::open_for_hook(home, &sha) {
             Ok(corpus) => {
                 ctx.result.root_sha = Some(sha);
                 ctx.result.resolved_via = Some("session".into());
@@ -474,7 +474,7 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let now = clock::now_unix_ns();
     if let Some(cwd) = cwd_of(p) {
         match repo::resolve_repo(&cwd, home) {
-            Ok(info) => match Corpus::open(home, &info.root_sha) {
+            Ok(info) => match Corpus::open_for_hook(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     if let Some(s) = &session_id {
@@ -562,7 +562,7 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         return;
     }
     ctx.result.root_sha = Some(info.root_sha.clone());
-    let corpus = match Corpus::open(home, &info.root_sha) {
+    let corpus = match Corpus::open_for_hook(home, &info.root_sha) {
         Ok(c) => c,
         Err(e) => {
             ctx.warn(format!("the transcript store could not be opened ({e})"));
