@@ -146,3 +146,82 @@ fn a_user_verb_finishes_an_import_hooks_began() {
     assert!(stderr(&out).contains("adopted the store an older abcd wrote"));
     verify_clean(&env);
 }
+
+/// The operations of one run of `run` (via `ABCD_FAULT_TRACE`).
+fn ops_of(env: &Env, run: &dyn Fn(&Env, &[(&str, &str)])) -> usize {
+    let trace = env.tmp.path().join("trace");
+    let _ = fs::remove_file(&trace);
+    run(env, &[("ABCD_FAULT_TRACE", trace.to_str().unwrap())]);
+    fs::read_to_string(&trace).unwrap().lines().count()
+}
+
+fn hook_with(env: &Env, extra: &[(&str, &str)]) -> std::process::Output {
+    let mut vars = vec![("ABCD_TEST_IMPORT_SLICE", SLICE)];
+    vars.extend_from_slice(extra);
+    env.hook_env("session-start", &env.start_payload(&session_uuid(0)), &vars)
+}
+
+fn list_with(env: &Env, extra: &[(&str, &str)]) -> std::process::Output {
+    env.abcd_env(&["history", "list"], extra)
+}
+
+/// SIGKILL at spread file operations of a hook's first slice (the records
+/// moved aside, bodies, the journal batch, the catch-up) and of the verb
+/// that finishes the import (its slice, the reconciliation of the held
+/// records): hooks and verbs after it finish the import, and the store is
+/// the one a one-go import makes.
+#[test]
+fn a_sliced_import_killed_anywhere_is_finished_by_the_next_opens() {
+    let env = Env::new();
+    old_store(&env);
+    let pristine = env.tmp.path().join("pristine");
+    copy_tree(&env.abcd_home, &pristine);
+    let reset = || {
+        fs::remove_dir_all(&env.abcd_home).unwrap();
+        copy_tree(&pristine, &env.abcd_home);
+    };
+    // The reference, and how many operations each step makes.
+    let out = env.abcd(&["history", "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected = records(&env);
+    reset();
+    let hook_ops = ops_of(&env, &|e, v| {
+        assert!(hook_with(e, v).status.success());
+    });
+    let list_ops = ops_of(&env, &|e, v| {
+        assert!(list_with(e, v).status.success());
+    });
+    let lane = env.lane();
+    for (step, ops) in [("hook", hook_ops), ("list", list_ops)] {
+        for k in (1..=6).map(|i| i * ops / 7) {
+            reset();
+            let kill = format!("#{k}:KILL");
+            let vars = [("ABCD_FAULT_INJECT", kill.as_str())];
+            let out = if step == "hook" {
+                hook_with(&env, &vars)
+            } else {
+                assert!(hook_with(&env, &[]).status.success());
+                list_with(&env, &vars)
+            };
+            // A hook reports and exits 0 whatever happens; the kill shows
+            // as a signal.
+            assert_eq!(out.status.code(), None, "{step} op {k}/{ops} did not kill");
+            // Two more hooks, then a verb, finish it.
+            for _ in 0..2 {
+                assert!(hook_with(&env, &[]).status.success());
+            }
+            let out = env.abcd(&["history", "list"]);
+            assert!(out.status.success(), "{step} op {k}: {}", stderr(&out));
+            assert!(
+                !lane.join("predecessor-import.pending").exists(),
+                "{step} op {k}"
+            );
+            assert!(
+                !lane.join("predecessor-import.records").exists(),
+                "{step} op {k}"
+            );
+            assert_eq!(records(&env), expected, "{step} op {k}");
+            verify_clean(&env);
+        }
+    }
+}
