@@ -376,7 +376,7 @@ pub fn capture_file(
             let done = std::mem::replace(&mut part, Filling::new(line_no + 1));
             out.redacted_secrets += done.secrets;
             out.redacted_home_paths += done.homes;
-            let p = commit_part(corpus, &lineage, kind, done)?;
+            let p = commit_part(corpus, &lineage, kind, &name, done)?;
             out.parts.push(p);
             progress(total);
         }
@@ -384,7 +384,7 @@ pub fn capture_file(
     if part.raw_bytes > 0 {
         out.redacted_secrets += part.secrets;
         out.redacted_home_paths += part.homes;
-        let p = commit_part(corpus, &lineage, kind, part)?;
+        let p = commit_part(corpus, &lineage, kind, &name, part)?;
         out.parts.push(p);
         progress(total);
     }
@@ -410,6 +410,7 @@ fn commit_part(
     corpus: &Corpus,
     lineage: &Lineage,
     kind: &str,
+    path: &str,
     part: Filling,
 ) -> Result<Part, BigError> {
     let sha = hex::encode(part.raw.finalize());
@@ -419,7 +420,7 @@ fn commit_part(
         // bug, refused rather than stored lossy.
         Err(_) => {
             return Err(BigError::Refused {
-                path: String::new(),
+                path: path.to_owned(),
                 line: part.first_line,
                 reason: "the redacted part is not valid UTF-8".into(),
                 deterministic: true,
@@ -542,4 +543,48 @@ fn decide_part(
         extended: false,
     }));
     Ok((Some(event), r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_over_the_cap_is_refused_not_cut() {
+        let mut r = std::io::BufReader::with_capacity(4, &b"abcdefgh\nij"[..]);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 5),
+            Err(LineError::TooLong)
+        ));
+        let mut r = std::io::BufReader::with_capacity(4, &b"abcdefgh\nij"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line(&mut r, &mut buf, 9).ok(), Some(9));
+        assert_eq!(buf, b"abcdefgh\n");
+        buf.clear();
+        assert_eq!(read_line(&mut r, &mut buf, 9).ok(), Some(2));
+        buf.clear();
+        assert_eq!(read_line(&mut r, &mut buf, 9).ok(), Some(0));
+    }
+
+    #[test]
+    fn a_head_is_whole_lines_and_refuses_what_is_not_a_transcript() {
+        let dir = tempfile::tempdir().unwrap();
+        let zeros = dir.path().join("zeros.jsonl");
+        std::fs::File::create(&zeros)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        assert!(matches!(
+            read_head(&zeros),
+            Err(BigError::NotTranscript { .. })
+        ));
+        let t = dir.path().join("t.jsonl");
+        let line = "{\"sessionId\":\"s\",\"type\":\"user\"}\n";
+        std::fs::write(&t, line.repeat(100_000)).unwrap();
+        let (head, size) = read_head(&t).unwrap();
+        assert_eq!(size, (line.len() * 100_000) as u64);
+        assert!(head.len() as u64 >= HEAD_BYTES && head.len() < HEAD_BYTES as usize + line.len());
+        assert!(head.ends_with(b"\n"));
+    }
 }
