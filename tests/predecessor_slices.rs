@@ -147,8 +147,11 @@ fn a_user_verb_finishes_an_import_hooks_began() {
     verify_clean(&env);
 }
 
+/// A step run with extra environment.
+type Step<'a> = &'a dyn Fn(&Env, &[(&str, &str)]);
+
 /// The operations of one run of `run` (via `ABCD_FAULT_TRACE`).
-fn ops_of(env: &Env, run: &dyn Fn(&Env, &[(&str, &str)])) -> usize {
+fn ops_of(env: &Env, run: Step<'_>) -> usize {
     let trace = env.tmp.path().join("trace");
     let _ = fs::remove_file(&trace);
     run(env, &[("ABCD_FAULT_TRACE", trace.to_str().unwrap())]);
