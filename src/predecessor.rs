@@ -420,13 +420,17 @@ pub struct Slice {
 }
 
 impl Slice {
-    /// A hook's slice: 128 records or 8 MiB of them. Measured (release
-    /// build, 64 KiB records, load 8 on 2 cores): a 16 MiB slice took
-    /// 0.9 s of a session-start hook, over half the 1.5 s a SessionEnd
-    /// hook may take; half of it leaves room for the hook's own work.
+    /// A hook's slice: 32 records or 4 MiB of them. The cost is per record
+    /// more than per byte (each record is a body, a projected copy, its
+    /// summary, token and index files: ~23 opens, `strace -c`): measured
+    /// on the release build with 64 KiB records on this shared 2-core VM
+    /// (load 5), a 128-record slice took 0.5–1.5 s of a session-start
+    /// hook (0.65 s of it in `openat`), too close to the 1.5 s a SessionEnd
+    /// hook may take; a quarter of it leaves the margin
+    /// (`docs/benchmarks.md`).
     pub const HOOK: Slice = Slice {
-        records: 128,
-        bytes: 8 << 20,
+        records: 32,
+        bytes: 4 << 20,
     };
 
     /// [`Slice::HOOK`], or in test builds `ABCD_TEST_IMPORT_SLICE` records.
