@@ -385,3 +385,25 @@ fn a_300_mib_transcript_is_captured_with_bounded_memory() {
     let listed = env.json(&["history", "list", "--session", SESSION]);
     assert!(listed.to_string().contains(SESSION));
 }
+
+#[test]
+fn a_hook_given_a_transcript_over_the_cap_says_how_to_capture_it() {
+    let env = Env::new();
+    let file = env.claude.join(format!("{SESSION}.jsonl"));
+    fs::write(&file, lines(0, 2, &env.repo, 99)).unwrap();
+    // Sparse: 65 MiB on paper, nothing on disk.
+    fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    let out = env.hook("session-end", &env.end_payload(SESSION, &file));
+    assert!(out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("over the") && err.contains("abcd history capture"),
+        "{err}"
+    );
+    assert!(record_names(&env.lane()).is_empty());
+}

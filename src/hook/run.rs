@@ -392,7 +392,8 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         Ok(x) => x,
         Err(e) => {
             ctx.warn(format!(
-                "the sub-agent transcript could not be staged ({e}); nothing was staged"
+                "the sub-agent transcript could not be staged ({e}); nothing was staged{}",
+                over_cap_hint(&e)
             ));
             return;
         }
@@ -458,7 +459,8 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         Ok(s) => s,
         Err(e) => {
             ctx.warn(format!(
-                "the session transcript could not be staged ({e}); this session was not captured"
+                "the session transcript could not be staged ({e}); this session was not captured{}",
+                over_cap_hint(&e)
             ));
             return;
         }
@@ -627,4 +629,17 @@ fn report_drain(ctx: &mut Ctx<'_>, r: &DrainReport) {
         ));
     }
     ctx.result.drain = Some(summary);
+}
+
+/// What to do with a transcript too large to stage: the hooks copy a
+/// transcript whole (`RAW_CAP`); `history capture` and `history ingest`
+/// stream one of any size.
+fn over_cap_hint(e: &stage::StageError) -> &'static str {
+    use crate::fsutil::GuardedReadError as G;
+    match e {
+        stage::StageError::Source(G::OverCap { .. } | G::GrewPastCap { .. }) => {
+            " (a transcript this large is captured by `abcd history capture <its path>` or `abcd history ingest`, which stream it)"
+        }
+        _ => "",
+    }
 }
