@@ -1772,6 +1772,50 @@ fn history_cmd(
             agent,
             agent_type,
         } => {
+            // A file over the in-memory cap is streamed into part records.
+            let big = file != "-"
+                && std::fs::symlink_metadata(&file)
+                    .is_ok_and(|m| m.is_file() && crate::bigfile::streamed(m.len()));
+            if big {
+                let path = Path::new(&file);
+                let (head, _) = crate::bigfile::read_head(path)
+                    .map_err(|e| format!("history capture: {e}; nothing was written"))?;
+                let lineage =
+                    crate::capture::lineage_from_content(&file, &head, session, agent, agent_type)
+                        .map_err(|e| format!("history capture: {e}"))?;
+                let (corpus, info, _) = open_corpus(repo_arg, true)?;
+                let corpus = corpus.expect("created");
+                let scanner = crate::capture::scanner_for(&info.root);
+                let tty = progress_enabled() && !json;
+                let mut progress = |bytes: u64| {
+                    if tty {
+                        eprint!("\rhistory capture: {} streamed", human_size(bytes));
+                    }
+                };
+                let o =
+                    crate::bigfile::capture_file(&corpus, &scanner, &lineage, path, &mut progress);
+                if tty {
+                    eprintln!();
+                }
+                let o = o.map_err(|e| format!("history capture: {e}"))?;
+                if json {
+                    print_json(out, &o)?;
+                } else {
+                    let new = o.parts.iter().filter(|p| p.wrote).count();
+                    w(out, format!("abcd history capture — {} ({}) streamed as {} part record(s), {new} new\n  redacted: secrets={} home={}", o.session_id, human_size(o.bytes), o.parts.len(), o.redacted_secrets, o.redacted_home_paths))?;
+                    for p in o.parts.iter().filter(|p| p.wrote) {
+                        w(
+                            out,
+                            format!(
+                                "  stored {}",
+                                corpus.lane.records_dir().join(&p.record).display()
+                            ),
+                        )?;
+                    }
+                }
+                let _ = err;
+                return Ok(0);
+            }
             let raw = if file == "-" {
                 let mut v = Vec::new();
                 io::stdin()

@@ -93,6 +93,12 @@ pub struct Corpus {
     pub home: PathBuf,
     pub lane: Lane,
     pub journal: Journal,
+    /// Set for a hook's open: a predecessor's store is imported in bounded
+    /// slices (`predecessor::Slice`), one per process: once this process
+    /// has imported its slice (`import_spent`), its later locks leave the
+    /// rest to the next hook.
+    import_slice: Option<predecessor::Slice>,
+    import_spent: std::sync::atomic::AtomicBool,
 }
 
 impl Corpus {
@@ -104,7 +110,18 @@ impl Corpus {
             home: home.to_path_buf(),
             lane,
             journal,
+            import_slice: None,
+            import_spent: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// [`Corpus::open`] for a hook: an older abcd's store found on this
+    /// lane is imported one bounded slice per lock (`predecessor::Slice`),
+    /// so a hook keeps to its budget; the next open carries on.
+    pub fn open_for_hook(home: &Path, root_sha: &str) -> Result<Corpus, CorpusError> {
+        let mut c = Corpus::open(home, root_sha)?;
+        c.import_slice = Some(predecessor::Slice::for_hook());
+        Ok(c)
     }
 
     /// Opens an existing corpus without creating anything.
@@ -127,6 +144,8 @@ impl Corpus {
             home: home.to_path_buf(),
             lane,
             journal,
+            import_slice: None,
+            import_spent: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -186,20 +205,55 @@ impl Corpus {
         if !fresh && !resuming && !late {
             return Ok(None);
         }
+        let slice = self.import_slice;
+        if slice.is_some() && self.import_spent.load(std::sync::atomic::Ordering::Relaxed) {
+            // This process imported its slice already; the next one goes on.
+            return Ok(None);
+        }
         let done = if fresh {
             predecessor::Journaled::default()
         } else {
             predecessor::Journaled::read(&self.journal).map_err(PredecessorFailed::from)?
         };
-        let plan = predecessor::plan(&self.home, &self.lane, &done, !late)
+        if fresh && slice.is_some() {
+            // The records are imported over several locks: moved aside so
+            // the projection holds only what is journaled meanwhile.
+            predecessor::hold_records(&self.lane).map_err(PredecessorFailed::from)?;
+        }
+        let mut plan = predecessor::plan(&self.home, &self.lane, &done, !late, slice)
             .map_err(PredecessorFailed::from)?;
+        // An import in slices: this slice's report adds to the earlier
+        // ones' (their records have left the held directory).
+        let earlier = if resuming {
+            fsutil::read_private(&report_path, REPORT_CAP)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Imported>(&b).ok())
+                .filter(|r| r.unfinished)
+        } else {
+            None
+        };
+        plan.report.slices = earlier.as_ref().map_or(0, |r| r.slices) + 1;
+        if let Some(e) = earlier {
+            plan.report.merge_earlier(e);
+        }
         let write_report = |report: &Imported| -> Result<(), CorpusError> {
             let mut text = serde_json::to_vec_pretty(report).expect("report serialises");
             text.push(b'\n');
             fsutil::write_atomic(&report_path, &text, false)?;
             Ok(())
         };
+        // The last slice of a sliced import: what the journal reproduced
+        // leaves the held directory, anything else is kept aside.
+        let release_held = || -> Result<(), CorpusError> {
+            let held = predecessor::held_dir(&self.lane);
+            if fs::symlink_metadata(&held).is_ok() {
+                projection::catch_up(&self.lane, &self.journal)?;
+                projection::reconcile_set_aside(&self.lane, &held)?;
+            }
+            Ok(())
+        };
         if plan.events.is_empty() && !resuming {
+            release_held()?;
             if late {
                 // Nothing importable (every file left, and said why): not
                 // tried again on every lock.
@@ -224,6 +278,29 @@ impl Corpus {
                 chunk.iter().map(|(id, p)| (*id, p.as_slice())).collect();
             self.journal.append_batch(&refs)?;
         }
+        // The held copies of what a slice journaled go once it is
+        // projected (after its report names them), so the last slice
+        // reconciles only what is left.
+        let drop_held = || -> Result<(), CorpusError> {
+            projection::catch_up(&self.lane, &self.journal)?;
+            predecessor::drop_reproduced(&self.lane, &plan.events)
+                .map_err(PredecessorFailed::from)?;
+            Ok(())
+        };
+        if slice.is_some() {
+            self.import_spent
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        if plan.more {
+            // The pending marker stays: the next open carries on.
+            write_report(&plan.report)?;
+            drop_held()?;
+            return Ok(Some(plan.report));
+        }
+        if slice.is_some() {
+            drop_held()?;
+        }
+        release_held()?;
         write_report(&plan.report)?;
         fsutil::remove_file_if_exists(&pending)?;
         Ok(Some(plan.report))
@@ -277,6 +354,10 @@ pub struct Refreshed {
     /// A first open's import of an older abcd's store.
     pub imported: Option<Imported>,
 }
+
+/// Cap on reading back an unfinished import's report (a record name is
+/// under 250 bytes: room for a million of them).
+const REPORT_CAP: u64 = 256 << 20;
 
 /// Marker kept in the lane while an import of an older abcd's store is
 /// being journaled (see `Corpus::adopt_legacy`).

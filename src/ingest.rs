@@ -5,8 +5,10 @@
 //! Owns: discovery (a named file as is; a directory walked without
 //! following a symlink, to depth [`MAX_DEPTH`], for `*.jsonl`: main threads
 //! `<project>/<session>.jsonl`, sub-agents `<session>/subagents/agent-<id>
-//! .jsonl`, workflow agents under `subagents/workflows/wf_<run>/`, and the
-//! older sibling `agent-<id>.jsonl`); the probe (the shape check and the ids
+//! .jsonl`, workflow agents under `subagents/workflows/wf_<run>/`, the
+//! older sibling `agent-<id>.jsonl`, and the spilled tool outputs under
+//! `<session>/tool-results/`, each one record under the agent id
+//! `tool-result-<stem>`); the probe (the shape check and the ids
 //! from the file's own lines, `shape`); placement per session (the main
 //! thread's cwd, then the store's session notes, then each file's own cwd);
 //! the skip of what is already stored (the source digest against the
@@ -26,8 +28,9 @@
 //! - A session is never split across repositories: main-thread cwds in two
 //!   repositories make it ambiguous (skipped with the reason).
 //!
-//! Must never: follow a symlink below a source, read a file over
-//! `RAW_CAP` (skipped with the reason: memory stays bounded), or decode a
+//! Must never: follow a symlink below a source, hold a file over
+//! `RAW_CAP` in memory (such a file is probed by its head and streamed
+//! into part records by `bigfile`: memory stays bounded), or decode a
 //! project directory name into a path (it is a label).
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +39,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::bigfile;
 use crate::capture::{self, CaptureError};
 use crate::corpus::{Corpus, CorpusError};
 use crate::fsutil;
@@ -105,6 +109,9 @@ struct Found {
     project: String,
     /// From the layout: a sub-agent file (`agent-<id>.jsonl`).
     sub_agent: bool,
+    /// A spilled tool output (`<session>/tool-results/<name>`): the session
+    /// id is the directory's name (see [`spill_ids`]).
+    spill: bool,
 }
 
 /// What the file system says about a file, taken before it is read: if
@@ -339,6 +346,8 @@ impl Report {
 struct Probed {
     found: Found,
     size: u64,
+    /// Over the in-memory cap: streamed when stored (`bigfile`).
+    big: bool,
     session_id: String,
     agent_id: Option<String>,
     cwd: Option<String>,
@@ -389,13 +398,16 @@ fn walk(dir: &Path, project: Option<&str>, depth: usize, out: &mut Vec<Found>, r
         }
         if ft.is_dir() {
             if name == "tool-results" {
-                continue; // spilled tool output: part of the session, not a transcript
+                // Spilled tool outputs: captured with their session.
+                spills(&path, &project, depth + 1, out, rep);
+                continue;
             }
             walk(&path, Some(&project), depth + 1, out, rep);
         } else if name.ends_with(".jsonl") {
             if ft.is_file() {
                 out.push(Found {
                     sub_agent: name.starts_with("agent-"),
+                    spill: false,
                     path,
                     project,
                 });
@@ -410,6 +422,133 @@ fn walk(dir: &Path, project: Option<&str>, depth: usize, out: &mut Vec<Found>, r
             }
         }
     }
+}
+
+/// The regular files of a `tool-results` directory (not walked further;
+/// a symlink is skipped with the reason, like any symlink below a source).
+fn spills(dir: &Path, project: &str, depth: usize, out: &mut Vec<Found>, rep: &mut Report) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path: dir.display().to_string(),
+                error: format!("cannot list the directory: {e}"),
+            });
+            return;
+        }
+    };
+    let mut files: Vec<(PathBuf, std::fs::FileType)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.path(), e.file_type().ok()?)))
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, ft) in files {
+        if ft.is_file() {
+            out.push(Found {
+                path,
+                project: project.to_owned(),
+                // After the main threads, with the sub-agents.
+                sub_agent: true,
+                spill: true,
+            });
+        } else if ft.is_symlink() {
+            rep.skipped.push(Skipped {
+                path: path.display().to_string(),
+                reason: "symlink".into(),
+                session_id: None,
+                detail: None,
+            });
+        }
+    }
+}
+
+/// A spilled file's ids from its place: the session is the name of the
+/// directory holding `tool-results/` (a UUID, as Claude Code names session
+/// directories); the record's agent id is `tool-result-<stem>`, and a stem
+/// that is a tool-use id (`toolu_…`, the harness names some spills after
+/// the call that produced them) is its spawn point.
+fn spill_ids(path: &Path) -> Result<(String, String, Option<String>), String> {
+    let session = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    let uuid_shape = session.len() == 36
+        && session.char_indices().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        });
+    if !uuid_shape {
+        return Err("its directory is not named after a session id".into());
+    }
+    let stem = path
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .ok_or("its file name is not UTF-8")?;
+    let agent = format!("{SPILL_AGENT_PREFIX}{stem}");
+    lineage::check_id("agent_id", Some(&agent)).map_err(|e| e.to_string())?;
+    let spawn = stem.starts_with("toolu_").then(|| stem.to_owned());
+    Ok((session.to_owned(), agent, spawn))
+}
+
+/// The agent id a spilled tool output is stored under is this prefix and
+/// its file stem; its `agent_type` is [`SPILL_AGENT_TYPE`].
+pub const SPILL_AGENT_PREFIX: &str = "tool-result-";
+pub const SPILL_AGENT_TYPE: &str = "tool-result";
+
+/// Probes a spilled tool output: its ids from its place, its size. Its
+/// bytes are text, not a transcript: no shape check (redaction still
+/// refuses what is not UTF-8).
+fn probe_spill(found: Found, rep: &mut Report) -> Option<Probed> {
+    let path = found.path.display().to_string();
+    let (session_id, agent_id, _) = match spill_ids(&found.path) {
+        Ok(ids) => ids,
+        Err(why) => {
+            rep.skipped.push(Skipped {
+                path,
+                reason: "unplaced-spill".into(),
+                session_id: None,
+                detail: Some(why),
+            });
+            return None;
+        }
+    };
+    let size = match fsutil::guarded_open(&found.path) {
+        Ok((_, size)) if size > RAW_CAP => {
+            rep.skipped.push(Skipped {
+                path,
+                reason: "over-cap".into(),
+                session_id: Some(session_id),
+                detail: Some(format!(
+                    "{size} bytes, over the {RAW_CAP}-byte cap for a spilled tool output"
+                )),
+            });
+            return None;
+        }
+        Ok((_, size)) => size,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path,
+                error: e.to_string(),
+            });
+            return None;
+        }
+    };
+    Some(Probed {
+        found,
+        size,
+        big: false,
+        session_id,
+        agent_id: Some(agent_id),
+        cwd: None,
+    })
 }
 
 fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestError> {
@@ -460,6 +599,7 @@ fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestE
                 .unwrap_or_default();
             out.push(Found {
                 sub_agent: name.starts_with("agent-"),
+                spill: false,
                 path: root,
                 project,
             });
@@ -469,24 +609,56 @@ fn discover(sources: &[PathBuf], rep: &mut Report) -> Result<Vec<Found>, IngestE
 }
 
 fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
+    if found.spill {
+        return probe_spill(found, rep);
+    }
     let path = found.path.display().to_string();
-    let raw = match fsutil::guarded_read(&found.path, RAW_CAP) {
-        Ok(r) => r,
-        Err(fsutil::GuardedReadError::OverCap { size, cap, .. }) => {
-            rep.skipped.push(Skipped {
-                path,
-                reason: "over-cap".into(),
-                session_id: None,
-                detail: Some(format!("{size} bytes, over the {cap}-byte capture cap")),
-            });
-            return None;
-        }
+    let failed = |rep: &mut Report, error: String| {
+        rep.failed.push(Failed {
+            path: path.clone(),
+            error,
+        })
+    };
+    // A file over the in-memory cap is read by its head only here, and
+    // streamed when stored (`bigfile`).
+    let hint = std::fs::symlink_metadata(&found.path).map_or(0, |m| m.len());
+    let head = |rep: &mut Report| match bigfile::read_head(&found.path) {
+        Ok((head, size)) => Some((head, size, true)),
         Err(e) => {
-            rep.failed.push(Failed {
-                path,
-                error: e.to_string(),
+            let reason = match &e {
+                bigfile::BigError::NotTranscript { .. } => "not-a-transcript",
+                bigfile::BigError::HeadTooLong { .. } => "line-too-long",
+                _ => {
+                    failed(rep, e.to_string());
+                    return None;
+                }
+            };
+            rep.skipped.push(Skipped {
+                path: path.clone(),
+                reason: reason.into(),
+                session_id: None,
+                detail: Some(e.to_string()),
             });
-            return None;
+            None
+        }
+    };
+    let (raw, size, big) = if bigfile::streamed(hint) {
+        head(rep)?
+    } else {
+        match fsutil::guarded_read(&found.path, RAW_CAP) {
+            Ok(r) => {
+                let n = r.len() as u64;
+                (r, n, false)
+            }
+            // It grew past the cap since it was looked at.
+            Err(
+                fsutil::GuardedReadError::OverCap { .. }
+                | fsutil::GuardedReadError::GrewPastCap { .. },
+            ) => head(rep)?,
+            Err(e) => {
+                failed(rep, e.to_string());
+                return None;
+            }
         }
     };
     rep.bytes_read += raw.len() as u64;
@@ -561,7 +733,8 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     }
     Some(Probed {
         found,
-        size: raw.len() as u64,
+        size,
+        big,
         session_id,
         agent_id: ids.agent_id,
         cwd: ids.cwd,
@@ -965,7 +1138,15 @@ fn store_one(
         spawn_attribution: p.agent_id.as_ref().map(|_| SpawnAttribution::Unattributed),
         ..Default::default()
     };
-    if p.agent_id.is_some() {
+    if p.found.spill {
+        // Its lineage is its place (`spill_ids`).
+        let spawn = spill_ids(&p.found.path).ok().and_then(|(_, _, s)| s);
+        lineage.agent_type = Some(SPILL_AGENT_TYPE.into());
+        if spawn.is_some() {
+            lineage.spawn_attribution = Some(SpawnAttribution::Transcript);
+        }
+        lineage.spawn_tool_use_id = spawn;
+    } else if p.agent_id.is_some() {
         match lineage::read_harness_sidecar(&p.found.path) {
             SidecarOutcome::Accepted(sc) if !multiple_claims => {
                 lineage::apply_sidecar(&mut lineage, sc)
@@ -981,10 +1162,25 @@ fn store_one(
                 .push(format!("{path}: its sidecar is unusable ({why})")),
         }
     }
+    if p.big {
+        // What is pending for this lane goes first: the order of the
+        // captures is the order of the files.
+        let batch = pending.remove(root_sha).unwrap_or_default();
+        flush(corpus, batch, rep);
+        let scanner_root = known_root
+            .clone()
+            .unwrap_or_else(|| home.join("no-repository"));
+        let scanner = scanners
+            .entry(scanner_root.clone())
+            .or_insert_with(|| capture::scanner_for(&scanner_root));
+        store_big(corpus, scanner, root_sha, via, &p, &lineage, dry_run, rep);
+        return Ok(());
+    }
     // Read again (the probe kept only the ids): the metadata first, so a
     // change during the read shows on the next run; bytes whose ids are
     // no longer the probed ones are refused.
     let seen = seen(&p.found.path);
+    race_point(&p.found.path);
     let raw = match fsutil::guarded_read(&p.found.path, RAW_CAP) {
         Ok(r) => r,
         Err(e) => {
@@ -995,9 +1191,11 @@ fn store_one(
             return Ok(());
         }
     };
-    let same = crate::shape::read_ids(&raw).is_ok_and(|ids| {
-        ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
-    });
+    // A spilled output carries no ids of its own: its place gave them.
+    let same = p.found.spill
+        || crate::shape::read_ids(&raw).is_ok_and(|ids| {
+            ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
+        });
     if !same {
         rep.failed.push(Failed {
             path,
@@ -1085,4 +1283,132 @@ fn store_one(
         }),
     }
     Ok(())
+}
+
+/// Stores a file over the in-memory cap through `bigfile` (part records,
+/// bounded memory). The time it takes is counted as redaction time: the
+/// stream redacts and commits part by part.
+#[allow(clippy::too_many_arguments)]
+fn store_big(
+    corpus: &Corpus,
+    scanner: &abcd_redact::Scanner,
+    root_sha: &str,
+    via: &str,
+    p: &Probed,
+    lineage: &Lineage,
+    dry_run: bool,
+    rep: &mut Report,
+) {
+    let path = p.found.path.display().to_string();
+    let seen = seen(&p.found.path);
+    race_point(&p.found.path);
+    let head = match bigfile::read_head(&p.found.path) {
+        Ok((head, _)) => head,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path,
+                error: format!("{e} (between the probe and the capture)"),
+            });
+            return;
+        }
+    };
+    let same = crate::shape::read_ids(&head).is_ok_and(|ids| {
+        ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
+    });
+    if !same {
+        rep.failed.push(Failed {
+            path,
+            error: "the file changed its ids during the ingest; run it again".into(),
+        });
+        return;
+    }
+    let entry = |record: String, bytes: u64, idem: Option<String>| Stored {
+        path: path.clone(),
+        session_id: p.session_id.clone(),
+        agent_id: p.agent_id.clone(),
+        root_sha: root_sha.to_owned(),
+        record,
+        via: via.to_owned(),
+        bytes,
+        cache: idem.zip(seen).map(|(idem, seen)| CacheEntry {
+            key: path_key(&p.found.path),
+            seen,
+            root_sha: root_sha.to_owned(),
+            idem,
+            session_id: p.session_id.clone(),
+            agent_id: p.agent_id.clone(),
+        }),
+    };
+    if dry_run {
+        rep.stored.push(entry(String::new(), p.size, None));
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let done = bigfile::capture_file(corpus, scanner, lineage, &p.found.path, &mut |_| {});
+    rep.redact_ns += t0.elapsed().as_nanos() as u64;
+    match done {
+        Ok(o) => {
+            let idem = o.parts.last().map(|l| l.idem.clone());
+            let e = entry(o.last_record().to_owned(), o.bytes, idem);
+            if o.wrote() {
+                rep.stored.push(e);
+            } else {
+                rep.already_stored.push(e);
+            }
+            rep.notes.push(format!(
+                "{path}: {} bytes streamed as {} part record(s) ({} new)",
+                o.bytes,
+                o.parts.len(),
+                o.parts.iter().filter(|x| x.wrote).count()
+            ));
+        }
+        Err(e) if e.is_refusal() => rep.skipped.push(Skipped {
+            path,
+            reason: "refused-by-redaction".into(),
+            session_id: Some(p.session_id.clone()),
+            detail: Some(e.to_string()),
+        }),
+        Err(e) => rep.failed.push(Failed {
+            path,
+            error: e.to_string(),
+        }),
+    }
+}
+
+/// Test builds only (never read by a release build): with
+/// `ABCD_TEST_INGEST_RACE=<vanish|grow>:<file name>`, the file of that name
+/// is removed, or grows by a copy of its first line, after its probe and
+/// the metadata the ingest cache keeps, just before its read, so the race a live harness makes is forced, not timed.
+fn race_point(path: &Path) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Ok(spec) = std::env::var("ABCD_TEST_INGEST_RACE") else {
+        return;
+    };
+    let Some((action, name)) = spec.split_once(':') else {
+        return;
+    };
+    if path.file_name().and_then(|n| n.to_str()) != Some(name) {
+        return;
+    }
+    match action {
+        "vanish" => {
+            let _ = std::fs::remove_file(path);
+        }
+        "grow" => {
+            use std::io::Write;
+            let Ok(head) = fsutil::guarded_read_head(path, 1 << 20) else {
+                return;
+            };
+            let first = match memchr::memchr(b'\n', &head) {
+                Some(i) => &head[..=i],
+                None => return,
+            };
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
+                let _ = f.write_all(first);
+            }
+        }
+        _ => {}
+    }
 }

@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the code map.
 
+pub mod bigfile;
 pub mod body;
 pub mod capture;
 pub mod cli;

@@ -80,14 +80,14 @@ pub enum PredecessorError {
 }
 
 /// A file left where it is, and why.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Left {
     pub file: String,
     pub why: String,
 }
 
 /// What an import journaled.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Imported {
     /// `current` and/or `flat`.
     pub layouts: Vec<String>,
@@ -103,6 +103,18 @@ pub struct Imported {
     /// Records filed under a composite id (`history migrate` repairs them).
     pub composite: u64,
     pub left: Vec<Left>,
+    /// How many locks the import took: 1 unless hooks imported it in
+    /// bounded slices ([`Slice`]).
+    #[serde(default)]
+    pub slices: u64,
+    /// More is left to import: the next open (a hook's, in its own slice,
+    /// or any other, whole) carries on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished: bool,
+    /// Which of `records` are composite (what [`Imported::merge_earlier`]
+    /// needs; not reported).
+    #[serde(skip)]
+    pub composite_names: Vec<String>,
 }
 
 impl Imported {
@@ -119,8 +131,46 @@ impl Imported {
             + self.left.len()
     }
 
+    /// Adds what earlier slices of the same import reported (their
+    /// records leave the held directory once projected, so a later plan
+    /// no longer lists them); the queue (staged, quarantined, sessions, gap)
+    /// is planned whole by every slice and is this report's own.
+    pub fn merge_earlier(&mut self, earlier: Imported) {
+        let extra_composite = self
+            .composite_names
+            .iter()
+            .filter(|n| !earlier.records.contains(n))
+            .count() as u64;
+        self.composite = earlier.composite + extra_composite;
+        let mut seen: HashSet<String> = earlier.records.iter().cloned().collect();
+        let mut records = earlier.records;
+        for r in self.records.drain(..) {
+            if seen.insert(r.clone()) {
+                records.push(r);
+            }
+        }
+        self.records = records;
+        for l in earlier.left {
+            if !self.left.contains(&l) {
+                self.left.push(l);
+            }
+        }
+        for l in earlier.layouts {
+            if !self.layouts.contains(&l) {
+                self.layouts.push(l);
+            }
+        }
+    }
+
     /// One line per fact, for stderr.
     pub fn lines(&self) -> Vec<String> {
+        if self.unfinished {
+            return vec![format!(
+                "importing the store an older abcd wrote, in slices: {} record(s) so far ({} slice(s)); the next open carries on",
+                self.records.len(),
+                self.slices
+            )];
+        }
         let mut v = vec![format!(
             "adopted the store an older abcd wrote ({} layout): {} record(s), {} staged and {} quarantined transcript(s), {} session note(s); nothing was deleted",
             self.layouts.join(" and "),
@@ -259,6 +309,16 @@ fn read_sidecar(path: &Path, flat: bool) -> Option<StageSidecar> {
     (sc.schema == 1 && sc.lineage.validate_stored().is_ok()).then_some(sc)
 }
 
+/// The first bytes of a record (its frontmatter).
+fn read_head(path: &Path, flat: bool) -> Option<Vec<u8>> {
+    const HEAD: u64 = 8 << 10;
+    if flat {
+        fsutil::guarded_read_head(path, HEAD).ok()
+    } else {
+        fsutil::read_private_head(path, HEAD).ok()
+    }
+}
+
 fn read_file(path: &Path, cap: u64, flat: bool) -> Option<Vec<u8>> {
     if flat {
         fsutil::guarded_read(path, cap).ok()
@@ -347,10 +407,114 @@ fn mtime_ns(path: &Path) -> u64 {
         .unwrap_or_else(clock::now_unix_ns)
 }
 
+/// A bound on what one open imports of a predecessor's records: a hook's
+/// open (`Corpus::open_for_hook`) imports at most this much and leaves the
+/// rest to the next open, so the first hook on a lane with a large old
+/// store keeps to its budget (SessionEnd hooks share 1.5 s). The staged,
+/// quarantined and session files are the queue, small: they are all
+/// imported by the first slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    pub records: usize,
+    pub bytes: u64,
+}
+
+impl Slice {
+    /// A hook's slice: 32 records or 4 MiB of them. The cost is per record
+    /// more than per byte (each record is a body, a projected copy, its
+    /// summary, token and index files: ~23 opens, `strace -c`): measured
+    /// on the release build with 64 KiB records on this shared 2-core VM
+    /// (load 5), a 128-record slice took 0.5–1.5 s of a session-start
+    /// hook (0.65 s of it in `openat`), too close to the 1.5 s a SessionEnd
+    /// hook may take; a quarter of it leaves the margin
+    /// (`docs/benchmarks.md`).
+    pub const HOOK: Slice = Slice {
+        records: 32,
+        bytes: 4 << 20,
+    };
+
+    /// [`Slice::HOOK`], or in test builds `ABCD_TEST_IMPORT_SLICE` records.
+    pub fn for_hook() -> Slice {
+        let knob = if cfg!(debug_assertions) {
+            std::env::var("ABCD_TEST_IMPORT_SLICE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        } else {
+            None
+        };
+        match knob {
+            Some(records) => Slice {
+                records: std::cmp::max(records, 1),
+                bytes: u64::MAX,
+            },
+            None => Slice::HOOK,
+        }
+    }
+}
+
+/// Where a sliced import holds the predecessor's records of the current
+/// layout (`records/`, moved aside whole by one rename before the first
+/// slice): the projection directory then holds only what the journal
+/// says, so no catch-up between slices mistakes the rest for damage. When
+/// the last slice is projected, what the journal reproduced is dropped from
+/// here and anything else moves to `records.unjournaled/`, as a rebuild
+/// does (`projection::reconcile_set_aside`).
+pub const HELD_DIR: &str = "predecessor-import.records";
+
+pub fn held_dir(lane: &Lane) -> PathBuf {
+    lane.dir.join(HELD_DIR)
+}
+
+/// Moves a fresh lane's `records/` aside (see [`HELD_DIR`]) when it holds
+/// anything; idempotent.
+pub fn hold_records(lane: &Lane) -> Result<(), PredecessorError> {
+    let held = held_dir(lane);
+    let records = lane.records_dir();
+    if fs::symlink_metadata(&held).is_ok() {
+        return Ok(());
+    }
+    let any = fs::read_dir(&records).is_ok_and(|mut rd| rd.next().is_some());
+    if !any {
+        return Ok(());
+    }
+    fsutil::rename(&records, &held)?;
+    fsutil::ensure_private_dir(&records)?;
+    Ok(())
+}
+
+/// Drops from the held records (see [`HELD_DIR`]) those `events` stored
+/// that the projection now holds byte for byte; anything else stays for
+/// the last slice's reconciliation.
+pub fn drop_reproduced(lane: &Lane, events: &[Event]) -> Result<(), PredecessorError> {
+    let held = held_dir(lane);
+    if fs::symlink_metadata(&held).is_err() {
+        return Ok(());
+    }
+    for ev in events {
+        let Event::Captured(c) = ev else { continue };
+        let CaptureOutcome::Stored { record_name, .. } = &c.outcome else {
+            continue;
+        };
+        let old = held.join(record_name);
+        let (Ok(a), Ok(b)) = (
+            fsutil::read_private(&old, RECORD_READ_CAP),
+            fsutil::read_private(&lane.records_dir().join(record_name), RECORD_READ_CAP),
+        ) else {
+            continue;
+        };
+        if a == b {
+            fsutil::remove_file_if_exists(&old)?;
+        }
+    }
+    Ok(())
+}
+
 /// The planned import: events to journal, in order, and the report.
 pub struct Plan {
     pub events: Vec<Event>,
     pub report: Imported,
+    /// The slice ran out: more records are left for the next open.
+    pub more: bool,
 }
 
 struct Planner<'a> {
@@ -360,6 +524,9 @@ struct Planner<'a> {
     events: Vec<Event>,
     report: Imported,
     staged_stems: BTreeSet<String>,
+    slice: Option<Slice>,
+    taken: (usize, u64),
+    more: bool,
 }
 
 /// Plans the import of whatever the predecessor left for this lane. Writes
@@ -372,6 +539,7 @@ pub fn plan(
     lane: &Lane,
     done: &Journaled,
     current: bool,
+    slice: Option<Slice>,
 ) -> Result<Plan, PredecessorError> {
     let mut p = Planner {
         lane,
@@ -380,11 +548,20 @@ pub fn plan(
         events: Vec::new(),
         report: Imported::default(),
         staged_stems: BTreeSet::new(),
+        slice,
+        taken: (0, 0),
+        more: false,
     };
     let flat_live = flat_has_content(home, &lane.root_sha);
     // The current layout first: it is where the predecessor's newest files are.
     if current {
-        p.records(&lane.records_dir(), false)?;
+        let held = held_dir(lane);
+        let records = if fs::symlink_metadata(&held).is_ok() {
+            held
+        } else {
+            lane.records_dir()
+        };
+        p.records(&records, false)?;
         p.staging(&lane.staging_dir(), false)?;
         p.quarantine(&lane.quarantine_dir(), false)?;
         p.sessions()?;
@@ -403,17 +580,42 @@ pub fn plan(
             p.report.layouts.push("flat".into());
         }
     }
+    p.report.unfinished = p.more;
     Ok(Plan {
         events: p.events,
         report: p.report,
+        more: p.more,
     })
 }
 
 impl Planner<'_> {
     fn records(&mut self, dir: &Path, flat: bool) -> Result<(), PredecessorError> {
         let lane_records = self.lane.records_dir();
+        let held = held_dir(self.lane);
         for stem in stems(dir, ".md") {
             let name = format!("{stem}.md");
+            if let Some(slice) = self.slice {
+                if self.done.records.contains(&name) {
+                    // Journaled by an earlier slice: its header is enough
+                    // for the report (a slice costs its own records, not
+                    // every one before it).
+                    if let Some(head) = read_head(&dir.join(&name), flat) {
+                        if record::parse(&head).is_ok_and(|(m, _)| {
+                            m.lineage.agent_id.is_none()
+                                && m.lineage.session_id.contains("--agent-")
+                        }) {
+                            self.report.composite += 1;
+                            self.report.composite_names.push(name.clone());
+                        }
+                    }
+                    self.report.records.push(name);
+                    continue;
+                }
+                if self.taken.0 >= slice.records || self.taken.1 >= slice.bytes {
+                    self.more = true;
+                    return Ok(());
+                }
+            }
             let Some(bytes) = read_file(&dir.join(&name), RECORD_READ_CAP, flat) else {
                 if flat {
                     self.left(&name, "it could not be read (a symlink, not a regular file, or over the size cap)");
@@ -428,7 +630,9 @@ impl Planner<'_> {
                 continue;
             };
             if flat {
-                if let Some(mine) = read_file(&lane_records.join(&name), RECORD_READ_CAP, false) {
+                let mine = read_file(&lane_records.join(&name), RECORD_READ_CAP, false)
+                    .or_else(|| read_file(&held.join(&name), RECORD_READ_CAP, false));
+                if let Some(mine) = mine {
                     if mine != bytes {
                         self.left(
                             &name,
@@ -441,6 +645,7 @@ impl Planner<'_> {
             // Reported whether journaled now or by a run killed midway.
             if meta.lineage.agent_id.is_none() && meta.lineage.session_id.contains("--agent-") {
                 self.report.composite += 1;
+                self.report.composite_names.push(name.clone());
             }
             if self.done.records.contains(&name) {
                 self.report.records.push(name);
@@ -448,6 +653,8 @@ impl Planner<'_> {
             }
             // Synced once, before the events (`corpus::adopt_legacy`).
             let body = body::put_unsynced(self.lane, &bytes)?;
+            self.taken.0 += 1;
+            self.taken.1 += bytes.len() as u64;
             self.events.push(Event::Captured(Box::new(Captured {
                 outcome: CaptureOutcome::Stored {
                     record_name: name.clone(),

@@ -1748,7 +1748,7 @@ pub fn unjournaled_notice(lane: &Lane, names: &[String]) -> Option<String> {
 /// Compares the set-aside record directory with the rebuilt one: files the
 /// replay reproduced (same metadata and body) are dropped, every other file
 /// moves to `records.unjournaled/`. Returns the names kept.
-fn reconcile_set_aside(lane: &Lane, before: &Path) -> Result<Vec<String>, ProjectionError> {
+pub fn reconcile_set_aside(lane: &Lane, before: &Path) -> Result<Vec<String>, ProjectionError> {
     let mut kept = Vec::new();
     let rd = match fs::read_dir(before) {
         Ok(rd) => rd,

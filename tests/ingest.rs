@@ -464,7 +464,8 @@ fn ingest_bad_input_is_skipped_or_failed_with_the_reason() {
     let fifo = p.join("fifo.jsonl");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    // A 2 GB transcript (sparse): skipped by its size, never read whole.
+    // A 2 GB file of zeros (sparse): over the in-memory cap, so probed by
+    // its head, and refused there (not a transcript), never read whole.
     let huge = fs::File::create(p.join("huge.jsonl")).unwrap();
     huge.set_len(2 << 30).unwrap();
     // An agent id claimed by two files (both layouts): their sidecars are
@@ -505,7 +506,7 @@ fn ingest_bad_input_is_skipped_or_failed_with_the_reason() {
         reasons(&rep),
         [
             "not-a-regular-file",
-            "over-cap",
+            "not-a-transcript",
             "refused-by-redaction",
             "too-deep"
         ],

@@ -209,7 +209,7 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
     let mut cwd_why = String::from("no cwd");
     if let Some(cwd) = cwd_of(p) {
         match repo::resolve_repo(&cwd, home) {
-            Ok(info) => match Corpus::open(home, &info.root_sha) {
+            Ok(info) => match Corpus::open_for_hook(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     ctx.result.resolved_via = Some("cwd".into());
@@ -224,7 +224,7 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
         }
     }
     match store::session_store(home, session_id) {
-        Ok(sha) => match Corpus::open(home, &sha) {
+        Ok(sha) => match Corpus::open_for_hook(home, &sha) {
             Ok(corpus) => {
                 ctx.result.root_sha = Some(sha);
                 ctx.result.resolved_via = Some("session".into());
@@ -392,7 +392,8 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         Ok(x) => x,
         Err(e) => {
             ctx.warn(format!(
-                "the sub-agent transcript could not be staged ({e}); nothing was staged"
+                "the sub-agent transcript could not be staged ({e}); nothing was staged{}",
+                over_cap_hint(&e)
             ));
             return;
         }
@@ -458,7 +459,8 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         Ok(s) => s,
         Err(e) => {
             ctx.warn(format!(
-                "the session transcript could not be staged ({e}); this session was not captured"
+                "the session transcript could not be staged ({e}); this session was not captured{}",
+                over_cap_hint(&e)
             ));
             return;
         }
@@ -474,7 +476,7 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let now = clock::now_unix_ns();
     if let Some(cwd) = cwd_of(p) {
         match repo::resolve_repo(&cwd, home) {
-            Ok(info) => match Corpus::open(home, &info.root_sha) {
+            Ok(info) => match Corpus::open_for_hook(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     if let Some(s) = &session_id {
@@ -562,7 +564,7 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
         return;
     }
     ctx.result.root_sha = Some(info.root_sha.clone());
-    let corpus = match Corpus::open(home, &info.root_sha) {
+    let corpus = match Corpus::open_for_hook(home, &info.root_sha) {
         Ok(c) => c,
         Err(e) => {
             ctx.warn(format!("the transcript store could not be opened ({e})"));
@@ -627,4 +629,17 @@ fn report_drain(ctx: &mut Ctx<'_>, r: &DrainReport) {
         ));
     }
     ctx.result.drain = Some(summary);
+}
+
+/// What to do with a transcript too large to stage: the hooks copy a
+/// transcript whole (`RAW_CAP`); `history capture` and `history ingest`
+/// stream one of any size.
+fn over_cap_hint(e: &stage::StageError) -> &'static str {
+    use crate::fsutil::GuardedReadError as G;
+    match e {
+        stage::StageError::Source(G::OverCap { .. } | G::GrewPastCap { .. }) => {
+            " (a transcript this large is captured by `abcd history capture <its path>` or `abcd history ingest`, which stream it)"
+        }
+        _ => "",
+    }
 }

@@ -611,19 +611,9 @@ impl Scanner {
         mut r: impl BufRead,
         mut w: impl Write,
     ) -> Result<Report, RedactError> {
-        self.check_degraded()?;
+        let mut lines = self.line_redactor()?;
         let mut report = Report::default();
         let mut line = Vec::new();
-        let mut out = Vec::new();
-        let mut scratch = Scratch::default();
-        let mut verify_scratch = Scratch::not_recording();
-        let mut known = Known::default();
-        let mut pem_open = 0usize;
-        let mut found = Vec::new();
-        let mut hits = Vec::new();
-        let mut residual = Vec::new();
-        let mut conversation = Conversation::default();
-        let mut said = Vec::new();
         loop {
             line.clear();
             let n = read_line_capped(&mut r, &mut line, report.lines + 1)?;
@@ -632,77 +622,43 @@ impl Scanner {
             }
             report.lines += 1;
             report.bytes_in += n as u64;
-            let (body, nl) = strip_nl(&line);
-            hits.clear();
-            found.clear();
-            self.engine.scan_line(
-                body,
-                &mut scratch,
-                &known,
-                &mut pem_open,
-                &mut found,
-                &mut hits,
-            );
-            // A value found on this line may also stand elsewhere on it
-            // without the context its rule needs (`password=X … X`), where
-            // this line's sweep could not yet look for it; sweep the line
-            // for the new values as `redact` sweeps every line after
-            // detection (otherwise verify finds that occurrence and refuses
-            // the whole text). One pass, whatever the number of values.
-            self.observe(&mut conversation, body, &mut said, &mut found);
-            let first_new = known.len();
-            for (v, m) in found.drain(..) {
-                known.add(&v, m);
-            }
-            known.refresh();
-            if known.len() > first_new {
-                self.engine
-                    .sweep_line(body, &scratch, &known, first_new, &mut hits);
-            }
-            if hits.is_empty() {
-                w.write_all(&line)
-                    .map_err(|e| io_err("writing redacted output", e))?;
-                report.bytes_out += n as u64;
-                continue;
-            }
-            out.clear();
-            let merged = engine::apply(&self.engine.metas, body, &mut hits, &mut out);
-            let changed = output_spans(&self.engine.metas, &merged);
-            // Verify may reuse stage one's keyword matches for the bytes the
-            // placeholders left alone.
-            std::mem::swap(&mut verify_scratch.prior, &mut scratch.cache);
-            let verified = self.check_line(
-                body,
-                &out,
-                &merged,
-                &changed,
-                report.lines,
-                &mut verify_scratch,
-                Some(&scratch),
-                &known,
-                &mut residual,
-            );
-            std::mem::swap(&mut verify_scratch.prior, &mut scratch.cache);
-            verified?;
-            if !residual.is_empty() {
-                residual.sort();
-                residual.dedup();
-                return Err(RedactError::Residual { kinds: residual });
-            }
-            out.extend_from_slice(nl);
-            for m in &merged {
-                report.finding_count += 1;
-                if report.findings.len() < MAX_REPORT_FINDINGS {
-                    report.findings.push(self.finding(m, report.lines));
-                }
-            }
-            w.write_all(&out)
+            let out = lines.line(&line)?;
+            w.write_all(out)
                 .map_err(|e| io_err("writing redacted output", e))?;
             report.bytes_out += out.len() as u64;
+            for f in lines.findings() {
+                report.finding_count += 1;
+                if report.findings.len() < MAX_REPORT_FINDINGS {
+                    report.findings.push(f.clone());
+                }
+            }
         }
         w.flush()
             .map_err(|e| io_err("flushing redacted output", e))?;
         Ok(report)
+    }
+
+    /// The line-at-a-time form of [`Scanner::redact_stream`], for callers
+    /// that read the lines themselves (a capture that cuts a big transcript
+    /// into parts): the state (values found, the conversation) carries from
+    /// each line to every later one.
+    pub fn line_redactor(&self) -> Result<LineRedactor<'_>, RedactError> {
+        self.check_degraded()?;
+        Ok(LineRedactor {
+            scanner: self,
+            lines: 0,
+            out: Vec::new(),
+            scratch: Scratch::default(),
+            verify_scratch: Scratch::not_recording(),
+            known: Known::default(),
+            pem_open: 0,
+            found: Vec::new(),
+            hits: Vec::new(),
+            residual: Vec::new(),
+            conversation: Conversation::default(),
+            said: Vec::new(),
+            findings: Vec::new(),
+        })
     }
 
     /// The conversation step of stage one: words a secret-reading command
@@ -1087,6 +1043,120 @@ fn strip_nl(line: &[u8]) -> (&[u8], &[u8]) {
         line.split_at(line.len() - 1)
     } else {
         (line, &[])
+    }
+}
+
+/// The state of a streaming redaction ([`Scanner::line_redactor`]): one
+/// line in, its verified output out. Memory is bounded by a small multiple
+/// of the longest line plus the values found so far.
+pub struct LineRedactor<'s> {
+    scanner: &'s Scanner,
+    lines: usize,
+    out: Vec<u8>,
+    scratch: Scratch,
+    verify_scratch: Scratch,
+    known: Known,
+    pem_open: usize,
+    found: Vec<(Vec<u8>, usize)>,
+    hits: Vec<Hit>,
+    residual: Vec<String>,
+    conversation: Conversation,
+    said: Vec<Vec<u8>>,
+    findings: Vec<Finding>,
+}
+
+impl LineRedactor<'_> {
+    /// Redacts one line (`line` includes its newline, if it has one) and
+    /// returns the output to write. `Err` refuses this line, and the text
+    /// it belongs to; the lines before it were each verified. Lines longer
+    /// than [`MAX_LINE_BYTES`] are refused.
+    pub fn line<'a>(&'a mut self, line: &'a [u8]) -> Result<&'a [u8], RedactError> {
+        let s = self.scanner;
+        self.lines += 1;
+        self.findings.clear();
+        if line.len() > MAX_LINE_BYTES {
+            return Err(RedactError::LineTooLong {
+                line: self.lines,
+                cap: MAX_LINE_BYTES,
+            });
+        }
+        let (body, nl) = strip_nl(line);
+        self.hits.clear();
+        self.found.clear();
+        s.engine.scan_line(
+            body,
+            &mut self.scratch,
+            &self.known,
+            &mut self.pem_open,
+            &mut self.found,
+            &mut self.hits,
+        );
+        // A value found on this line may also stand elsewhere on it
+        // without the context its rule needs (`password=X … X`), where
+        // this line's sweep could not yet look for it; sweep the line
+        // for the new values as `redact` sweeps every line after
+        // detection (otherwise verify finds that occurrence and refuses
+        // the whole text). One pass, whatever the number of values.
+        s.observe(
+            &mut self.conversation,
+            body,
+            &mut self.said,
+            &mut self.found,
+        );
+        let first_new = self.known.len();
+        for (v, m) in self.found.drain(..) {
+            self.known.add(&v, m);
+        }
+        self.known.refresh();
+        if self.known.len() > first_new {
+            s.engine
+                .sweep_line(body, &self.scratch, &self.known, first_new, &mut self.hits);
+        }
+        if self.hits.is_empty() {
+            return Ok(line);
+        }
+        self.out.clear();
+        let merged = engine::apply(&s.engine.metas, body, &mut self.hits, &mut self.out);
+        let changed = output_spans(&s.engine.metas, &merged);
+        // Verify may reuse stage one's keyword matches for the bytes the
+        // placeholders left alone.
+        std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
+        let verified = s.check_line(
+            body,
+            &self.out,
+            &merged,
+            &changed,
+            self.lines,
+            &mut self.verify_scratch,
+            Some(&self.scratch),
+            &self.known,
+            &mut self.residual,
+        );
+        std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
+        verified?;
+        if !self.residual.is_empty() {
+            self.residual.sort();
+            self.residual.dedup();
+            return Err(RedactError::Residual {
+                kinds: std::mem::take(&mut self.residual),
+            });
+        }
+        self.out.extend_from_slice(nl);
+        let lines = self.lines;
+        self.findings
+            .extend(merged.iter().map(|m| s.finding(m, lines)));
+        Ok(&self.out)
+    }
+
+    /// The findings of the last line [`LineRedactor::line`] redacted (its
+    /// `line` is the 1-based line number in the stream).
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    /// Lines redacted so far.
+    pub fn lines(&self) -> usize {
+        self.lines
     }
 }
 

@@ -1,0 +1,163 @@
+//! Spilled tool outputs (`<session>/tool-results/<name>`, where Claude
+//! Code writes a tool output too large for the transcript line) are
+//! captured by `history ingest` with their session, through the real
+//! binary: one record each, in the session's repository, redacted by that
+//! repository's configuration, under the agent id `tool-result-<stem>`
+//! (agent type `tool-result`; a `toolu_…` stem is its spawn point);
+//! idempotent; refused or skipped with the reason when they cannot be.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+const S: &str = "c0ffee00-1111-4222-8333-444455556666";
+const ORPHAN: &str = "0dd0dd00-1111-4222-8333-444455556666";
+const SECRET: &str = "Hq7vN3kLw9XpR2tY7mBz";
+
+fn main_line(session: &str, cwd: &Path) -> String {
+    serde_json::json!({
+        "type": "user",
+        "sessionId": session,
+        "cwd": cwd.display().to_string(),
+        "message": {"role": "user", "content": "run the diff"},
+    })
+    .to_string()
+        + "\n"
+}
+
+fn run(env: &Env) -> Value {
+    // Files count as settled after 2 s: a clock ahead stands in for waiting.
+    let out = env.abcd_env(
+        &["--json", "history", "ingest"],
+        &[("ABCD_TEST_NOW", "2099-01-01T00:00:00Z")],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn record_named(lane: &Path, part: &str) -> String {
+    let names: Vec<String> = fs::read_dir(lane.join("records"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(part))
+        .collect();
+    assert_eq!(names.len(), 1, "{part}: {names:?}");
+    fs::read_to_string(lane.join("records").join(&names[0])).unwrap()
+}
+
+#[test]
+fn spilled_tool_outputs_are_captured_with_their_session() {
+    let env = Env::new();
+    env.main_transcript(S, &main_line(S, &env.repo));
+    let spills = env.claude.join(S).join("tool-results");
+    fs::create_dir_all(&spills).unwrap();
+    let diff = format!("diff --git a/x b/x\n+password={SECRET}\n+ok\n");
+    fs::write(spills.join("toolu_01PjAbHr3SN2wyVY14uFwFju.txt"), &diff).unwrap();
+    fs::write(spills.join("bx04dz8mt.txt"), "a long listing\nline two\n").unwrap();
+    // Bytes that are not text: redaction refuses them, nothing stored.
+    fs::write(spills.join("binary.txt"), b"\xff\xfe\x00\x01").unwrap();
+    // A symlink in tool-results is never followed.
+    std::os::unix::fs::symlink("/etc/passwd", spills.join("passwd.txt")).unwrap();
+    // A tool-results directory that is not in a session's directory.
+    let stray = env.claude.join("not-a-session/tool-results");
+    fs::create_dir_all(&stray).unwrap();
+    fs::write(stray.join("x.txt"), "stray\n").unwrap();
+    // The spill of a session with no main thread anywhere: an orphan.
+    let lonely = env.claude.join(ORPHAN).join("tool-results");
+    fs::create_dir_all(&lonely).unwrap();
+    fs::write(lonely.join("y.txt"), "lonely\n").unwrap();
+
+    let rep = run(&env);
+    let stored: Vec<String> = rep["stored"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["agent_id"].as_str().unwrap_or("main").to_owned())
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            "main",
+            "tool-result-bx04dz8mt",
+            "tool-result-toolu_01PjAbHr3SN2wyVY14uFwFju"
+        ],
+        "{rep:#}"
+    );
+    let mut reasons: Vec<&str> = rep["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["reason"].as_str().unwrap())
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        ["refused-by-redaction", "symlink", "unplaced-spill"],
+        "{rep:#}"
+    );
+    let orphans = rep["orphans"].as_array().unwrap();
+    assert_eq!(orphans.len(), 1, "{rep:#}");
+    assert_eq!(orphans[0]["session_id"], ORPHAN);
+    assert_eq!(rep["failed"].as_array().unwrap().len(), 0, "{rep:#}");
+
+    let lane = env.lane();
+    let text = record_named(&lane, "toolu_01PjAbHr3SN2wyVY14uFwFju");
+    assert!(text.contains(&format!("session_id: {S}")), "{text}");
+    assert!(text.contains("agent_type: tool-result"), "{text}");
+    assert!(
+        text.contains("spawn_tool_use_id: toolu_01PjAbHr3SN2wyVY14uFwFju"),
+        "{text}"
+    );
+    assert!(text.contains("+password=[REDACTED"), "{text}");
+    assert!(
+        text.ends_with("+ok\n"),
+        "the text itself is the body: {text}"
+    );
+    let plain = record_named(&lane, "bx04dz8mt");
+    assert!(plain.contains("spawn_attribution: unattributed"), "{plain}");
+    assert!(
+        plain.ends_with("---\na long listing\nline two\n"),
+        "{plain}"
+    );
+    for e in walk_files(&env.abcd_home) {
+        let bytes = fs::read(&e).unwrap();
+        assert!(
+            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+            "{} holds the secret",
+            e.display()
+        );
+    }
+
+    // Idempotent: nothing new on a second run.
+    let again = run(&env);
+    assert_eq!(again["stored"].as_array().unwrap().len(), 0, "{again:#}");
+    assert_eq!(again["already_stored"].as_array().unwrap().len(), 3);
+    let out = env.abcd(&["journal", "verify"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    // A replay reproduces them.
+    let before = converged(&lane);
+    let out = env.abcd(&["journal", "replay", "--rebuild"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(before, converged(&lane));
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
