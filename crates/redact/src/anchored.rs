@@ -31,19 +31,12 @@ const MAX_CLASS_BYTES: usize = 4;
 /// The lazy DFA's cache, as the `regex` crate sets it by default.
 const HYBRID_CACHE_BYTES: usize = 2 << 20;
 
-/// A rule whose matches all start with one of `starts`, or with a run of
-/// `run_class` bytes followed by one of `run_starts`.
+/// A rule whose matches all start with one of `starts`.
 pub struct AnchoredRule {
     /// Lowercase ASCII literals (other bytes as they are): every match of
-    /// the pattern's literal-led alternatives begins with one of them,
-    /// compared ASCII case-insensitively, as the keyword automaton finds
-    /// them.
+    /// the pattern begins with one of them, compared ASCII
+    /// case-insensitively, as the keyword automaton finds them.
     pub starts: Vec<Vec<u8>>,
-    /// Literals that follow the leading `[class]*` of the pattern's other
-    /// alternatives (`[A-Za-z0-9_.-]*(?:password|…)…`).
-    pub run_starts: Vec<Vec<u8>>,
-    /// The bytes of that leading class.
-    pub run_class: Option<Box<[bool; 256]>>,
     pattern: String,
     size_limit: usize,
     /// Compiled on first use, with the flags the engine compiles the rule's
@@ -72,54 +65,11 @@ impl AnchoredRule {
     /// at an occurrence of a start literal, so trying the occurrences at or
     /// after `at` in increasing order, the first anchored search that
     /// succeeds is at the leftmost start, and returns the same match.
-    ///
-    /// An alternative `[C]*R…` (a class repeated from zero times, then a
-    /// part `R` whose matches start with a literal) is anchored where its
-    /// leftmost match can start: at `max(at, j)` for each occurrence `k` of
-    /// an `R` literal, with `j` the start of the run of `C` bytes ending
-    /// at `k`. If `R…` matches at `k`, the alternative matches from every
-    /// position of that run (the class absorbs the bytes up to `k`), so its
-    /// leftmost match at or after `at` through `k` starts exactly there;
-    /// and if the anchored search there fails, `R…` fails at `k` whatever
-    /// the start.
     pub fn plan(pattern: &str, size_limit: usize) -> Option<AnchoredRule> {
         let hir = syntax::parse_with(pattern, &syntax_config()).ok()?;
-        let alts: &[Hir] = match hir.kind() {
-            HirKind::Alternation(subs) => subs,
-            _ => std::slice::from_ref(&hir),
-        };
-        let mut starts = Vec::new();
-        let mut run_starts = Vec::new();
-        let mut run_class: Option<Box<[bool; 256]>> = None;
-        for alt in alts {
-            if let Some(set) = match_starts(alt) {
-                starts.extend(set);
-                continue;
-            }
-            let (class, rest) = leading_run(alt)?;
-            if run_class.as_ref().is_some_and(|c| **c != class) {
-                return None;
-            }
-            run_class = Some(Box::new(class));
-            run_starts.extend(finish(starts_seq(rest)?.0)?);
-        }
-        let starts = if starts.is_empty() {
-            starts
-        } else {
-            finish(starts)?
-        };
-        let run_starts = if run_starts.is_empty() {
-            run_starts
-        } else {
-            finish(run_starts)?
-        };
-        if starts.len() + run_starts.len() > MAX_STARTS {
-            return None;
-        }
+        let starts = match_starts(&hir)?;
         Some(AnchoredRule {
             starts,
-            run_starts,
-            run_class,
             pattern: pattern.to_string(),
             size_limit,
             re: OnceLock::new(),
@@ -153,164 +103,55 @@ pub struct Found {
     pub group: Option<(usize, usize)>,
 }
 
-/// A candidate: `(rule, follows a run, position of the literal)`.
-pub type Cand = (usize, bool, usize);
-
-/// Where one rule's anchored search stands in one segment.
-#[derive(Default)]
-pub struct Cursor {
-    lit: usize,
-    run: usize,
-    /// The last run literal whose run start was computed, and that start
-    /// (run starts are found incrementally: each byte is looked at once).
-    last_run: Option<(usize, usize)>,
-    caps: Option<Captures>,
-}
-
-impl AnchoredRule {
-    /// The start of the run of `run_class` bytes ending at `k`.
-    fn run_start(&self, v: &[u8], k: usize, last: &mut Option<(usize, usize)>) -> usize {
-        let Some(class) = self.run_class.as_deref() else {
-            return k;
-        };
-        let floor = last.filter(|&(lk, _)| lk <= k);
-        let stop = floor.map_or(0, |(lk, _)| lk);
-        let mut j = k;
-        while j > stop && class[v[j - 1] as usize] {
-            j -= 1;
-        }
-        let start = match floor {
-            Some((lk, ls)) if j == lk => ls,
-            _ => j,
-        };
-        *last = Some((k, start));
-        start
-    }
-
-    /// The first match at or after `at`: anchored searches at the
-    /// candidate starts in increasing order (see [`AnchoredRule::plan`]).
-    /// `lits` and `runs` are this rule's candidates of each kind, sorted by
-    /// position. With `group == 0` no capture engine runs.
-    #[allow(clippy::too_many_arguments)]
-    pub fn next_match(
-        &self,
-        re: &meta::Regex,
-        cur: &mut Cursor,
-        v: &[u8],
-        lits: &[Cand],
-        runs: &[Cand],
-        at: usize,
-        group: usize,
-    ) -> Option<Found> {
-        let mut failed = None;
-        loop {
-            while lits.get(cur.lit).is_some_and(|c| c.2 < at) {
-                cur.lit += 1;
-            }
-            while runs.get(cur.run).is_some_and(|c| c.2 < at) {
-                cur.run += 1;
-            }
-            let el = lits.get(cur.lit).map(|c| c.2);
-            let er = runs
-                .get(cur.run)
-                .map(|c| self.run_start(v, c.2, &mut cur.last_run).max(at));
-            let c = match (el, er) {
-                (None, None) => return None,
-                (Some(a), None) => a,
-                (None, Some(b)) => b,
-                (Some(a), Some(b)) => a.min(b),
-            };
-            // The same start failing twice is the same search.
-            if failed != Some(c) && c <= v.len() {
-                if let Some(f) = search_at(re, &mut cur.caps, v, c, group) {
-                    return Some(f);
-                }
-                failed = Some(c);
-            }
-            if el == Some(c) {
-                cur.lit += 1;
-            }
-            if er == Some(c) {
-                cur.run += 1;
-            }
-        }
-    }
-}
-
-/// The match anchored at `c`, if any.
-fn search_at(
+/// The first match, trying each candidate start `c` of `cands[*next..]`
+/// (`(rule, c)` pairs of one rule, sorted) that is at or after `at`;
+/// `*next` moves past the candidates tried. With `group == 0` no capture
+/// engine runs.
+pub fn next_match(
     re: &meta::Regex,
     caps: &mut Option<Captures>,
     v: &[u8],
-    c: usize,
+    cands: &[(usize, usize)],
+    next: &mut usize,
+    at: usize,
     group: usize,
 ) -> Option<Found> {
-    let input = Input::new(v).span(c..v.len()).anchored(Anchored::Yes);
-    if group == 0 {
-        return re.search(&input).map(|m| Found {
-            start: m.start(),
-            end: m.end(),
-            group: Some((m.start(), m.end())),
-        });
-    }
-    let caps = caps.get_or_insert_with(|| re.create_captures());
-    re.search_captures(&input, caps);
-    let m = caps.get_match()?;
-    let g = (1..caps.group_len())
-        .find_map(|g| caps.get_group(g))
-        .map(|s| (s.start, s.end));
-    Some(Found {
-        start: m.start(),
-        end: m.end(),
-        group: g,
-    })
-}
-
-/// `[C]*` then the rest of a concatenation: the class's bytes and the rest.
-fn leading_run(h: &Hir) -> Option<([bool; 256], &[Hir])> {
-    let HirKind::Concat(subs) = h.kind() else {
-        return None;
-    };
-    let (first, rest) = subs.split_first()?;
-    let HirKind::Repetition(r) = first.kind() else {
-        return None;
-    };
-    if r.min != 0 || r.max.is_some() {
-        return None;
-    }
-    let mut class = [false; 256];
-    match r.sub.kind() {
-        HirKind::Class(Class::Bytes(b)) => {
-            for range in b.ranges() {
-                for x in range.start()..=range.end() {
-                    class[x as usize] = true;
-                }
-            }
+    while let Some(&(_, c)) = cands.get(*next) {
+        *next += 1;
+        if c < at || c > v.len() {
+            continue;
         }
-        HirKind::Class(Class::Unicode(u)) => {
-            for range in u.ranges() {
-                let (a, b) = (range.start() as u32, range.end() as u32);
-                if b > 0x7f {
-                    return None;
-                }
-                for x in a..=b {
-                    class[x as usize] = true;
-                }
+        let input = Input::new(v).span(c..v.len()).anchored(Anchored::Yes);
+        if group == 0 {
+            if let Some(m) = re.search(&input) {
+                return Some(Found {
+                    start: m.start(),
+                    end: m.end(),
+                    group: Some((m.start(), m.end())),
+                });
             }
+            continue;
         }
-        _ => return None,
+        let caps = caps.get_or_insert_with(|| re.create_captures());
+        re.search_captures(&input, caps);
+        if let Some(m) = caps.get_match() {
+            let g = (1..caps.group_len())
+                .find_map(|g| caps.get_group(g))
+                .map(|s| (s.start, s.end));
+            return Some(Found {
+                start: m.start(),
+                end: m.end(),
+                group: g,
+            });
+        }
     }
-    Some((class, rest))
+    None
 }
 
 /// Literals every match of `hir` starts with (see [`AnchoredRule::plan`]),
 /// or `None` when they cannot be bounded.
 pub fn match_starts(hir: &Hir) -> Option<Vec<Vec<u8>>> {
-    finish(starts(hir)?.0)
-}
-
-/// Cuts, sorts and thins a start set, and checks it is worth keying on.
-fn finish(mut set: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
+    let (mut set, _) = starts(hir)?;
     for s in set.iter_mut() {
         s.truncate(MAX_START_LEN);
     }
@@ -371,7 +212,33 @@ fn starts(h: &Hir) -> Option<(Vec<Vec<u8>>, bool)> {
             Some((set, exact && r.min == 1 && r.max == Some(1)))
         }
         HirKind::Capture(c) => starts(&c.sub),
-        HirKind::Concat(subs) => starts_seq(subs),
+        HirKind::Concat(subs) => {
+            let mut acc: Vec<Vec<u8>> = vec![Vec::new()];
+            for sub in subs {
+                let Some((set, exact)) = starts(sub) else {
+                    return Some((acc, false));
+                };
+                if acc.len() * set.len() > MAX_STARTS * 4
+                    || acc.iter().all(|a| a.len() >= MAX_START_LEN)
+                {
+                    return Some((acc, false));
+                }
+                acc = acc
+                    .iter()
+                    .flat_map(|a| {
+                        set.iter().map(move |s| {
+                            let mut x = a.clone();
+                            x.extend_from_slice(s);
+                            x
+                        })
+                    })
+                    .collect();
+                if !exact {
+                    return Some((acc, false));
+                }
+            }
+            Some((acc, true))
+        }
         HirKind::Alternation(subs) => {
             let mut all = Vec::new();
             let mut exact = true;
@@ -386,33 +253,6 @@ fn starts(h: &Hir) -> Option<(Vec<Vec<u8>>, bool)> {
             Some((all, exact))
         }
     }
-}
-
-/// [`starts`] of a concatenation.
-fn starts_seq(subs: &[Hir]) -> Option<(Vec<Vec<u8>>, bool)> {
-    let mut acc: Vec<Vec<u8>> = vec![Vec::new()];
-    for sub in subs {
-        let Some((set, exact)) = starts(sub) else {
-            return Some((acc, false));
-        };
-        if acc.len() * set.len() > MAX_STARTS * 4 || acc.iter().all(|a| a.len() >= MAX_START_LEN) {
-            return Some((acc, false));
-        }
-        acc = acc
-            .iter()
-            .flat_map(|a| {
-                set.iter().map(move |s| {
-                    let mut x = a.clone();
-                    x.extend_from_slice(s);
-                    x
-                })
-            })
-            .collect();
-        if !exact {
-            return Some((acc, false));
-        }
-    }
-    Some((acc, true))
 }
 
 #[cfg(test)]
@@ -460,30 +300,22 @@ mod tests {
     fn anchored_iteration_equals_full_iteration() {
         let defs = crate::rules::builtin();
         let mut planned = 0;
-        let mut with_runs = 0;
         let mut compared = 0;
         for def in &defs {
             let Some(plan) = AnchoredRule::plan(def.pattern, 8 << 20) else {
                 continue;
             };
             planned += 1;
-            with_runs += usize::from(!plan.run_starts.is_empty());
             let full = regex::bytes::RegexBuilder::new(def.pattern)
                 .unicode(false)
                 .size_limit(8 << 20)
                 .build()
                 .unwrap();
             let re = plan.regex().expect("plan compiles");
-            let all: Vec<Vec<u8>> = plan
-                .starts
-                .iter()
-                .chain(&plan.run_starts)
-                .cloned()
-                .collect();
-            for text in texts(def, &all) {
+            for text in texts(def, &plan.starts) {
                 compared += 1;
                 let want = full_iter(&full, &text, def.group);
-                let got = anchored_iter(&plan, re, &text, def.group);
+                let got = anchored_iter(re, &plan.starts, &text, def.group);
                 assert_eq!(
                     got,
                     want,
@@ -494,7 +326,6 @@ mod tests {
             }
         }
         assert!(planned >= 20, "only {planned} rules planned");
-        assert!(with_runs >= 3, "only {with_runs} rules with leading runs");
         assert!(compared > 1000);
     }
 
@@ -523,22 +354,15 @@ mod tests {
         out
     }
 
-    fn anchored_iter(plan: &AnchoredRule, re: &meta::Regex, v: &[u8], group: usize) -> Vec<Span> {
-        // Every case-insensitive occurrence, as the keyword walk reports.
+    fn anchored_iter(re: &meta::Regex, starts: &[Vec<u8>], v: &[u8], group: usize) -> Vec<Span> {
         let lower = v.to_ascii_lowercase();
-        let find = |set: &[Vec<u8>], run: bool| -> Vec<Cand> {
-            (0..v.len())
-                .filter(|&i| set.iter().any(|s| lower[i..].starts_with(s)))
-                .map(|i| (0, run, i))
-                .collect()
-        };
-        let mut cands = find(&plan.starts, false);
-        cands.extend(find(&plan.run_starts, true));
-        let mid = cands.partition_point(|&(_, run, _)| !run);
-        let (lits, runs) = cands.split_at(mid);
+        let cands: Vec<(usize, usize)> = (0..v.len())
+            .filter(|&i| starts.iter().any(|s| lower[i..].starts_with(s)))
+            .map(|i| (0, i))
+            .collect();
         let mut out = Vec::new();
-        let (mut cur, mut at) = (Cursor::default(), 0);
-        while let Some(f) = plan.next_match(re, &mut cur, v, lits, runs, at, group) {
+        let (mut caps, mut next, mut at) = (None, 0, 0);
+        while let Some(f) = next_match(re, &mut caps, v, &cands, &mut next, at, group) {
             at = if f.end > f.start { f.end } else { f.end + 1 };
             out.push((f.start, f.end, f.group));
         }
@@ -596,14 +420,6 @@ mod tests {
             }
             seeds.push(format!(
                 "user bob{h} / Secr3tPw9 and {h}login admin is x / Winter1998#"
-            ));
-            // Runs of name bytes before a literal, and a second match
-            // starting inside the run where the first one ended.
-            seeds.push(format!(
-                "aa.b-c_{h}=Zq8vLm2Xp4Rt {h}_x: \"Qw3Er5Ty7Ui9\" zz_{h}"
-            ));
-            seeds.push(format!(
-                "{h}=Abcdefgh1234_{h}=Xyzxyzxy9876;{h}{h}=k9Jd8Hs7Ga6F"
             ));
         }
         let mut out: Vec<Vec<u8>> = Vec::new();

@@ -260,7 +260,7 @@ pub struct Engine {
     pub kw_ungated: Vec<bool>,
     /// Keyword i is a start literal of the anchored rules `kw_starts[i]`
     /// (see [`AnchoredRule`]).
-    pub kw_starts: Vec<Vec<(usize, bool)>>,
+    pub kw_starts: Vec<Vec<usize>>,
     /// Per rule: searched anchored at its start literals' occurrences
     /// rather than over the whole segment, when it has a plan.
     pub anchored: Vec<Option<AnchoredRule>>,
@@ -310,9 +310,9 @@ pub struct Scratch {
     allowed: Vec<(usize, usize)>,
     b64: Vec<u8>,
     kw: Vec<KwMatch>,
-    /// (rule, follows a run, position) of every start-literal occurrence
-    /// of a triggered anchored rule in the current segment, sorted.
-    starts: Vec<anchored::Cand>,
+    /// (rule, start) of every start-literal occurrence of a triggered
+    /// anchored rule in the current segment, sorted.
+    starts: Vec<(usize, usize)>,
     lanes: LaneBufs,
     /// Keyword matches of every segment this scratch scanned on its current
     /// line, in scan order.
@@ -1391,9 +1391,9 @@ impl Engine {
         let mut starts = std::mem::take(&mut scratch.starts);
         starts.clear();
         for m in &kw {
-            for &(r, run) in &self.kw_starts[m.pattern] {
+            for &r in &self.kw_starts[m.pattern] {
                 if triggered[r] {
-                    starts.push((r, run, m.start));
+                    starts.push((r, m.start));
                 }
             }
         }
@@ -1405,12 +1405,11 @@ impl Engine {
             let rule = &self.rules[ri];
             // This rule's candidate starts (empty for a rule with no plan,
             // which then searches the whole segment).
-            let lo = starts.partition_point(|&(r, _, _)| r < ri);
-            let mid = starts.partition_point(|&(r, run, _)| r < ri || (r == ri && !run));
-            let hi = starts.partition_point(|&(r, _, _)| r <= ri);
+            let lo = starts.partition_point(|&(r, _)| r < ri);
+            let hi = starts.partition_point(|&(r, _)| r <= ri);
             let plan = self.anchored.get(ri).and_then(|a| a.as_ref());
-            let search = match plan.and_then(|p| Some((p, p.regex()?))) {
-                Some((p, re)) => Search::Anchored(p, re, &starts[lo..mid], &starts[mid..hi]),
+            let search = match plan.and_then(|p| p.regex()) {
+                Some(re) => Search::Anchored(re, &starts[lo..hi]),
                 None => Search::Full,
             };
             match &rule.matcher {
@@ -1500,13 +1499,14 @@ impl Engine {
         hits: &mut Vec<Hit>,
     ) {
         let mut locs = None;
-        let mut cursor = anchored::Cursor::default();
+        let mut caps = None;
+        let mut next = 0;
         let mut at = 0;
         while at <= v.len() {
             let m = match search {
                 // Only at the rule's start literals (see `anchored`).
-                Search::Anchored(plan, are, lits, runs) => {
-                    plan.next_match(are, &mut cursor, v, lits, runs, at, group)
+                Search::Anchored(are, cands) => {
+                    anchored::next_match(are, &mut caps, v, cands, &mut next, at, group)
                 }
                 // A whole-match rule needs no capture engine: the search
                 // alone gives the same span (`find_at` and
@@ -2923,12 +2923,6 @@ mod tests {
 enum Search<'a> {
     /// The `regex` crate's iteration over the whole segment.
     Full,
-    /// Anchored at the rule's candidates (literal-led, then run-led; each
-    /// sorted by position).
-    Anchored(
-        &'a AnchoredRule,
-        &'a regex_automata::meta::Regex,
-        &'a [anchored::Cand],
-        &'a [anchored::Cand],
-    ),
+    /// Anchored at each of these (rule, start) candidates, sorted.
+    Anchored(&'a regex_automata::meta::Regex, &'a [(usize, usize)]),
 }

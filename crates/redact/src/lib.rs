@@ -178,9 +178,8 @@ struct Builder {
     kw: Vec<String>,
     kw_rules: Vec<Vec<usize>>,
     kw_identity: Vec<Vec<usize>>,
-    /// Keyword i is a start literal of the anchored rules `kw_starts[i]`
-    /// (rule, whether it follows a leading run).
-    kw_starts: Vec<Vec<(usize, bool)>>,
+    /// Keyword i is a start literal of the anchored rules `kw_starts[i]`.
+    kw_starts: Vec<Vec<usize>>,
     /// Per rule: its anchored-search plan, if it has one.
     anchored: Vec<Option<anchored::AnchoredRule>>,
     always: Vec<usize>,
@@ -230,25 +229,21 @@ impl Builder {
             // The automaton takes text: a literal that is not UTF-8 cannot
             // be a keyword, and a rule missing one of its start literals
             // would miss matches, so it keeps its whole-segment search.
-            let lits: Vec<(String, bool)> = plan
-                .starts
-                .iter()
-                .map(|l| (l, false))
-                .chain(plan.run_starts.iter().map(|l| (l, true)))
-                .filter_map(|(l, run)| Some((String::from_utf8(l.clone()).ok()?, run)))
-                .collect();
-            if lits.len() != plan.starts.len() + plan.run_starts.len() {
+            if plan.starts.iter().any(|l| std::str::from_utf8(l).is_err()) {
                 self.anchored[ri] = None;
                 continue;
             }
-            for (k, run) in lits {
-                match self.kw.iter().position(|x| *x == k) {
-                    Some(p) => self.kw_starts[p].push((ri, run)),
+            for lit in &plan.starts {
+                let Ok(k) = std::str::from_utf8(lit) else {
+                    continue;
+                };
+                match self.kw.iter().position(|x| x == k) {
+                    Some(p) => self.kw_starts[p].push(ri),
                     None => {
-                        self.kw.push(k);
+                        self.kw.push(k.to_string());
                         self.kw_rules.push(Vec::new());
                         self.kw_identity.push(Vec::new());
-                        self.kw_starts.push(vec![(ri, run)]);
+                        self.kw_starts.push(vec![ri]);
                     }
                 }
             }
