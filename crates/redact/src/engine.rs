@@ -133,7 +133,6 @@ fn has_placeholder_mark(v: &[u8]) -> bool {
     PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
 }
 
-use crate::anchored::{self, AnchoredRule};
 use crate::keywords::{Keywords, KwMatch, LaneBufs};
 use crate::rules::{Check, Class, Severity};
 use crate::view::Views;
@@ -258,12 +257,6 @@ pub struct Engine {
     /// one of their alternatives that is not `NAME … = value` (`mysql … -p`,
     /// `sshpass -p`, `--pass value`).
     pub kw_ungated: Vec<bool>,
-    /// Keyword i is a start literal of the anchored rules `kw_starts[i]`
-    /// (see [`AnchoredRule`]).
-    pub kw_starts: Vec<Vec<usize>>,
-    /// Per rule: searched anchored at its start literals' occurrences
-    /// rather than over the whole segment, when it has a plan.
-    pub anchored: Vec<Option<AnchoredRule>>,
 }
 
 /// A cheap look at the bytes around a keyword occurrence that can prove
@@ -310,9 +303,6 @@ pub struct Scratch {
     allowed: Vec<(usize, usize)>,
     b64: Vec<u8>,
     kw: Vec<KwMatch>,
-    /// (rule, start) of every start-literal occurrence of a triggered
-    /// anchored rule in the current segment, sorted.
-    starts: Vec<(usize, usize)>,
     lanes: LaneBufs,
     /// Keyword matches of every segment this scratch scanned on its current
     /// line, in scan order.
@@ -1388,30 +1378,10 @@ impl Engine {
                 self.identity_hit(v, layer, views, hits, m.start, m.end, ni);
             }
         }
-        let mut starts = std::mem::take(&mut scratch.starts);
-        starts.clear();
-        for m in &kw {
-            for &r in &self.kw_starts[m.pattern] {
-                if triggered[r] {
-                    starts.push((r, m.start));
-                }
-            }
-        }
-        starts.sort_unstable();
-        starts.dedup();
         scratch.kw = kw;
         for &ri in &list {
             triggered[ri] = false;
             let rule = &self.rules[ri];
-            // This rule's candidate starts (empty for a rule with no plan,
-            // which then searches the whole segment).
-            let lo = starts.partition_point(|&(r, _)| r < ri);
-            let hi = starts.partition_point(|&(r, _)| r <= ri);
-            let plan = self.anchored.get(ri).and_then(|a| a.as_ref());
-            let search = match plan.and_then(|p| p.regex()) {
-                Some(re) => Search::Anchored(re, &starts[lo..hi]),
-                None => Search::Full,
-            };
             match &rule.matcher {
                 Matcher::Regex {
                     re,
@@ -1424,7 +1394,6 @@ impl Engine {
                         v,
                         layer,
                         views,
-                        search,
                         re,
                         *group,
                         *check,
@@ -1448,7 +1417,6 @@ impl Engine {
                 Matcher::DataUri => {}
             }
         }
-        scratch.starts = starts;
         scratch.triggered = triggered;
         scratch.list = list;
         let (lo, hi) = sweep_range;
@@ -1487,7 +1455,6 @@ impl Engine {
         v: &[u8],
         layer: L,
         views: &Views,
-        search: Search,
         re: &Regex,
         group: usize,
         check: Check,
@@ -1498,40 +1465,32 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
     ) {
-        let mut locs = None;
-        let mut caps = None;
-        let mut next = 0;
+        let mut locs = re.capture_locations();
         let mut at = 0;
         while at <= v.len() {
-            let m = match search {
-                // Only at the rule's start literals (see `anchored`).
-                Search::Anchored(are, cands) => {
-                    anchored::next_match(are, &mut caps, v, cands, &mut next, at, group)
-                }
-                // A whole-match rule needs no capture engine: the search
-                // alone gives the same span (`find_at` and
-                // `captures_read_at` share one search; the latter then
-                // resolves the groups).
-                Search::Full if group == 0 => re.find_at(v, at).map(|m| anchored::Found {
-                    start: m.start(),
-                    end: m.end(),
-                    group: Some((m.start(), m.end())),
-                }),
-                Search::Full => {
-                    let locs = locs.get_or_insert_with(|| re.capture_locations());
-                    re.captures_read_at(locs, v, at).map(|m| anchored::Found {
-                        start: m.start(),
-                        end: m.end(),
-                        group: (1..locs.len()).find_map(|g| locs.get(g)),
-                    })
-                }
+            // A whole-match rule needs no capture engine: the search alone
+            // gives the same span (`find_at` and `captures_read_at` share
+            // one search; the latter then resolves the groups).
+            let found_at = if group == 0 {
+                re.find_at(v, at)
+            } else {
+                re.captures_read_at(&mut locs, v, at)
             };
-            let Some(m) = m else {
+            let Some(m) = found_at else {
                 break;
             };
-            at = if m.end > m.start { m.end } else { m.end + 1 };
-            let Some((s, e)) = m.group else {
-                continue;
+            at = if m.end() > m.start() {
+                m.end()
+            } else {
+                m.end() + 1
+            };
+            let (s, e) = if group == 0 {
+                (m.start(), m.end())
+            } else {
+                match (1..locs.len()).find_map(|g| locs.get(g)) {
+                    Some(p) => p,
+                    None => continue,
+                }
             };
             let val = &v[s..e];
             let prev = if s > 0 { Some(v[s - 1]) } else { None };
@@ -1550,12 +1509,12 @@ impl Engine {
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
                 Check::Generic => {
-                    !names_a_reference(&v[m.start..s])
+                    !names_a_reference(&v[m.start()..s])
                         && !elided_after(&v[e..])
                         && generic_ok(val, next, false, min_entropy)
                 }
                 Check::Password => {
-                    !names_a_reference(&v[m.start..s]) && generic_ok(val, next, true, 0.0)
+                    !names_a_reference(&v[m.start()..s]) && generic_ok(val, next, true, 0.0)
                 }
                 Check::Basic => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
@@ -2916,13 +2875,4 @@ mod tests {
             }
         }
     }
-}
-
-/// How a triggered regex rule is searched in a segment.
-#[derive(Clone, Copy)]
-enum Search<'a> {
-    /// The `regex` crate's iteration over the whole segment.
-    Full,
-    /// Anchored at each of these (rule, start) candidates, sorted.
-    Anchored(&'a regex_automata::meta::Regex, &'a [(usize, usize)]),
 }

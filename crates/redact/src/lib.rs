@@ -21,7 +21,6 @@
 //! `identity` (who the caller is), `config` (per-repo file), `cli` (the
 //! `abcd redact` verb).
 
-mod anchored;
 mod cli;
 pub mod config;
 mod conversation;
@@ -178,10 +177,6 @@ struct Builder {
     kw: Vec<String>,
     kw_rules: Vec<Vec<usize>>,
     kw_identity: Vec<Vec<usize>>,
-    /// Keyword i is a start literal of the anchored rules `kw_starts[i]`.
-    kw_starts: Vec<Vec<usize>>,
-    /// Per rule: its anchored-search plan, if it has one.
-    anchored: Vec<Option<anchored::AnchoredRule>>,
     always: Vec<usize>,
     errors: Vec<String>,
 }
@@ -201,7 +196,6 @@ impl Builder {
     fn rule(&mut self, meta: usize, matcher: Matcher, keywords: &[String]) {
         let ri = self.rules.len();
         self.rules.push(Rule { meta, matcher });
-        self.anchored.push(None);
         if keywords.is_empty() {
             self.always.push(ri);
         }
@@ -213,38 +207,6 @@ impl Builder {
                     self.kw.push(k);
                     self.kw_rules.push(vec![ri]);
                     self.kw_identity.push(Vec::new());
-                    self.kw_starts.push(Vec::new());
-                }
-            }
-        }
-    }
-
-    /// Adds every anchored rule's start literals to the keyword automaton
-    /// (as keywords that trigger nothing by themselves).
-    fn start_literals(&mut self) {
-        for ri in 0..self.anchored.len() {
-            let Some(plan) = &self.anchored[ri] else {
-                continue;
-            };
-            // The automaton takes text: a literal that is not UTF-8 cannot
-            // be a keyword, and a rule missing one of its start literals
-            // would miss matches, so it keeps its whole-segment search.
-            if plan.starts.iter().any(|l| std::str::from_utf8(l).is_err()) {
-                self.anchored[ri] = None;
-                continue;
-            }
-            for lit in &plan.starts {
-                let Ok(k) = std::str::from_utf8(lit) else {
-                    continue;
-                };
-                match self.kw.iter().position(|x| x == k) {
-                    Some(p) => self.kw_starts[p].push(ri),
-                    None => {
-                        self.kw.push(k.to_string());
-                        self.kw_rules.push(Vec::new());
-                        self.kw_identity.push(Vec::new());
-                        self.kw_starts.push(vec![ri]);
-                    }
                 }
             }
         }
@@ -257,7 +219,6 @@ impl Builder {
                 self.kw.push(k.to_string());
                 self.kw_rules.push(Vec::new());
                 self.kw_identity.push(vec![needle]);
-                self.kw_starts.push(Vec::new());
             }
         }
     }
@@ -275,8 +236,6 @@ impl Scanner {
             kw: Vec::new(),
             kw_rules: Vec::new(),
             kw_identity: Vec::new(),
-            kw_starts: Vec::new(),
-            anchored: Vec::new(),
             always: Vec::new(),
             errors: Vec::new(),
         };
@@ -325,9 +284,6 @@ impl Scanner {
                         allow: def.allow.iter().map(|a| a.as_bytes().to_vec()).collect(),
                     };
                     b.rule(meta, matcher, &kws);
-                    if let Some(last) = b.anchored.last_mut() {
-                        *last = anchored::AnchoredRule::plan(def.pattern, BUILTIN_PATTERN_BYTES);
-                    }
                 }
                 Err(e) => b
                     .errors
@@ -396,7 +352,6 @@ impl Scanner {
                 }
             }
         }
-        b.start_literals();
         let keywords = match Keywords::new(&b.kw) {
             Ok(k) => k,
             Err(e) => {
@@ -478,8 +433,6 @@ impl Scanner {
                 ipv6_rule,
                 gates,
                 kw_ungated,
-                kw_starts: b.kw_starts,
-                anchored: b.anchored,
             },
             degraded,
             output_meta,
