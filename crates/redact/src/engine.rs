@@ -1052,6 +1052,14 @@ fn check_mac(v: &[u8]) -> bool {
     !(hex.iter().all(|&b| b == b'0') || hex.iter().all(|&b| b == b'f' || b == b'F'))
 }
 
+/// `name` is `host` or a name under it (`….host`).
+fn is_or_under(name: &[u8], host: &[u8]) -> bool {
+    name == host
+        || (name.len() > host.len()
+            && name.ends_with(host)
+            && name[name.len() - host.len() - 1] == b'.')
+}
+
 const PUBLIC_HOSTS: &[&str] = &[
     "metadata.google.internal",
     "host.docker.internal",
@@ -1460,7 +1468,15 @@ impl Engine {
         let mut locs = re.capture_locations();
         let mut at = 0;
         while at <= v.len() {
-            let Some(m) = re.captures_read_at(&mut locs, v, at) else {
+            // A whole-match rule needs no capture engine: the search alone
+            // gives the same span (`find_at` and `captures_read_at` share
+            // one search; the latter then resolves the groups).
+            let found_at = if group == 0 {
+                re.find_at(v, at)
+            } else {
+                re.captures_read_at(&mut locs, v, at)
+            };
+            let Some(m) = found_at else {
                 break;
             };
             at = if m.end() > m.start() {
@@ -1566,9 +1582,7 @@ impl Engine {
                         && !next.is_some_and(|b| is_alnum(b) || b == b'-')
                         && !file_ext
                         && !code
-                        && !PUBLIC_HOSTS
-                            .iter()
-                            .any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
+                        && !PUBLIC_HOSTS.iter().any(|h| is_or_under(&l, h.as_bytes()))
                         && !self.path_allowed(val)
                 }
                 Check::None => true,
