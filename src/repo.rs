@@ -27,7 +27,7 @@ use std::process::{Command, Stdio};
 use thiserror::Error;
 
 use crate::fsutil::{ensure_private_dir, guarded_read, sha256_hex, write_atomic};
-use crate::store::validate_root_sha;
+use crate::store::{directory_key, validate_root_sha, LaneKind};
 
 /// Read cap for a `.git` file, a `commondir` file and a cache entry: each is
 /// one path and a few short fields; anything larger is not what we wrote.
@@ -39,13 +39,17 @@ const MAX_WALK_DEPTH: usize = 256;
 /// are simply re-resolved.
 const CACHE_MAGIC: &str = "abcd-root-cache 2";
 
-/// A resolved repository.
+/// A resolved repository (or, from [`resolve_lane`], the directory that
+/// stands in for one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoInfo {
-    /// Top level of the work tree (the directory holding `.git`).
+    /// Top level of the work tree (the directory holding `.git`); for a
+    /// directory lane, the directory it is keyed by.
     pub root: PathBuf,
-    /// The root-commit SHA that keys the store (40 or 64 lowercase hex).
+    /// The lane key: the root-commit SHA (40 or 64 lowercase hex), or for a
+    /// directory lane `dir-<64 hex>` ([`crate::store::directory_key`]).
     pub root_sha: String,
+    pub kind: LaneKind,
 }
 
 /// Why a directory did not resolve to a repository.
@@ -101,6 +105,7 @@ pub fn resolve_repo(cwd: &Path, home: &Path) -> Result<RepoInfo, RepoError> {
         return Ok(RepoInfo {
             root: loc.work_tree,
             root_sha: sha,
+            kind: LaneKind::Repository,
         });
     }
     let sha = root_commit(&loc.work_tree)?;
@@ -108,24 +113,77 @@ pub fn resolve_repo(cwd: &Path, home: &Path) -> Result<RepoInfo, RepoError> {
     Ok(RepoInfo {
         root: loc.work_tree,
         root_sha: sha,
+        kind: LaneKind::Repository,
     })
+}
+
+/// The lane a working directory's sessions go to: its repository's
+/// ([`resolve_repo`]) when it has a commit; else a **directory lane** keyed
+/// by [`directory_key`] of the work tree's top level (a repository with no
+/// commit yet) or of the canonical `cwd` itself (no repository). Nothing is
+/// dropped for its directory; every other failure (a missing cwd, a broken
+/// `.git` file, no `git`) is returned as [`resolve_repo`] returns it.
+pub fn resolve_lane(cwd: &Path, home: &Path) -> Result<RepoInfo, RepoError> {
+    match resolve_repo(cwd, home) {
+        Ok(info) => Ok(info),
+        Err(RepoError::NoCommits { root }) => Ok(directory_lane(root)),
+        Err(RepoError::NotARepo { cwd }) => {
+            let dir = std::fs::canonicalize(&cwd).map_err(|source| RepoError::Io {
+                path: cwd.clone(),
+                source,
+            })?;
+            Ok(directory_lane(dir))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn directory_lane(dir: PathBuf) -> RepoInfo {
+    RepoInfo {
+        root_sha: directory_key(&dir),
+        root: dir,
+        kind: LaneKind::Directory,
+    }
+}
+
+/// [`resolve_user_repo`] with the directory fallback of [`resolve_lane`].
+/// `--repo` may also name a lane by its key (`dir-<hex>` or a root commit,
+/// as `history list --all-repos --json` shows) when no such path exists:
+/// the way to reach a directory lane whose directory now resolves
+/// elsewhere (after its move) or is gone.
+pub fn resolve_user_lane(arg: Option<&Path>, home: &Path) -> Result<RepoInfo, RepoError> {
+    if let Some(key) = arg
+        .filter(|p| std::fs::symlink_metadata(p).is_err())
+        .and_then(|p| p.to_str())
+        .filter(|k| validate_root_sha(k).is_ok())
+    {
+        return Ok(RepoInfo {
+            root: PathBuf::from(key),
+            root_sha: key.to_string(),
+            kind: crate::store::lane_kind(key),
+        });
+    }
+    let dir = user_dir(arg)?;
+    resolve_lane(&dir, home)
+}
+
+fn user_dir(arg: Option<&Path>) -> Result<PathBuf, RepoError> {
+    match arg {
+        Some(p) if !p.is_dir() => Err(RepoError::RepoArgMissing {
+            path: p.to_path_buf(),
+        }),
+        Some(p) => Ok(p.to_path_buf()),
+        None => std::env::current_dir().map_err(|source| RepoError::Io {
+            path: PathBuf::from("."),
+            source,
+        }),
+    }
 }
 
 /// The repository a user verb means: `--repo` when given (which must be an
 /// existing directory), else the current directory.
 pub fn resolve_user_repo(arg: Option<&Path>, home: &Path) -> Result<RepoInfo, RepoError> {
-    let dir = match arg {
-        Some(p) if !p.is_dir() => {
-            return Err(RepoError::RepoArgMissing {
-                path: p.to_path_buf(),
-            })
-        }
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_dir().map_err(|source| RepoError::Io {
-            path: PathBuf::from("."),
-            source,
-        })?,
-    };
+    let dir = user_dir(arg)?;
     resolve_repo(&dir, home)
 }
 
@@ -136,6 +194,7 @@ pub fn resolve_repo_uncached(cwd: &Path) -> Result<RepoInfo, RepoError> {
     Ok(RepoInfo {
         root: loc.work_tree,
         root_sha: sha,
+        kind: LaneKind::Repository,
     })
 }
 

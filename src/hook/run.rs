@@ -21,6 +21,7 @@ use crate::clock;
 use crate::corpus::Corpus;
 use crate::drain::{self, Budget, DrainReport};
 use crate::hook::payload::{self, HookPayload};
+use crate::lane_move;
 use crate::lineage::{self, Lineage, LineageSource, SidecarOutcome, SpawnAttribution};
 use crate::repo;
 use crate::stage::{self, StageOutcome};
@@ -208,11 +209,12 @@ impl Resolved {
 fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) -> Option<Resolved> {
     let mut cwd_why = String::from("no cwd");
     if let Some(cwd) = cwd_of(p) {
-        match repo::resolve_repo(&cwd, home) {
+        match repo::resolve_lane(&cwd, home) {
             Ok(info) => match Corpus::open(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     ctx.result.resolved_via = Some("cwd".into());
+                    settle(ctx, home, &info, &corpus);
                     return Some(Resolved { corpus, via: "cwd" });
                 }
                 Err(e) => {
@@ -244,6 +246,29 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
             ));
             None
         }
+    }
+}
+
+/// Names a directory lane, or moves the directory lanes waiting inside a
+/// repository that has a commit now ([`lane_move::settle`]). A failure is
+/// reported and costs nothing else: the capture goes on, and the next hook
+/// or verb retries the move.
+fn settle(ctx: &mut Ctx<'_>, home: &Path, info: &repo::RepoInfo, corpus: &Corpus) {
+    match lane_move::settle(home, info, corpus) {
+        Ok(moves) => {
+            for m in moves {
+                ctx.say(format!(
+                    "moved {} record(s), {} staged transcript(s) and {} session note(s) from the directory lane {} into this repository's lane",
+                    m.records, m.staged, m.sessions, m.from
+                ));
+                for f in &m.failed {
+                    ctx.warn(format!("directory lane {}: {f}", m.from));
+                }
+            }
+        }
+        Err(e) => ctx.warn(format!(
+            "the directory lane could not be settled ({e}); the next hook or `abcd history list` retries"
+        )),
     }
 }
 
@@ -473,10 +498,11 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let session_id = p.session_id.clone().filter(|s| lineage::is_valid_id(s));
     let now = clock::now_unix_ns();
     if let Some(cwd) = cwd_of(p) {
-        match repo::resolve_repo(&cwd, home) {
+        match repo::resolve_lane(&cwd, home) {
             Ok(info) => match Corpus::open(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
+                    settle(ctx, home, &info, &corpus);
                     if let Some(s) = &session_id {
                         note_session(ctx, &corpus, s);
                         ctx.result.outcome = "noted".into();
@@ -495,7 +521,9 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                     }
                     // Only when the user turned it on: a detached process,
                     // never waited for.
+                    // A directory lane has no repository to sync through.
                     match crate::sync::auto::start_if_on(&corpus, &root) {
+                        _ if info.kind == store::LaneKind::Directory => {}
                         Ok(true) => ctx.say("a background `abcd sync` started (abcd sync --auto on)"),
                         Ok(false) => {}
                         Err(e) => ctx.warn(format!("the background sync could not start ({e}); run `abcd sync`")),
@@ -505,7 +533,7 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                     "the transcript store could not be opened ({e}); this session will not be captured"
                 )),
             },
-            Err(_) => ctx.say("this directory is not inside a git repository with commits; nothing to capture here"),
+            Err(e) => ctx.warn(format!("this directory's lane could not be resolved ({e}); nothing to capture here")),
         }
     }
     // Every other repository's backlog: counts, sizes and names only.
@@ -525,6 +553,7 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                 .map(|b| {
                     b.name
                         .clone()
+                        .or_else(|| b.directory.clone())
                         .unwrap_or_else(|| b.root_sha[..12].to_owned())
                 })
                 .collect();
@@ -545,9 +574,18 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let Some(cwd) = cwd_of(p) else {
         return;
     };
-    let Ok(info) = repo::resolve_repo(&cwd, home) else {
+    let Ok(info) = repo::resolve_lane(&cwd, home) else {
         return;
     };
+    // A directory lane waiting inside this repository (one `readdir` of
+    // an index directory that usually does not exist): move it now.
+    if info.kind == store::LaneKind::Repository
+        && !store::directory_lanes_within(home, &info.root).is_empty()
+    {
+        if let Ok(corpus) = Corpus::open(home, &info.root_sha) {
+            settle(ctx, home, &info, &corpus);
+        }
+    }
     // A cheap look first: no store or nothing staged means no work at all.
     let Ok(Some(lane)) = store::Lane::open_existing(home, &info.root_sha) else {
         return;
