@@ -5,6 +5,10 @@
 //! commit that keys the store, and the cache under `<home>/cache/roots/` that
 //! lets a hook answer without starting `git`.
 //!
+//! Sessions are never dropped for their directory: [`resolve_lane`] gives a
+//! directory in no repository, or in one without a commit, a directory
+//! lane (`store::directory_key`) instead of an error.
+//!
 //! Must never: let the caller's `GIT_*` environment redirect the lookup
 //! (those variables are cleared), start a pager, trust a cache entry that
 //! names another git dir or another directory inode, or create the store —

@@ -1,7 +1,9 @@
 //! Where things live: the abcd home, the per-repository lane and its
 //! leaves, and which lane a session belongs to.
 //!
-//! Owns: resolving `ABCD_HOME`/`~/.abcd`, the root-SHA key format, creating
+//! Owns: resolving `ABCD_HOME`/`~/.abcd`, the lane key format (a root
+//! commit, or `dir-<hex>` for a directory lane), the directory-lane index
+//! (`dir-lanes/`), creating
 //! a lane top-down with every level proven private and ours, listing lanes,
 //! and looking a session up by its zero-byte note under `sessions/`.
 //!
