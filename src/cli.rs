@@ -35,7 +35,9 @@ pub struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
-    /// The repository to act on (default: the current directory).
+    /// The repository to act on (default: the current directory); a lane
+    /// key (`dir-…` for a directory lane, as `history list --all-repos
+    /// --json` shows) when no such path exists.
     #[arg(long, global = true, value_name = "PATH")]
     pub repo: Option<PathBuf>,
     #[command(subcommand)]

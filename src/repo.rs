@@ -597,6 +597,46 @@ mod tests {
         assert_eq!(resolve_repo_uncached(&f.repo).unwrap().root_sha, old_root);
     }
 
+    #[test]
+    fn resolve_lane_falls_back_to_the_directory() {
+        let f = fixture();
+        // A repository without a commit: keyed by its work tree's top level,
+        // from any directory inside it.
+        let sub = f.repo.join("src");
+        std::fs::create_dir_all(&sub).unwrap();
+        let top = std::fs::canonicalize(&f.repo).unwrap();
+        let info = resolve_lane(&sub, &f.abcd).unwrap();
+        assert_eq!(info.kind, LaneKind::Directory);
+        assert_eq!(info.root, top);
+        assert_eq!(info.root_sha, directory_key(&top));
+        assert!(info.root_sha.starts_with("dir-") && info.root_sha.len() == 68);
+        validate_root_sha(&info.root_sha).unwrap();
+        // No repository: the canonical cwd itself.
+        let plain = f._t.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        let info = resolve_lane(&plain, &f.abcd).unwrap();
+        assert_eq!(info.kind, LaneKind::Directory);
+        assert_eq!(info.root, std::fs::canonicalize(&plain).unwrap());
+        assert_ne!(info.root_sha, directory_key(&top));
+        // A missing cwd is still an error (the session notes answer).
+        assert!(matches!(
+            resolve_lane(&f._t.path().join("gone"), &f.abcd),
+            Err(RepoError::CwdMissing { .. })
+        ));
+        // Once committed, the repository's own key.
+        let root = commit(&f, "first", "2020-01-01T00:00:00Z");
+        let info = resolve_lane(&sub, &f.abcd).unwrap();
+        assert_eq!((info.kind, info.root_sha), (LaneKind::Repository, root));
+        // `--repo` may name a lane by its key when no such path exists.
+        let key = directory_key(&top);
+        let named = resolve_user_lane(Some(Path::new(&key)), &f.abcd).unwrap();
+        assert_eq!((named.kind, named.root_sha), (LaneKind::Directory, key));
+        assert!(matches!(
+            resolve_user_lane(Some(Path::new("no-such-dir")), &f.abcd),
+            Err(RepoError::RepoArgMissing { .. })
+        ));
+    }
+
     /// Cache-hit latency, the path every hook takes. Run in release:
     /// `cargo test --release -p abcd --lib repo::tests::cache_hit_latency -- --ignored --nocapture`
     #[test]

@@ -557,6 +557,60 @@ mod tests {
     }
 
     #[test]
+    fn directory_keys_are_lane_keys_and_the_index_finds_them_by_ancestor() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("abcd");
+        let dir = Path::new("/work/projects/scratch");
+        let key = directory_key(dir);
+        assert_eq!(key.len(), 68);
+        assert_eq!(lane_kind(&key), LaneKind::Directory);
+        assert_eq!(lane_kind(SHA1), LaneKind::Repository);
+        validate_root_sha(&key).unwrap();
+        for bad in [
+            "dir-",
+            &format!("dir-{}", &SHA1[..40]),
+            &key.to_uppercase(),
+            &format!("dor-{}", &key[4..]),
+        ] {
+            assert!(validate_root_sha(bad).is_err(), "{bad}");
+        }
+        // Different directories, different keys; the tag is part of it.
+        assert_ne!(key, directory_key(Path::new("/work/projects")));
+        assert_ne!(
+            &key[4..],
+            crate::fsutil::sha256_hex(dir.as_os_str().as_encoded_bytes())
+        );
+        let lane = Lane::open(&home, &key).unwrap();
+        assert_eq!(lane.kind(), LaneKind::Directory);
+        assert_eq!(list_lanes(&home).unwrap(), vec![key.clone()]);
+        assert_eq!(lane.directory(), None);
+
+        assert!(directory_lanes_within(&home, dir).is_empty());
+        register_directory_lane(&home, &key, dir).unwrap();
+        let text = std::fs::read_to_string(dir_lane_index(&home).join(&key)).unwrap();
+        assert!(!text.contains("scratch"), "digests only: {text}");
+        for within in ["/work/projects/scratch", "/work/projects", "/work", "/"] {
+            assert_eq!(
+                directory_lanes_within(&home, Path::new(within)),
+                vec![key.clone()],
+                "{within}"
+            );
+        }
+        for outside in [
+            "/work/projects/scratch/sub",
+            "/work/other",
+            "/work/projects/scratc",
+        ] {
+            assert!(
+                directory_lanes_within(&home, Path::new(outside)).is_empty(),
+                "{outside}"
+            );
+        }
+        unregister_directory_lane(&home, &key).unwrap();
+        assert!(directory_lanes_within(&home, dir).is_empty());
+    }
+
+    #[test]
     fn list_lanes_skips_non_sha_and_symlinks() {
         let t = tempfile::tempdir().unwrap();
         let home = t.path();
