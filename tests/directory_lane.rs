@@ -471,3 +471,29 @@ fn a_move_killed_at_any_write_is_finished_by_the_next_verb() {
         syncs + renames
     );
 }
+
+#[test]
+fn a_session_end_hook_stages_its_own_transcript_then_moves_the_lane() {
+    let f = fresh_repo_with_waiting_sessions();
+    let env = &f.env;
+    let out = end(env, &f.fresh, "s-four");
+    let hj = hook_json(&out);
+    assert_eq!(hj["outcome"], "staged", "{hj:#}");
+    assert_eq!(hj["root_sha"], env.root_sha_of(&f.fresh).as_str());
+    assert!(
+        stderr(&out).contains("moved 1 record(s), 1 staged transcript(s)"),
+        "{}",
+        stderr(&out)
+    );
+    let staged = json_in(env, &f.fresh, &["history", "staged"]);
+    let mut who: Vec<&str> = staged["staged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["session_id"].as_str().unwrap())
+        .collect();
+    who.sort();
+    assert_eq!(who, ["s-four", "s-two"], "{staged:#}");
+    assert_eq!(sessions_of(&env.lane_of(&f.fresh)), ["s-one"]);
+    assert_eq!(sessions_of(&f.lane), Vec::<String>::new());
+}

@@ -193,6 +193,8 @@ fn cwd_of(p: &HookPayload) -> Option<PathBuf> {
 struct Resolved {
     corpus: Corpus,
     via: &'static str,
+    /// Resolved through the cwd: what it resolved to.
+    info: Option<repo::RepoInfo>,
 }
 
 impl Resolved {
@@ -202,6 +204,19 @@ impl Resolved {
     fn note(&self, ctx: &mut Ctx<'_>, session_id: &str) {
         if self.via == "cwd" {
             note_session(ctx, &self.corpus, session_id);
+        }
+    }
+
+    /// A repository lane takes in the directory lanes waiting inside it,
+    /// once this hook's own transcript is staged (a move of many records
+    /// must never cost the hook its capture).
+    fn move_waiting(&self, ctx: &mut Ctx<'_>, home: &Path) {
+        if let Some(info) = self
+            .info
+            .as_ref()
+            .filter(|i| i.kind == store::LaneKind::Repository)
+        {
+            settle(ctx, home, info, &self.corpus);
         }
     }
 }
@@ -214,8 +229,16 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     ctx.result.resolved_via = Some("cwd".into());
-                    settle(ctx, home, &info, &corpus);
-                    return Some(Resolved { corpus, via: "cwd" });
+                    // A directory lane is named before anything enters it
+                    // (cheap once done: one small read and one stat).
+                    if info.kind == store::LaneKind::Directory {
+                        settle(ctx, home, &info, &corpus);
+                    }
+                    return Some(Resolved {
+                        corpus,
+                        via: "cwd",
+                        info: Some(info),
+                    });
                 }
                 Err(e) => {
                     ctx.warn(format!("the transcript store could not be opened ({e})"));
@@ -233,6 +256,7 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
                 Some(Resolved {
                     corpus,
                     via: "session",
+                    info: None,
                 })
             }
             Err(e) => {
@@ -461,6 +485,7 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     );
     let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &what, outcome);
+    resolved.move_waiting(ctx, home);
 }
 
 fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
@@ -491,6 +516,7 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     resolved.note(ctx, &session_id);
     let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &format!("session {session_id}"), outcome);
+    resolved.move_waiting(ctx, home);
 }
 
 fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
