@@ -298,10 +298,13 @@ fn move_lane(home: &Path, key: &str, info: &RepoInfo, to: &Corpus) -> Result<Mov
             Err(e) => return Err(e.into()),
         }
     }
-    drop(locked);
+    // Unregistered under the lane's lock: a hook that resolved here before
+    // the commit and stages after this move re-registers the lane when it
+    // is done (`settle` after staging), so its entry is moved next time.
     if moved.failed.iter().all(|f| f.contains("moved; warning")) {
         store::unregister_directory_lane(home, key)?;
     }
+    drop(locked);
     Ok(moved)
 }
 

@@ -207,15 +207,12 @@ impl Resolved {
         }
     }
 
-    /// A repository lane takes in the directory lanes waiting inside it,
-    /// once this hook's own transcript is staged (a move of many records
-    /// must never cost the hook its capture).
+    /// After this hook's own transcript is staged: a repository lane takes
+    /// in the directory lanes waiting inside it (a move of many records
+    /// must never cost the hook its capture); a directory lane is
+    /// registered again if a move ran meanwhile (one stat otherwise).
     fn move_waiting(&self, ctx: &mut Ctx<'_>, home: &Path) {
-        if let Some(info) = self
-            .info
-            .as_ref()
-            .filter(|i| i.kind == store::LaneKind::Repository)
-        {
+        if let Some(info) = &self.info {
             settle(ctx, home, info, &self.corpus);
         }
     }
