@@ -93,6 +93,9 @@ pub fn name_directory(
     dir: &Path,
     corpus: &Corpus,
 ) -> Result<(), LaneMoveError> {
+    // Registered first: a lane whose directory cannot be recorded (the
+    // redaction refused the path) is still moved when its time comes.
+    store::register_directory_lane(home, key, dir)?;
     if corpus
         .lane
         .directory()
@@ -112,7 +115,6 @@ pub fn name_directory(
             }))?;
         }
     }
-    store::register_directory_lane(home, key, dir)?;
     Ok(())
 }
 

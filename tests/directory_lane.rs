@@ -497,3 +497,30 @@ fn a_session_end_hook_stages_its_own_transcript_then_moves_the_lane() {
     assert_eq!(sessions_of(&env.lane_of(&f.fresh)), ["s-one"]);
     assert_eq!(sessions_of(&f.lane), Vec::<String>::new());
 }
+
+#[test]
+fn a_directory_lane_records_its_directory_redacted_never_the_home_path() {
+    let env = Env::new();
+    let dir = env.home.join("work/scratch");
+    fs::create_dir_all(&dir).unwrap();
+    let out = end(&env, &dir, "s-home");
+    assert_eq!(hook_json(&out)["outcome"], "staged", "{}", stderr(&out));
+    let lane = env.abcd_home.join("transcripts").join(dir_key(&dir));
+    let d: Value =
+        serde_json::from_slice(&fs::read(lane.join("index/directory.json")).unwrap()).unwrap();
+    let label = d["directory"].as_str().unwrap();
+    let home = fs::canonicalize(&env.home).unwrap().display().to_string();
+    assert!(
+        label.starts_with("~") && label.ends_with("/scratch"),
+        "{label}"
+    );
+    assert!(!label.contains(&home), "{label}");
+    // Nor anywhere in the journal, the index of directory lanes or the
+    // listing's JSON.
+    let journal = fs::read(lane.join("journal/journal")).unwrap();
+    assert!(!journal.windows(home.len()).any(|w| w == home.as_bytes()));
+    let index = fs::read(env.abcd_home.join("dir-lanes").join(dir_key(&dir))).unwrap();
+    assert!(!index.windows(6).any(|w| w == b"scratc"));
+    let st = json_in(&env, &env.repo, &["history", "staged", "--all-repos"]);
+    assert!(!st.to_string().contains(&home), "{st:#}");
+}
