@@ -139,7 +139,13 @@ impl From<ProjectionError> for CaptureError {
 
 /// The scanner for a repository: built-in rules, the caller's identity and
 /// the repository's own `.abcd/redact.json`. The one place that builds it.
+/// A directory lane's directory that holds no `.git` (a session run in no
+/// repository) has no repository configuration: the built-in rules and the
+/// caller's global identity only.
 pub fn scanner_for(repo_root: &std::path::Path) -> Scanner {
+    if std::fs::symlink_metadata(repo_root.join(".git")).is_err() && repo_root.is_dir() {
+        return Scanner::new(abcd_redact::Identity::discover(None), None);
+    }
     Scanner::new(
         abcd_redact::Identity::discover(Some(repo_root)),
         Some(repo_root),

@@ -35,7 +35,9 @@ pub struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
-    /// The repository to act on (default: the current directory).
+    /// The repository to act on (default: the current directory); a lane
+    /// key (`dir-…` for a directory lane, as `history list --all-repos
+    /// --json` shows) when no such path exists.
     #[arg(long, global = true, value_name = "PATH")]
     pub repo: Option<PathBuf>,
     #[command(subcommand)]
@@ -417,6 +419,12 @@ fn sync_cmd(
     };
     let (corpus, info, _) = open_corpus(repo_arg, true)?;
     let corpus = corpus.expect("opened with create");
+    if info.kind == store::LaneKind::Directory {
+        return Err(format!(
+            "{} is in no git repository with a commit, so its sessions are kept in a directory lane, which has no remote to sync through; commit once (the lane then moves into the repository's own) and run `abcd sync` again",
+            info.root.display()
+        ));
+    }
     if args.status.is_some() {
         let st = crate::sync::status(&corpus, &info.root).map_err(|e| e.to_string())?;
         if json {
@@ -528,11 +536,11 @@ fn home() -> Result<PathBuf, String> {
 
 /// The repository the user means: `--repo`, else the current directory.
 fn repo_info(cli_repo: &Option<PathBuf>, home: &Path) -> Result<repo::RepoInfo, String> {
-    repo::resolve_user_repo(cli_repo.as_deref(), home).map_err(|e| {
+    repo::resolve_user_lane(cli_repo.as_deref(), home).map_err(|e| {
         if matches!(e, repo::RepoError::RepoArgMissing { .. }) {
             return e.to_string();
         }
-        format!("{e}\n  abcd keys its corpus by the repository's root commit: run it inside a git repository with at least one commit, or pass --repo <path>")
+        format!("{e}\n  abcd keys its corpus by the repository's root commit (or, outside any repository with a commit, by the directory): run it in an existing directory, or pass --repo <path>")
     })
 }
 
@@ -542,6 +550,11 @@ fn open_corpus(
 ) -> Result<(Option<Corpus>, repo::RepoInfo, PathBuf), String> {
     let home = home()?;
     let info = repo_info(cli_repo, &home)?;
+    // A directory lane waiting inside this repository moves in first, so
+    // the verb sees its records (the repository's lane is made for it).
+    let create = create
+        || (info.kind == store::LaneKind::Repository
+            && !store::directory_lanes_within(&home, &info.root).is_empty());
     let corpus = if create {
         Some(Corpus::open(&home, &info.root_sha).map_err(|e| e.to_string())?)
     } else {
@@ -570,6 +583,16 @@ fn open_corpus(
                 f.seq,
                 sanitize(&f.reason)
             );
+        }
+        let moves = crate::lane_move::settle(&home, &info, c).map_err(|e| e.to_string())?;
+        for m in moves {
+            eprintln!(
+                "abcd: moved {} record(s), {} staged transcript(s) and {} session note(s) from the directory lane {} into this repository's lane",
+                m.records, m.staged, m.sessions, m.from
+            );
+            for f in &m.failed {
+                eprintln!("abcd: directory lane {}: {}", m.from, sanitize(f));
+            }
         }
     }
     Ok((corpus, info, home))
@@ -788,6 +811,7 @@ fn history_cmd(
                             .map_err(|e| e.to_string())?
                         {
                             l.repository = Some(r.repository.clone());
+                            l.lane_kind = Some(r.kind);
                             records.push(l);
                         }
                     }
@@ -805,14 +829,19 @@ fn history_cmd(
                         w(out, String::new())?;
                     }
                     any = true;
-                    w(
-                        out,
-                        format!(
+                    let heading = match r.kind {
+                        store::LaneKind::Repository => format!(
                             "== {} ({})",
                             r.repository,
                             &r.root_sha[..12.min(r.root_sha.len())]
                         ),
-                    )?;
+                        store::LaneKind::Directory => format!(
+                            "== directory {} ({}, no repository with a commit)",
+                            r.repository,
+                            &r.root_sha[..16.min(r.root_sha.len())]
+                        ),
+                    };
+                    w(out, heading)?;
                     print_session_rows(out, &rows)?;
                 }
                 if !any {
@@ -1267,10 +1296,17 @@ fn history_cmd(
                     return Ok(0);
                 }
                 for b in &survey {
+                    let label = match (&b.directory, b.lane_kind) {
+                        (Some(d), _) => format!("directory {d}"),
+                        (None, store::LaneKind::Directory) => "directory (unnamed)".to_string(),
+                        (None, store::LaneKind::Repository) => {
+                            b.name.clone().unwrap_or_else(|| "(unregistered)".into())
+                        }
+                    };
                     let mut line = format!(
                         "{}  {}  {} staged ({} bytes)",
                         &b.root_sha[..12],
-                        b.name.as_deref().unwrap_or("(unregistered)"),
+                        label,
                         b.staged,
                         b.staged_bytes
                     );

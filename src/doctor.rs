@@ -365,7 +365,7 @@ pub fn run(repo_arg: Option<&Path>) -> Report {
     let Ok(h) = abcd_home else {
         return finish(checks);
     };
-    let info = match repo::resolve_user_repo(repo_arg, &h) {
+    let info = match repo::resolve_user_lane(repo_arg, &h) {
         Ok(i) => i,
         Err(e) => {
             checks.push(check(

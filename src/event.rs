@@ -76,6 +76,14 @@ pub enum Event {
     /// it decided here (under the store lock). Appended with a journal id
     /// derived from the published event's id, so a re-pull is a no-op.
     Imported(Box<Imported>),
+    /// A directory lane (`dir-<hex>`: a session ran in no repository, or in
+    /// one without a commit) records the directory it stands for, redacted.
+    DirectoryNamed(DirectoryNamed),
+    /// A directory lane's content moved into a repository lane once its
+    /// directory had a root commit: the records, staged entries and session
+    /// notes named here leave this lane (they were journaled into
+    /// `to_root`'s lane first).
+    LaneMoved(Box<LaneMoved>),
 }
 
 impl Event {
@@ -92,6 +100,8 @@ impl Event {
             Event::SubagentGapSighted(_) => "subagent-gap-sighted",
             Event::Forgotten(_) => "forgotten",
             Event::Imported(_) => "imported",
+            Event::DirectoryNamed(_) => "directory-named",
+            Event::LaneMoved(_) => "lane-moved",
         }
     }
 
@@ -253,6 +263,31 @@ pub struct Discarded {
 pub struct LineageMigrated {
     pub record_name: String,
     pub body: BodyRef,
+}
+
+/// The directory a directory lane stands for. `directory` is the one
+/// free-text field an event carries: the canonical path after the two-stage
+/// redaction a record's lineage scalars get (home directory, user name and
+/// every secret rule replaced by placeholders), never the path as typed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectoryNamed {
+    pub directory: String,
+    pub named_at_ns: u64,
+}
+
+/// What left a directory lane for the repository lane `to_root`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneMoved {
+    /// The repository lane's key (a root commit).
+    pub to_root: String,
+    /// Record names removed from this lane (each stored, or already
+    /// stored, in `to_root`'s lane under the same idempotency key).
+    pub records: Vec<String>,
+    /// Staged stems retired here (each staged in `to_root`'s lane).
+    pub staged: Vec<String>,
+    /// Session notes removed here (each noted in `to_root`'s lane).
+    pub sessions: Vec<String>,
+    pub moved_at_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -216,9 +216,14 @@ pub struct ListedSummary {
     pub turns: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// With `--all-repos`: the repository's name.
+    /// With `--all-repos`: the repository's name (a directory lane's
+    /// directory, redacted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
+    /// With `--all-repos`: `repository` or `directory` (a lane keyed by
+    /// its directory: no repository with a commit there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane_kind: Option<store::LaneKind>,
 }
 
 impl ListedSummary {
@@ -238,6 +243,7 @@ impl ListedSummary {
             turns: s.turns,
             cwd: s.cwd,
             repository: None,
+            lane_kind: None,
         }
     }
 }
@@ -354,6 +360,11 @@ pub struct Backlog {
     pub root_sha: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// `repository` or `directory` (a lane keyed by its directory).
+    pub lane_kind: store::LaneKind,
+    /// A directory lane's directory, redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
     pub staged: usize,
     pub staged_bytes: u64,
     pub overdue: usize,
@@ -383,6 +394,8 @@ pub fn survey(home: &Path, now_ns: u64) -> Result<Vec<Backlog>, HistoryError> {
             .map(|e| e.staged_at.clone());
         out.push(Backlog {
             name: store::repo_name(home, &sha),
+            lane_kind: lane.kind(),
+            directory: lane.directory().map(|d| d.directory),
             root_sha: sha,
             staged: staging.len(),
             staged_bytes: staging.iter().map(|e| e.bytes).sum(),

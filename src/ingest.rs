@@ -760,7 +760,7 @@ impl Resolver<'_> {
         let home = self.home;
         self.cwds
             .entry(cwd.to_owned())
-            .or_insert_with(|| repo::resolve_repo(Path::new(cwd), home).map_err(|e| e.to_string()))
+            .or_insert_with(|| repo::resolve_lane(Path::new(cwd), home).map_err(|e| e.to_string()))
             .clone()
     }
 }
@@ -1108,6 +1108,20 @@ fn store_one(
         };
         match c {
             Some(c) => {
+                // A session run in no repository (or one without a commit)
+                // is kept in its directory's lane, which records the
+                // directory it stands for.
+                if let (Some(dir), false, crate::store::LaneKind::Directory) =
+                    (root, dry_run, crate::store::lane_kind(root_sha))
+                {
+                    if let Err(e) = crate::lane_move::name_directory(home, root_sha, dir, &c) {
+                        rep.failed.push(Failed {
+                            path,
+                            error: format!("the directory lane could not be named: {e}"),
+                        });
+                        return Ok(());
+                    }
+                }
                 corpora.insert(root_sha.to_owned(), (c, root.map(Path::to_path_buf)));
             }
             None => {

@@ -51,7 +51,7 @@ pub enum JournalCmd {
 
 fn lane_journal(repo_arg: &Option<PathBuf>) -> Result<(store::Lane, PathBuf), String> {
     let home = store::abcd_home().map_err(|e| e.to_string())?;
-    let info = repo::resolve_user_repo(repo_arg.as_deref(), &home).map_err(|e| e.to_string())?;
+    let info = repo::resolve_user_lane(repo_arg.as_deref(), &home).map_err(|e| e.to_string())?;
     let lane = store::Lane::open_existing(&home, &info.root_sha)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| {
@@ -173,6 +173,17 @@ fn describe(ev: &Event) -> (String, serde_json::Value) {
         Event::SubagentGapSighted(g) => (
             g.hook_event_name.clone(),
             json!({"hook_event_name": g.hook_event_name}),
+        ),
+        Event::DirectoryNamed(d) => (d.directory.clone(), json!({"directory": d.directory})),
+        Event::LaneMoved(m) => (
+            format!(
+                "to={} records={} staged={} sessions={}",
+                m.to_root,
+                m.records.len(),
+                m.staged.len(),
+                m.sessions.len()
+            ),
+            json!({"to_root": m.to_root, "records": m.records, "staged": m.staged, "sessions": m.sessions}),
         ),
         Event::Imported(i) => {
             let (text, inner) = describe(&i.applied.to_event());
@@ -676,7 +687,7 @@ pub fn run(
         JournalCmd::Upgrade => {
             let home = store::abcd_home().map_err(|e| e.to_string())?;
             let info =
-                repo::resolve_user_repo(repo_arg.as_deref(), &home).map_err(|e| e.to_string())?;
+                repo::resolve_user_lane(repo_arg.as_deref(), &home).map_err(|e| e.to_string())?;
             let Some(lane) =
                 store::Lane::open_existing(&home, &info.root_sha).map_err(|e| e.to_string())?
             else {

@@ -20,6 +20,7 @@ pub mod history;
 pub mod hook;
 pub mod ingest;
 pub mod journal_cli;
+pub mod lane_move;
 pub mod lineage;
 pub mod migrate;
 pub mod naming;

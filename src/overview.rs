@@ -342,6 +342,7 @@ pub struct Repo {
     /// Its work-tree path when a transcript names it (the newest session's
     /// `cwd`), else the registry name, else the root commit.
     pub repository: String,
+    pub kind: store::LaneKind,
     pub corpus: Corpus,
 }
 
@@ -362,12 +363,20 @@ pub fn repos(home: &std::path::Path) -> Result<Vec<Repo>, ReconstructError> {
                 (a.started_at.as_deref(), &a.file).cmp(&(b.started_at.as_deref(), &b.file))
             })
             .and_then(|s| s.cwd);
-        let repository = cwd
+        // A directory lane is labelled with the directory it records.
+        let kind = corpus.lane.kind();
+        let directory = match kind {
+            store::LaneKind::Directory => corpus.lane.directory().map(|d| d.directory),
+            store::LaneKind::Repository => None,
+        };
+        let repository = directory
+            .or(cwd)
             .or_else(|| store::repo_name(home, &sha))
             .unwrap_or_else(|| sha.clone());
         out.push(Repo {
             root_sha: sha,
             repository,
+            kind,
             corpus,
         });
     }

@@ -1073,6 +1073,29 @@ impl<'a> Projector<'a> {
                     }
                 }
             }
+            Event::DirectoryNamed(d) => {
+                let mut state = self.lane.directory().unwrap_or_default();
+                state.directory = d.directory.clone();
+                state.named_at = clock::rfc3339_nanos(d.named_at_ns);
+                self.write_directory(&state)?;
+            }
+            Event::LaneMoved(m) => {
+                for name in &m.records {
+                    self.drop_record(&index, &naming::record_name(name))?;
+                }
+                for stem in &m.staged {
+                    self.retire_staged(&index, &naming::stem(stem))?;
+                }
+                let dir = self.lane.sessions_dir();
+                for s in &m.sessions {
+                    self.remove(&dir.join(&*naming::session_note(s)))?;
+                }
+                let mut state = self.lane.directory().unwrap_or_default();
+                state.moved_to = Some(m.to_root.clone());
+                state.moved_at = Some(clock::rfc3339_nanos(m.moved_at_ns));
+                self.write_directory(&state)?;
+                self.clear_search()?;
+            }
             Event::SubagentGapSighted(g) => {
                 let state_path = self.lane.index_dir().join("gap.json");
                 let mut state = match fsutil::read_private(&state_path, SMALL_FILE_CAP) {
@@ -1114,6 +1137,13 @@ impl<'a> Projector<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Writes a directory lane's `index/directory.json`.
+    fn write_directory(&self, state: &crate::store::LaneDirectory) -> Result<(), ProjectionError> {
+        let mut text = serde_json::to_vec(state).expect("lane directory serialises");
+        text.push(b'\n');
+        self.write(&self.lane.directory_path(), &text)
     }
 
     /// Writes a record file (exactly `file`, as its body holds it) and its

@@ -5,6 +5,10 @@
 //! commit that keys the store, and the cache under `<home>/cache/roots/` that
 //! lets a hook answer without starting `git`.
 //!
+//! Sessions are never dropped for their directory: [`resolve_lane`] gives a
+//! directory in no repository, or in one without a commit, a directory
+//! lane (`store::directory_key`) instead of an error.
+//!
 //! Must never: let the caller's `GIT_*` environment redirect the lookup
 //! (those variables are cleared), start a pager, trust a cache entry that
 //! names another git dir or another directory inode, or create the store —
@@ -27,7 +31,7 @@ use std::process::{Command, Stdio};
 use thiserror::Error;
 
 use crate::fsutil::{ensure_private_dir, guarded_read, sha256_hex, write_atomic};
-use crate::store::validate_root_sha;
+use crate::store::{directory_key, validate_root_sha, LaneKind};
 
 /// Read cap for a `.git` file, a `commondir` file and a cache entry: each is
 /// one path and a few short fields; anything larger is not what we wrote.
@@ -39,13 +43,17 @@ const MAX_WALK_DEPTH: usize = 256;
 /// are simply re-resolved.
 const CACHE_MAGIC: &str = "abcd-root-cache 2";
 
-/// A resolved repository.
+/// A resolved repository (or, from [`resolve_lane`], the directory that
+/// stands in for one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoInfo {
-    /// Top level of the work tree (the directory holding `.git`).
+    /// Top level of the work tree (the directory holding `.git`); for a
+    /// directory lane, the directory it is keyed by.
     pub root: PathBuf,
-    /// The root-commit SHA that keys the store (40 or 64 lowercase hex).
+    /// The lane key: the root-commit SHA (40 or 64 lowercase hex), or for a
+    /// directory lane `dir-<64 hex>` ([`crate::store::directory_key`]).
     pub root_sha: String,
+    pub kind: LaneKind,
 }
 
 /// Why a directory did not resolve to a repository.
@@ -101,6 +109,7 @@ pub fn resolve_repo(cwd: &Path, home: &Path) -> Result<RepoInfo, RepoError> {
         return Ok(RepoInfo {
             root: loc.work_tree,
             root_sha: sha,
+            kind: LaneKind::Repository,
         });
     }
     let sha = root_commit(&loc.work_tree)?;
@@ -108,24 +117,77 @@ pub fn resolve_repo(cwd: &Path, home: &Path) -> Result<RepoInfo, RepoError> {
     Ok(RepoInfo {
         root: loc.work_tree,
         root_sha: sha,
+        kind: LaneKind::Repository,
     })
+}
+
+/// The lane a working directory's sessions go to: its repository's
+/// ([`resolve_repo`]) when it has a commit; else a **directory lane** keyed
+/// by [`directory_key`] of the work tree's top level (a repository with no
+/// commit yet) or of the canonical `cwd` itself (no repository). Nothing is
+/// dropped for its directory; every other failure (a missing cwd, a broken
+/// `.git` file, no `git`) is returned as [`resolve_repo`] returns it.
+pub fn resolve_lane(cwd: &Path, home: &Path) -> Result<RepoInfo, RepoError> {
+    match resolve_repo(cwd, home) {
+        Ok(info) => Ok(info),
+        Err(RepoError::NoCommits { root }) => Ok(directory_lane(root)),
+        Err(RepoError::NotARepo { cwd }) => {
+            let dir = std::fs::canonicalize(&cwd).map_err(|source| RepoError::Io {
+                path: cwd.clone(),
+                source,
+            })?;
+            Ok(directory_lane(dir))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn directory_lane(dir: PathBuf) -> RepoInfo {
+    RepoInfo {
+        root_sha: directory_key(&dir),
+        root: dir,
+        kind: LaneKind::Directory,
+    }
+}
+
+/// [`resolve_user_repo`] with the directory fallback of [`resolve_lane`].
+/// `--repo` may also name a lane by its key (`dir-<hex>` or a root commit,
+/// as `history list --all-repos --json` shows) when no such path exists:
+/// the way to reach a directory lane whose directory now resolves
+/// elsewhere (after its move) or is gone.
+pub fn resolve_user_lane(arg: Option<&Path>, home: &Path) -> Result<RepoInfo, RepoError> {
+    if let Some(key) = arg
+        .filter(|p| std::fs::symlink_metadata(p).is_err())
+        .and_then(|p| p.to_str())
+        .filter(|k| validate_root_sha(k).is_ok())
+    {
+        return Ok(RepoInfo {
+            root: PathBuf::from(key),
+            root_sha: key.to_string(),
+            kind: crate::store::lane_kind(key),
+        });
+    }
+    let dir = user_dir(arg)?;
+    resolve_lane(&dir, home)
+}
+
+fn user_dir(arg: Option<&Path>) -> Result<PathBuf, RepoError> {
+    match arg {
+        Some(p) if !p.is_dir() => Err(RepoError::RepoArgMissing {
+            path: p.to_path_buf(),
+        }),
+        Some(p) => Ok(p.to_path_buf()),
+        None => std::env::current_dir().map_err(|source| RepoError::Io {
+            path: PathBuf::from("."),
+            source,
+        }),
+    }
 }
 
 /// The repository a user verb means: `--repo` when given (which must be an
 /// existing directory), else the current directory.
 pub fn resolve_user_repo(arg: Option<&Path>, home: &Path) -> Result<RepoInfo, RepoError> {
-    let dir = match arg {
-        Some(p) if !p.is_dir() => {
-            return Err(RepoError::RepoArgMissing {
-                path: p.to_path_buf(),
-            })
-        }
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_dir().map_err(|source| RepoError::Io {
-            path: PathBuf::from("."),
-            source,
-        })?,
-    };
+    let dir = user_dir(arg)?;
     resolve_repo(&dir, home)
 }
 
@@ -136,6 +198,7 @@ pub fn resolve_repo_uncached(cwd: &Path) -> Result<RepoInfo, RepoError> {
     Ok(RepoInfo {
         root: loc.work_tree,
         root_sha: sha,
+        kind: LaneKind::Repository,
     })
 }
 
@@ -532,6 +595,46 @@ mod tests {
         );
         assert_ne!(old_root, new_root);
         assert_eq!(resolve_repo_uncached(&f.repo).unwrap().root_sha, old_root);
+    }
+
+    #[test]
+    fn resolve_lane_falls_back_to_the_directory() {
+        let f = fixture();
+        // A repository without a commit: keyed by its work tree's top level,
+        // from any directory inside it.
+        let sub = f.repo.join("src");
+        std::fs::create_dir_all(&sub).unwrap();
+        let top = std::fs::canonicalize(&f.repo).unwrap();
+        let info = resolve_lane(&sub, &f.abcd).unwrap();
+        assert_eq!(info.kind, LaneKind::Directory);
+        assert_eq!(info.root, top);
+        assert_eq!(info.root_sha, directory_key(&top));
+        assert!(info.root_sha.starts_with("dir-") && info.root_sha.len() == 68);
+        validate_root_sha(&info.root_sha).unwrap();
+        // No repository: the canonical cwd itself.
+        let plain = f._t.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        let info = resolve_lane(&plain, &f.abcd).unwrap();
+        assert_eq!(info.kind, LaneKind::Directory);
+        assert_eq!(info.root, std::fs::canonicalize(&plain).unwrap());
+        assert_ne!(info.root_sha, directory_key(&top));
+        // A missing cwd is still an error (the session notes answer).
+        assert!(matches!(
+            resolve_lane(&f._t.path().join("gone"), &f.abcd),
+            Err(RepoError::CwdMissing { .. })
+        ));
+        // Once committed, the repository's own key.
+        let root = commit(&f, "first", "2020-01-01T00:00:00Z");
+        let info = resolve_lane(&sub, &f.abcd).unwrap();
+        assert_eq!((info.kind, info.root_sha), (LaneKind::Repository, root));
+        // `--repo` may name a lane by its key when no such path exists.
+        let key = directory_key(&top);
+        let named = resolve_user_lane(Some(Path::new(&key)), &f.abcd).unwrap();
+        assert_eq!((named.kind, named.root_sha), (LaneKind::Directory, key));
+        assert!(matches!(
+            resolve_user_lane(Some(Path::new("no-such-dir")), &f.abcd),
+            Err(RepoError::RepoArgMissing { .. })
+        ));
     }
 
     /// Cache-hit latency, the path every hook takes. Run in release:

@@ -1,7 +1,9 @@
 //! Where things live: the abcd home, the per-repository lane and its
 //! leaves, and which lane a session belongs to.
 //!
-//! Owns: resolving `ABCD_HOME`/`~/.abcd`, the root-SHA key format, creating
+//! Owns: resolving `ABCD_HOME`/`~/.abcd`, the lane key format (a root
+//! commit, or `dir-<hex>` for a directory lane), the directory-lane index
+//! (`dir-lanes/`), creating
 //! a lane top-down with every level proven private and ours, listing lanes,
 //! and looking a session up by its zero-byte note under `sessions/`.
 //!
@@ -31,7 +33,7 @@ pub enum StoreError {
     NoHome,
     #[error("the abcd home {value:?} (from ABCD_HOME, else HOME) is a relative path; set ABCD_HOME to an absolute path (a relative one would put the store wherever abcd happens to run)")]
     RelativeHome { value: PathBuf },
-    #[error("{value:?} is not a root-commit SHA: expected exactly 40 (SHA-1) or 64 (SHA-256) lowercase hex characters")]
+    #[error("{value:?} is not a lane key: expected a root-commit SHA of exactly 40 (SHA-1) or 64 (SHA-256) lowercase hex characters, or a directory key `dir-` and 64 lowercase hex")]
     BadRootSha { value: String },
     #[error(
         "{value:?} is not a valid session id (letters, digits, '.', '_', '-'; not '.' or '..')"
@@ -74,11 +76,75 @@ pub fn abcd_home_from(
     Ok(h)
 }
 
-fn is_root_sha(s: &str) -> bool {
-    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+fn is_hex(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// Exactly 40 or 64 lowercase hex characters.
+/// A repository lane's key: the root commit, 40 or 64 lowercase hex.
+fn is_commit_sha(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && is_hex(s)
+}
+
+/// Prefix of a directory lane's key (`dir-<64 lowercase hex>`).
+pub const DIRECTORY_KEY_PREFIX: &str = "dir-";
+
+/// Domain tag hashed before a directory's path in its lane key and in the
+/// directory-lane index, so neither digest can be confused with another
+/// SHA-256 the store keeps (bodies, cache names).
+const DIRECTORY_KEY_TAG: &[u8] = b"abcd directory lane v1\0";
+
+/// A directory lane's key: `dir-` and 64 lowercase hex.
+fn is_directory_key(s: &str) -> bool {
+    s.strip_prefix(DIRECTORY_KEY_PREFIX)
+        .is_some_and(|h| h.len() == 64 && is_hex(h))
+}
+
+/// Any lane key: a root commit or a directory key.
+fn is_root_sha(s: &str) -> bool {
+    is_commit_sha(s) || is_directory_key(s)
+}
+
+/// What a lane stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LaneKind {
+    /// Keyed by a repository's root commit.
+    Repository,
+    /// Keyed by a directory that is in no repository with a commit
+    /// (`dir-<hex>`): see [`directory_key`].
+    Directory,
+}
+
+/// The kind of a lane key (a key that is neither reads as a repository:
+/// callers validate keys before they get here).
+pub fn lane_kind(key: &str) -> LaneKind {
+    if is_directory_key(key) {
+        LaneKind::Directory
+    } else {
+        LaneKind::Repository
+    }
+}
+
+/// The SHA-256 (hex) of the domain tag and `dir`'s path bytes: a directory
+/// lane's key without its prefix, and the digest the directory-lane index
+/// keeps for each ancestor. `dir` must be canonical and absolute (the
+/// caller canonicalises), so one directory has one key.
+pub fn directory_digest(dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(DIRECTORY_KEY_TAG);
+    h.update(dir.as_os_str().as_encoded_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The lane key of a directory in no repository with a commit:
+/// `dir-<SHA-256 over the domain tag and the canonical absolute path>`.
+pub fn directory_key(dir: &Path) -> String {
+    format!("{DIRECTORY_KEY_PREFIX}{}", directory_digest(dir))
+}
+
+/// A root commit (40 or 64 lowercase hex) or a directory key
+/// (`dir-` and 64 lowercase hex): every lane key.
 pub fn validate_root_sha(s: &str) -> Result<(), StoreError> {
     if is_root_sha(s) {
         Ok(())
@@ -257,6 +323,109 @@ pub fn session_store(home: &Path, session_id: &str) -> Result<String, StoreError
     }
 }
 
+/// The directory-lane index: `<home>/dir-lanes/<dir-key>`, one file per
+/// directory lane, listing (one per line) the [`directory_digest`] of the
+/// lane's directory and of each of its ancestors. Digests only: a path may
+/// hold a secret. It lets a hook whose repository has a commit learn, with
+/// one `readdir` of a directory that usually does not exist, whether a
+/// directory lane waits to be moved into it; a lane whose index file was
+/// lost stays listed and usable, it is simply not moved automatically.
+pub fn dir_lane_index(home: &Path) -> PathBuf {
+    home.join("dir-lanes")
+}
+
+/// Bound on the ancestors an index file lists (deeper than any real path).
+const MAX_INDEXED_ANCESTORS: usize = 256;
+
+/// Adds the index file of the directory lane `key` standing for `dir`
+/// (canonical) unless it is there. One stat when it is.
+pub fn register_directory_lane(home: &Path, key: &str, dir: &Path) -> Result<(), StoreError> {
+    validate_root_sha(key)?;
+    let base = dir_lane_index(home);
+    let file = base.join(key);
+    if std::fs::symlink_metadata(&file).is_ok() {
+        return Ok(());
+    }
+    for level in [home.to_path_buf(), base.clone()] {
+        ensure_private_dir(&level)?;
+    }
+    let mut text = String::new();
+    for a in dir.ancestors().take(MAX_INDEXED_ANCESTORS) {
+        text.push_str(&directory_digest(a));
+        text.push('\n');
+    }
+    crate::fsutil::write_atomic(&file, text.as_bytes(), false)?;
+    Ok(())
+}
+
+/// Removes the index file of a directory lane (after its move).
+pub fn unregister_directory_lane(home: &Path, key: &str) -> Result<(), StoreError> {
+    validate_root_sha(key)?;
+    crate::fsutil::remove_file_if_exists(&dir_lane_index(home).join(key))?;
+    Ok(())
+}
+
+/// The directory lanes whose directory is `work_tree` (canonical) or lies
+/// inside it, sorted. No index directory (the common case) costs one
+/// failed `open`; an unreadable index file is skipped.
+pub fn directory_lanes_within(home: &Path, work_tree: &Path) -> Vec<String> {
+    let base = dir_lane_index(home);
+    let Ok(rd) = std::fs::read_dir(&base) else {
+        return Vec::new();
+    };
+    let want = directory_digest(work_tree);
+    let mut out = Vec::new();
+    for entry in rd.flatten() {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !is_directory_key(&name) {
+            continue;
+        }
+        let Ok(bytes) = crate::fsutil::read_private(&entry.path(), META_JSON_CAP) else {
+            continue;
+        };
+        if bytes.split(|b| *b == b'\n').any(|l| l == want.as_bytes()) {
+            out.push(name);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What a directory lane records about itself (`index/directory.json`, the
+/// projection of its `DirectoryNamed` and `LaneMoved` events).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LaneDirectory {
+    /// The directory, redacted (the home directory and user name replaced).
+    pub directory: String,
+    /// RFC 3339 time the lane was named.
+    pub named_at: String,
+    /// The repository lane its content last moved into, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_at: Option<String>,
+}
+
+impl Lane {
+    /// `index/directory.json`: see [`LaneDirectory`].
+    pub fn directory_path(&self) -> PathBuf {
+        self.index_dir().join("directory.json")
+    }
+
+    /// What this directory lane records about itself; `None` for a
+    /// repository lane or one not named yet.
+    pub fn directory(&self) -> Option<LaneDirectory> {
+        let bytes = crate::fsutil::read_private(&self.directory_path(), META_JSON_CAP).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub fn kind(&self) -> LaneKind {
+        lane_kind(&self.root_sha)
+    }
+}
+
 /// Best-effort display name of a repository from the registry's
 /// `<home>/history/<sha>/meta.json` `"name"`. Any problem (absent,
 /// unreadable, not JSON, a name with control characters) yields `None`.
@@ -385,6 +554,60 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("owned by another account"), "{msg}");
+    }
+
+    #[test]
+    fn directory_keys_are_lane_keys_and_the_index_finds_them_by_ancestor() {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("abcd");
+        let dir = Path::new("/work/projects/scratch");
+        let key = directory_key(dir);
+        assert_eq!(key.len(), 68);
+        assert_eq!(lane_kind(&key), LaneKind::Directory);
+        assert_eq!(lane_kind(SHA1), LaneKind::Repository);
+        validate_root_sha(&key).unwrap();
+        for bad in [
+            "dir-",
+            &format!("dir-{}", &SHA1[..40]),
+            &key.to_uppercase(),
+            &format!("dor-{}", &key[4..]),
+        ] {
+            assert!(validate_root_sha(bad).is_err(), "{bad}");
+        }
+        // Different directories, different keys; the tag is part of it.
+        assert_ne!(key, directory_key(Path::new("/work/projects")));
+        assert_ne!(
+            &key[4..],
+            crate::fsutil::sha256_hex(dir.as_os_str().as_encoded_bytes())
+        );
+        let lane = Lane::open(&home, &key).unwrap();
+        assert_eq!(lane.kind(), LaneKind::Directory);
+        assert_eq!(list_lanes(&home).unwrap(), vec![key.clone()]);
+        assert_eq!(lane.directory(), None);
+
+        assert!(directory_lanes_within(&home, dir).is_empty());
+        register_directory_lane(&home, &key, dir).unwrap();
+        let text = std::fs::read_to_string(dir_lane_index(&home).join(&key)).unwrap();
+        assert!(!text.contains("scratch"), "digests only: {text}");
+        for within in ["/work/projects/scratch", "/work/projects", "/work", "/"] {
+            assert_eq!(
+                directory_lanes_within(&home, Path::new(within)),
+                vec![key.clone()],
+                "{within}"
+            );
+        }
+        for outside in [
+            "/work/projects/scratch/sub",
+            "/work/other",
+            "/work/projects/scratc",
+        ] {
+            assert!(
+                directory_lanes_within(&home, Path::new(outside)).is_empty(),
+                "{outside}"
+            );
+        }
+        unregister_directory_lane(&home, &key).unwrap();
+        assert!(directory_lanes_within(&home, dir).is_empty());
     }
 
     #[test]

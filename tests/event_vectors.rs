@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use abcd::event::{
-    self, v1, Applied, BlobPlace, BodyRef, CaptureOutcome, Captured, Discarded, Event, EventError,
-    Forgotten, GapSighted, Imported, LineageMigrated, Quarantined, Restaged, Rewrite, SessionNoted,
-    Staged, StagedRef,
+    self, v1, Applied, BlobPlace, BodyRef, CaptureOutcome, Captured, DirectoryNamed, Discarded,
+    Event, EventError, Forgotten, GapSighted, Imported, LaneMoved, LineageMigrated, Quarantined,
+    Restaged, Rewrite, SessionNoted, Staged, StagedRef,
 };
 
 const AT: u64 = 1_767_225_600_000_000_000;
@@ -78,7 +78,7 @@ fn events() -> Vec<Event> {
             body: body('b'),
         })),
         Event::SessionNoted(SessionNoted {
-            session_id: session,
+            session_id: session.clone(),
             noted_at_ns: AT + 3,
         }),
         Event::SubagentGapSighted(GapSighted {
@@ -118,6 +118,17 @@ fn events() -> Vec<Event> {
                 from: "f".repeat(64),
                 to: None,
             }],
+        })),
+        Event::DirectoryNamed(DirectoryNamed {
+            directory: "/work/<home>/scratch".into(),
+            named_at_ns: AT + 5,
+        }),
+        Event::LaneMoved(Box::new(LaneMoved {
+            to_root: "c".repeat(40),
+            records: vec![format!("20260101T000001.000000000Z-{session}.md")],
+            staged: vec![format!("20260101T000000.000000000Z-{session}-agent-a1")],
+            sessions: vec![session.clone()],
+            moved_at_ns: AT + 6,
         })),
     ]
 }

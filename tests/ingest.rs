@@ -194,7 +194,7 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
     let env = &w.env;
     // The default source: ~/.claude/projects of the (temporary) HOME.
     let rep = ingest(env, &[]);
-    assert_eq!(rep["stored"].as_array().unwrap().len(), 9, "{rep:#}");
+    assert_eq!(rep["stored"].as_array().unwrap().len(), 10, "{rep:#}");
     assert_eq!(
         reasons(&rep),
         [
@@ -212,8 +212,35 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
         .iter()
         .map(|o| o["project"].as_str().unwrap())
         .collect();
-    assert_eq!(orphans.len(), 2, "{rep:#}");
-    assert!(orphans.contains(&"-scratch") && orphans.contains(&"-gone"));
+    assert_eq!(orphans, ["-gone"], "{rep:#}");
+    // The session run in no repository is kept in its directory's lane
+    // (issue 11, point 5), labelled with the directory.
+    let scratch = fs::canonicalize(env.tmp.path().join("scratch")).unwrap();
+    let in_dir: Vec<&Value> = rep["stored"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["root_sha"].as_str().unwrap().starts_with("dir-"))
+        .collect();
+    assert_eq!(in_dir.len(), 1, "{rep:#}");
+    assert_eq!(
+        in_dir[0]["session_id"],
+        "dac34307-159f-4fcd-9c21-35210246ad38"
+    );
+    let dir_lane = env
+        .abcd_home
+        .join("transcripts")
+        .join(in_dir[0]["root_sha"].as_str().unwrap());
+    assert_eq!(records_in(&dir_lane).len(), 1);
+    let all = env.json(&["history", "list", "--all-repos"]);
+    let listed = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["session_id"] == "dac34307-159f-4fcd-9c21-35210246ad38")
+        .unwrap_or_else(|| panic!("{all:#}"));
+    assert_eq!(listed["lane_kind"], "directory");
+    assert_eq!(listed["repository"], scratch.display().to_string().as_str());
     // Each repository got its own sessions, sub-agents included.
     assert_eq!(records_in(&env.lane()).len(), 3);
     assert_eq!(records_in(&env.lane_of(&w.repo_b)).len(), 4);
@@ -260,7 +287,7 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
     );
     let again = ingest(env, &[]);
     assert_eq!(again["stored"].as_array().unwrap().len(), 0, "{again:#}");
-    assert_eq!(again["already_stored"].as_array().unwrap().len(), 9);
+    assert_eq!(again["already_stored"].as_array().unwrap().len(), 10);
     assert_eq!(
         lanes_before,
         (
@@ -300,13 +327,13 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
             .iter()
             .filter(|s| s["reason"] == "owned-elsewhere")
             .count(),
-        6,
+        7,
         "{adopt:#}"
     );
     assert_eq!(
         adopt["orphans"].as_array().unwrap().len(),
-        1,
-        "-scratch stays an orphan"
+        0,
+        "-scratch is owned by its directory lane: {adopt:#}"
     );
 }
 
@@ -317,7 +344,7 @@ fn ingest_dry_run_writes_nothing_and_text_report_names_the_counts() {
     let out = env.abcd(&["history", "ingest", "--dry-run"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("would store 9"), "{text}");
+    assert!(text.contains("would store 10"), "{text}");
     assert!(text.contains("orphan"), "{text}");
     assert!(!env.lane().exists(), "a dry run creates no lane");
     assert!(!env.lane_of(&w.repo_b).exists());
@@ -325,7 +352,7 @@ fn ingest_dry_run_writes_nothing_and_text_report_names_the_counts() {
     ingest(env, &[]);
     let dry = ingest(env, &["--dry-run"]);
     assert_eq!(dry["stored"].as_array().unwrap().len(), 0, "{dry:#}");
-    assert_eq!(dry["already_stored"].as_array().unwrap().len(), 9);
+    assert_eq!(dry["already_stored"].as_array().unwrap().len(), 10);
 }
 
 #[test]
@@ -336,7 +363,7 @@ fn ingest_of_a_symlinked_projects_directory_walks_its_target_only() {
     fs::rename(&w.projects, &real).unwrap();
     std::os::unix::fs::symlink(&real, &w.projects).unwrap();
     let rep = ingest(env, &[]);
-    assert_eq!(rep["stored"].as_array().unwrap().len(), 9, "{rep:#}");
+    assert_eq!(rep["stored"].as_array().unwrap().len(), 10, "{rep:#}");
     assert!(rep["notes"][0].as_str().unwrap().contains("is a symlink"));
     // CLAUDE_CONFIG_DIR moves the default source.
     let cfg = env.tmp.path().join("cfg");
@@ -574,7 +601,7 @@ fn an_ingest_killed_midway_is_finished_by_running_it_again() {
         assert_eq!(
             rep["stored"].as_array().unwrap().len()
                 + rep["already_stored"].as_array().unwrap().len(),
-            9,
+            10,
             "{spec}: {rep:#}"
         );
         assert_eq!(records_in(&env.lane()).len(), 3, "{spec}");
@@ -622,7 +649,7 @@ fn a_second_run_skips_unchanged_files_by_metadata_but_never_a_changed_one() {
         serde_json::from_slice(&out.stdout).unwrap()
     };
     let first = run(&later);
-    assert_eq!(first["stored"].as_array().unwrap().len(), 9);
+    assert_eq!(first["stored"].as_array().unwrap().len(), 10);
     let cache = fs::read_to_string(env.abcd_home.join("cache/ingest")).unwrap();
     assert!(
         !cache.contains(".claude") && !cache.contains(env.tmp.path().to_str().unwrap()),
@@ -637,7 +664,7 @@ fn a_second_run_skips_unchanged_files_by_metadata_but_never_a_changed_one() {
             .filter(|s| s["via"] == "unchanged")
             .count()
     };
-    assert_eq!(unchanged(&second), 9, "{second:#}");
+    assert_eq!(unchanged(&second), 10, "{second:#}");
     // Only the files that were never stored (refused, orphans) are read.
     assert!(
         second["bytes_read"].as_u64().unwrap() * 10 < first["bytes_read"].as_u64().unwrap(),
@@ -665,7 +692,7 @@ fn a_second_run_skips_unchanged_files_by_metadata_but_never_a_changed_one() {
         .set_modified(mtime)
         .unwrap();
     let third = run(&later);
-    assert_eq!(unchanged(&third), 8, "{third:#}");
+    assert_eq!(unchanged(&third), 9, "{third:#}");
     let stored = third["stored"].as_array().unwrap();
     assert_eq!(
         stored.len(),

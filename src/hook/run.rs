@@ -21,6 +21,7 @@ use crate::clock;
 use crate::corpus::Corpus;
 use crate::drain::{self, Budget, DrainReport};
 use crate::hook::payload::{self, HookPayload};
+use crate::lane_move;
 use crate::lineage::{self, Lineage, LineageSource, SidecarOutcome, SpawnAttribution};
 use crate::repo;
 use crate::stage::{self, StageOutcome};
@@ -192,6 +193,8 @@ fn cwd_of(p: &HookPayload) -> Option<PathBuf> {
 struct Resolved {
     corpus: Corpus,
     via: &'static str,
+    /// Resolved through the cwd: what it resolved to.
+    info: Option<repo::RepoInfo>,
 }
 
 impl Resolved {
@@ -203,17 +206,36 @@ impl Resolved {
             note_session(ctx, &self.corpus, session_id);
         }
     }
+
+    /// After this hook's own transcript is staged: a repository lane takes
+    /// in the directory lanes waiting inside it (a move of many records
+    /// must never cost the hook its capture); a directory lane is
+    /// registered again if a move ran meanwhile (one stat otherwise).
+    fn move_waiting(&self, ctx: &mut Ctx<'_>, home: &Path) {
+        if let Some(info) = &self.info {
+            settle(ctx, home, info, &self.corpus);
+        }
+    }
 }
 
 fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) -> Option<Resolved> {
     let mut cwd_why = String::from("no cwd");
     if let Some(cwd) = cwd_of(p) {
-        match repo::resolve_repo(&cwd, home) {
+        match repo::resolve_lane(&cwd, home) {
             Ok(info) => match Corpus::open_for_hook(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
                     ctx.result.resolved_via = Some("cwd".into());
-                    return Some(Resolved { corpus, via: "cwd" });
+                    // A directory lane is named before anything enters it
+                    // (cheap once done: one small read and one stat).
+                    if info.kind == store::LaneKind::Directory {
+                        settle(ctx, home, &info, &corpus);
+                    }
+                    return Some(Resolved {
+                        corpus,
+                        via: "cwd",
+                        info: Some(info),
+                    });
                 }
                 Err(e) => {
                     ctx.warn(format!("the transcript store could not be opened ({e})"));
@@ -231,6 +253,7 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
                 Some(Resolved {
                     corpus,
                     via: "session",
+                    info: None,
                 })
             }
             Err(e) => {
@@ -244,6 +267,29 @@ fn resolve(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload, session_id: &str) ->
             ));
             None
         }
+    }
+}
+
+/// Names a directory lane, or moves the directory lanes waiting inside a
+/// repository that has a commit now ([`lane_move::settle`]). A failure is
+/// reported and costs nothing else: the capture goes on, and the next hook
+/// or verb retries the move.
+fn settle(ctx: &mut Ctx<'_>, home: &Path, info: &repo::RepoInfo, corpus: &Corpus) {
+    match lane_move::settle(home, info, corpus) {
+        Ok(moves) => {
+            for m in moves {
+                ctx.say(format!(
+                    "moved {} record(s), {} staged transcript(s) and {} session note(s) from the directory lane {} into this repository's lane",
+                    m.records, m.staged, m.sessions, m.from
+                ));
+                for f in &m.failed {
+                    ctx.warn(format!("directory lane {}: {f}", m.from));
+                }
+            }
+        }
+        Err(e) => ctx.warn(format!(
+            "the directory lane could not be settled ({e}); the next hook or `abcd history list` retries"
+        )),
     }
 }
 
@@ -437,6 +483,7 @@ fn subagent_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     );
     let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &what, outcome);
+    resolved.move_waiting(ctx, home);
 }
 
 fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
@@ -468,6 +515,7 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     resolved.note(ctx, &session_id);
     let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &format!("session {session_id}"), outcome);
+    resolved.move_waiting(ctx, home);
 }
 
 fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
@@ -475,10 +523,11 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let session_id = p.session_id.clone().filter(|s| lineage::is_valid_id(s));
     let now = clock::now_unix_ns();
     if let Some(cwd) = cwd_of(p) {
-        match repo::resolve_repo(&cwd, home) {
+        match repo::resolve_lane(&cwd, home) {
             Ok(info) => match Corpus::open_for_hook(home, &info.root_sha) {
                 Ok(corpus) => {
                     ctx.result.root_sha = Some(info.root_sha.clone());
+                    settle(ctx, home, &info, &corpus);
                     if let Some(s) = &session_id {
                         note_session(ctx, &corpus, s);
                         ctx.result.outcome = "noted".into();
@@ -497,7 +546,9 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                     }
                     // Only when the user turned it on: a detached process,
                     // never waited for.
+                    // A directory lane has no repository to sync through.
                     match crate::sync::auto::start_if_on(&corpus, &root) {
+                        _ if info.kind == store::LaneKind::Directory => {}
                         Ok(true) => ctx.say("a background `abcd sync` started (abcd sync --auto on)"),
                         Ok(false) => {}
                         Err(e) => ctx.warn(format!("the background sync could not start ({e}); run `abcd sync`")),
@@ -507,7 +558,7 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                     "the transcript store could not be opened ({e}); this session will not be captured"
                 )),
             },
-            Err(_) => ctx.say("this directory is not inside a git repository with commits; nothing to capture here"),
+            Err(e) => ctx.warn(format!("this directory's lane could not be resolved ({e}); nothing to capture here")),
         }
     }
     // Every other repository's backlog: counts, sizes and names only.
@@ -527,6 +578,7 @@ fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
                 .map(|b| {
                     b.name
                         .clone()
+                        .or_else(|| b.directory.clone())
                         .unwrap_or_else(|| b.root_sha[..12].to_owned())
                 })
                 .collect();
@@ -547,9 +599,18 @@ fn prompt_drain(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     let Some(cwd) = cwd_of(p) else {
         return;
     };
-    let Ok(info) = repo::resolve_repo(&cwd, home) else {
+    let Ok(info) = repo::resolve_lane(&cwd, home) else {
         return;
     };
+    // A directory lane waiting inside this repository (one `readdir` of
+    // an index directory that usually does not exist): move it now.
+    if info.kind == store::LaneKind::Repository
+        && !store::directory_lanes_within(home, &info.root).is_empty()
+    {
+        if let Ok(corpus) = Corpus::open_for_hook(home, &info.root_sha) {
+            settle(ctx, home, &info, &corpus);
+        }
+    }
     // A cheap look first: no store or nothing staged means no work at all.
     let Ok(Some(lane)) = store::Lane::open_existing(home, &info.root_sha) else {
         return;
