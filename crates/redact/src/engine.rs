@@ -1571,6 +1571,12 @@ impl Engine {
                             .any(|h| l == h.as_bytes() || l.ends_with(format!(".{h}").as_bytes()))
                         && !self.path_allowed(val)
                 }
+                Check::ProviderNamed => {
+                    crate::rules::provider_named_ok(&v[m.start()..s], val)
+                        && !elided_after(&v[e..])
+                        // `00DE…!AQcA…`: cut at a byte the value holds.
+                        && !next.is_some_and(|b| is_alnum(b) || b == b'!')
+                }
                 Check::None => true,
             };
             if !ok || e <= s || val.starts_with(b"[REDACTED:") {

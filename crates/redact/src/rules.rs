@@ -42,6 +42,12 @@ pub enum Check {
     /// Base64 that decodes to printable text (a Kubernetes `Secret`'s
     /// `data:` values: `admin:password`, a connection string).
     Base64Text,
+    /// A value right after a provider's name and a secret word
+    /// (`bscscan_token: V`, `owlbot TOKEN V`, `cloudplanSECRET-V`): see
+    /// [`provider_named_ok`]. The keyboard-run placeholder marks do not
+    /// apply here: next to a provider's name a sequential-looking value is
+    /// still that provider's credential.
+    ProviderNamed,
     Ipv4,
     Ipv6,
     Mac,
@@ -1145,6 +1151,7 @@ pub fn builtin() -> Vec<RuleDef> {
         }
     }
     r.extend(named_values());
+    r.push(provider_named());
     r.extend(network());
     r
 }
@@ -1277,6 +1284,369 @@ fn named_values() -> Vec<RuleDef> {
             grp(id, "generic-secret", keywords, pattern, Check::Token)
         })
         .collect()
+}
+
+/// Words that make a name a secret's name when they follow a provider's
+/// name, in any case and glued or separated (`owlbotTOKEN`, `zonka
+/// ACCESS_KEY`, `signaturit secret TOKEN`, `hiveage-secret-KEY-`).
+const PROVIDER_SECRET_WORDS: &str =
+    r"(?:secret|token|tkn|key|private|access|apikey|api|auth|pat|credentials?)";
+
+/// Keywords of `provider-named`: each secret word in the spellings the
+/// pattern needs (a line holding none cannot match).
+const PROVIDER_NAMED_KEYWORDS: &[&str] = &[
+    "secret",
+    "token",
+    "tkn",
+    "key",
+    "private",
+    "access",
+    "credential",
+];
+
+/// `<provider><secret words><separator><value>`: the value a provider's
+/// name labels as its secret. The provider is checked in code
+/// ([`provider_named_ok`]); the separator may be an operator, spaces or one
+/// dash (`unplu-access-token-V`).
+fn provider_named() -> RuleDef {
+    let w = PROVIDER_SECRET_WORDS;
+    let pattern = leak(format!(
+        r#"(?i)(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]{{2,30}}?(?:[_.-][A-Za-z0-9]{{2,20}}?)?[ _.-]?{w}(?:[ _.-]?{w}){{0,3}}(?:["']?[ \t]*(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ \t]+["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
+    ));
+    RuleDef {
+        min_entropy: NO_ENTROPY_FLOOR,
+        ..grp(
+            "provider-named",
+            "generic-secret",
+            PROVIDER_NAMED_KEYWORDS,
+            pattern,
+            Check::ProviderNamed,
+        )
+    }
+}
+
+/// First words of a name that are not a provider's: generic qualifiers
+/// (`api_key`, `my_token`, `client secret`), code (`const fooToken`), and
+/// names that say the value is public, made up or about a secret
+/// (`publicToken`, `nonMatchingToken`, `csrf-token`, `primaryKey`).
+const NOT_PROVIDERS: &[&str] = &[
+    "api",
+    "app",
+    "apps",
+    "my",
+    "your",
+    "our",
+    "the",
+    "this",
+    "that",
+    "secret",
+    "secrets",
+    "access",
+    "client",
+    "auth",
+    "private",
+    "public",
+    "test",
+    "tests",
+    "testing",
+    "dev",
+    "prod",
+    "production",
+    "staging",
+    "other",
+    "new",
+    "old",
+    "default",
+    "example",
+    "examples",
+    "sample",
+    "fake",
+    "dummy",
+    "mock",
+    "user",
+    "users",
+    "service",
+    "master",
+    "session",
+    "signing",
+    "encryption",
+    "bearer",
+    "refresh",
+    "db",
+    "web",
+    "server",
+    "local",
+    "admin",
+    "root",
+    "non",
+    "nonmatching",
+    "invalid",
+    "csrf",
+    "xsrf",
+    "primary",
+    "foreign",
+    "schema",
+    "sdk",
+    "entry",
+    "const",
+    "let",
+    "var",
+    "export",
+    "set",
+    "get",
+    "env",
+    "add",
+    "begin",
+    "end",
+    "print",
+    "cache",
+    "key",
+    "keys",
+    "token",
+    "tokens",
+    "pat",
+    "tkn",
+    "id",
+    "ssh",
+    "gpg",
+    "pgp",
+    "rsa",
+    "ecdsa",
+    "ed25519",
+    "openssh",
+    "pem",
+    "jwt",
+    "oauth",
+    "oauth2",
+    "bot",
+    "read",
+    "write",
+    "global",
+    "personal",
+    "project",
+    "org",
+    "team",
+    "account",
+    "accounts",
+    "application",
+    "partition",
+    "sort",
+    "hash",
+    "lookup",
+    "index",
+    "row",
+    "column",
+    "map",
+    "dict",
+    "cert",
+    "certificate",
+    "license",
+    "unique",
+    "idempotency",
+    "cursor",
+    "page",
+    "next",
+    "continuation",
+    "sas",
+    "storage",
+    "upload",
+    "download",
+    "deploy",
+    "runner",
+    "registration",
+    "base",
+    "shared",
+    "temp",
+    "tmp",
+    "internal",
+    "external",
+    "system",
+    "device",
+    "host",
+    "instance",
+    "file",
+    "config",
+    "settings",
+    "option",
+    "options",
+    "param",
+    "params",
+    "header",
+    "headers",
+    "the",
+];
+
+/// Marks of a value written to fill a slot (`pplx-xxxx…`,
+/// `sk_test_example`, `placeholder-secret`, `tskey-api-short`): the
+/// placeholder marks of the generic rules without the keyboard runs.
+const PROVIDER_VALUE_MARKS: &[&str] = &[
+    "xxxx",
+    "example",
+    "placeholder",
+    "redacted",
+    "your_",
+    "your-",
+    "${",
+    "{{",
+    "$(",
+    "process.env",
+    "getenv",
+    "dummy",
+    "sample",
+    "invalid",
+    "short",
+    "notreal",
+    "not-a-",
+    "not_a_",
+    "changeme",
+    "insert",
+    "replace",
+    "secret-value",
+    "fake",
+    "_secret_",
+];
+
+/// Is `pre` (the match before the value: a boundary byte, the name and its
+/// separator) a provider's name followed by secret words, and `val` a
+/// credential-shaped value? The provider is the name's first part (split
+/// at `_ - .`, spaces and camel-case humps) once the secret words are
+/// dropped from its end; it must not be a generic word ([`NOT_PROVIDERS`]).
+/// The value must not carry a placeholder mark, a run of six copies of one
+/// byte, or be a lowercase phrase; sequential-looking values (`abcdef…`,
+/// `1a2b3c…`) are accepted.
+pub fn provider_named_ok(pre: &[u8], val: &[u8]) -> bool {
+    const WORDS: &[&str] = &[
+        "secret",
+        "secrets",
+        "token",
+        "tkn",
+        "key",
+        "private",
+        "access",
+        "apikey",
+        "api",
+        "auth",
+        "pat",
+        "credential",
+        "credentials",
+    ];
+    // The name: from its first letter to its last.
+    let Some(first) = pre.iter().position(u8::is_ascii_alphabetic) else {
+        return false;
+    };
+    let Some(last) = pre.iter().rposition(u8::is_ascii_alphanumeric) else {
+        return false;
+    };
+    if last < first {
+        return false;
+    }
+    let name = &pre[first..=last];
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let mut from = 0;
+    for i in 0..name.len() {
+        let b = name[i];
+        if !b.is_ascii_alphanumeric() {
+            if i > from {
+                parts.push(&name[from..i]);
+            }
+            from = i + 1;
+        } else if i > from
+            && b.is_ascii_uppercase()
+            && (name[i - 1].is_ascii_lowercase() || name[i - 1].is_ascii_digit())
+        {
+            parts.push(&name[from..i]);
+            from = i;
+        }
+    }
+    if from < name.len() {
+        parts.push(&name[from..]);
+    }
+    let provider = parts
+        .first()
+        .copied()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    // A word glued to the secret word (`apitemplateKEY`, `imaggaSECRET`):
+    // the provider is the word without it.
+    let provider: &[u8] = WORDS
+        .iter()
+        .filter(|w| provider.len() > w.len() + 2 && provider.ends_with(w.as_bytes()))
+        .map(|w| &provider[..provider.len() - w.len()])
+        .next()
+        .unwrap_or(&provider);
+    let provider = WORDS
+        .iter()
+        .filter(|w| provider.len() > w.len() + 2 && provider.ends_with(w.as_bytes()))
+        .map(|w| &provider[..provider.len() - w.len()])
+        .next()
+        .unwrap_or(provider);
+    if provider.len() < 3
+        || provider.iter().all(u8::is_ascii_digit)
+        || NOT_PROVIDERS.iter().any(|w| provider == w.as_bytes())
+        || WORDS.iter().any(|w| provider == w.as_bytes())
+    {
+        return false;
+    }
+    provider_value_ok(val)
+}
+
+/// The value half of [`provider_named_ok`].
+fn provider_value_ok(val: &[u8]) -> bool {
+    // A prefixed token (`sk_…`, `ess_…`, `SB-Mid-…`, `AQ.…`): that format
+    // has its own, stricter rule, which decides (a value the provider's
+    // format rejects, such as a sandbox or short key, is not caught here).
+    let head = val.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+    if (2..=8).contains(&head) && matches!(val.get(head), Some(b'_' | b'-' | b'.')) {
+        return false;
+    }
+    // `eyJ….eyJ….signature`: a JWT with a word for a signature.
+    if val.starts_with(b"eyJ") {
+        if let Some(dot) = val.iter().rposition(|&b| b == b'.') {
+            let sig = &val[dot + 1..];
+            if (1..16).contains(&sig.len()) && sig.iter().all(u8::is_ascii_lowercase) {
+                return false;
+            }
+        }
+    }
+    // `SalesResults-1.2`: a name and a version.
+    if let Some(dash) = val.iter().rposition(|&b| b == b'-' || b == b'_') {
+        let (name, ver) = (&val[..dash], &val[dash + 1..]);
+        if name.iter().all(u8::is_ascii_alphabetic)
+            && !ver.is_empty()
+            && ver.iter().all(|&b| b.is_ascii_digit() || b == b'.')
+        {
+            return false;
+        }
+    }
+    let l = val.to_ascii_lowercase();
+    if PROVIDER_VALUE_MARKS
+        .iter()
+        .any(|m| l.windows(m.len()).any(|w| w == m.as_bytes()))
+    {
+        return false;
+    }
+    let mut run = 1;
+    for w in val.windows(2) {
+        run = if w[0] == w[1] { run + 1 } else { 1 };
+        if run >= 6 {
+            return false;
+        }
+    }
+    if val.ends_with(b"..") {
+        return false;
+    }
+    let digit = val.iter().any(u8::is_ascii_digit);
+    let letter = val.iter().any(u8::is_ascii_alphabetic);
+    let phrase = val.iter().any(|&b| b == b'-' || b == b'.' || b == b'_');
+    // `placeholder-consumer-key`, `serviceAccounts`: words, not a value.
+    if !digit && (phrase || val.len() < 24) {
+        return false;
+    }
+    // All digits: an id or a counter unless long.
+    if !letter && val.len() < 20 {
+        return false;
+    }
+    true
 }
 
 /// Generated patterns live for the program's lifetime; the catalogue is
