@@ -1577,6 +1577,12 @@ impl Engine {
                         // `00DE…!AQcA…`: cut at a byte the value holds.
                         && !next.is_some_and(|b| is_alnum(b) || b == b'!')
                 }
+                Check::ProviderToken => {
+                    crate::rules::provider_token_ok(val)
+                        && !prev.is_some_and(is_alnum)
+                        && !next.is_some_and(is_alnum)
+                        && !elided_after(&v[e..])
+                }
                 Check::None => true,
             };
             if !ok || e <= s || val.starts_with(b"[REDACTED:") {

@@ -48,6 +48,11 @@ pub enum Check {
     /// apply here: next to a provider's name a sequential-looking value is
     /// still that provider's credential.
     ProviderNamed,
+    /// A provider's prefixed token (`aio_…`, `bkua_…`, `CFPAT-…`): the
+    /// prefix names the format, so only slot-filler marks (`xxxx`,
+    /// `example`) and runs of one byte are rejected, not keyboard runs
+    /// (see [`provider_token_ok`]).
+    ProviderToken,
     Ipv4,
     Ipv6,
     Mac,
@@ -900,6 +905,14 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>]{4,})"#,
             Check::Password,
         ),
+        // `psexec \\host -u USER -p PASSWORD cmd`.
+        grp(
+            "psexec-password",
+            "password",
+            &["psexec"],
+            r#"(?i)\bpsexec(?:\.exe)?\b[^\n]*?\s-p\s+["']?([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
         grp(
             "cli-user-colon-password",
             "password",
@@ -1152,6 +1165,8 @@ pub fn builtin() -> Vec<RuleDef> {
     }
     r.extend(named_values());
     r.push(provider_named());
+    r.extend(provider_tokens());
+    r.extend(provider_bare_values());
     r.extend(network());
     r
 }
@@ -1323,6 +1338,180 @@ fn provider_named() -> RuleDef {
             Check::ProviderNamed,
         )
     }
+}
+
+/// Prefixed tokens whose prefix names one provider's format. Each row:
+/// id, keywords (the prefix, lower-case), pattern.
+fn provider_tokens() -> Vec<RuleDef> {
+    let table: &[(&'static str, &'static [&'static str], &'static str)] = &[
+        ("adafruit-io-key", &["aio_"], r"aio_[A-Za-z0-9]{28}"),
+        ("buildkite-token", &["bkua_"], r"bkua_[A-Za-z0-9]{40}"),
+        ("dependency-track-key", &["odt_"], r"odt_[A-Za-z0-9]{32,40}"),
+        ("groq-key", &["gsk_"], r"gsk_[A-Za-z0-9]{52}"),
+        ("ionic-token", &["ion_"], r"ion_[A-Za-z0-9]{42}"),
+        (
+            "circleci-token",
+            &["ccipat_"],
+            r"CCIPAT_[A-Za-z0-9]{22}_[A-Za-z0-9]{40}",
+        ),
+        ("contentful-token", &["cfpat-"], r"CFPAT-[A-Za-z0-9_-]{43}"),
+        ("flexport-token", &["shltm_"], r"shltm_[A-Za-z0-9_-]{40}"),
+        ("frameio-token", &["fio-u-"], r"fio-u-[A-Za-z0-9_=-]{64}"),
+        (
+            "hubspot-pat",
+            &["pat-na", "pat-eu", "pat-ap"],
+            r"pat-(?:na|eu|ap)[0-9]-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        ),
+        (
+            "planetscale-token",
+            &["pscale_tkn_", "pscale_pw_", "pscale_oauth_"],
+            r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,64}",
+        ),
+        ("prefect-key", &["pnu_"], r"pnu_[A-Za-z0-9]{36}"),
+        ("readme-key", &["rdme_"], r"rdme_[a-z0-9]{70}"),
+        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37}"),
+        ("typeform-token", &["tfp_"], r"tfp_[A-Za-z0-9_.=-]{44,59}"),
+        ("xai-key", &["xai-"], r"xai-[A-Za-z0-9_]{80}"),
+        ("square-app-id", &["sq0idp-"], r"sq0idp-[A-Za-z0-9_-]{22}"),
+        ("nvidia-key", &["nvapi-"], r"nvapi-[A-Za-z0-9_-]{64}"),
+        ("pulumi-token", &["pul-"], r"pul-[a-f0-9]{40}"),
+        ("segment-token", &["sgp_"], r"sgp_[A-Za-z0-9]{64}"),
+        ("sourcegraph-slack-key", &["slk_"], r"slk_[a-f0-9]{64}"),
+        (
+            "sendinblue-key",
+            &["xkeysib-"],
+            r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",
+        ),
+        (
+            "voiceflow-key",
+            &["vf.dm.", "vf.ws."],
+            r"VF\.(?:DM|WS)\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{16}",
+        ),
+        ("ubidots-token", &["bbff-"], r"BBFF-[A-Za-z0-9]{30}"),
+        (
+            "mongodb-atlas-sa-secret",
+            &["mdb_sa_sk_"],
+            r"mdb_sa_sk_[A-Za-z0-9_-]{40}",
+        ),
+        (
+            "teamwork-token",
+            &["tkn.v1_"],
+            r"tkn\.v1_[A-Za-z0-9+/]{60,}={0,2}",
+        ),
+        ("rubygems-key", &["rubygems_"], r"rubygems_[a-f0-9]{48}"),
+        (
+            "pagarme-key",
+            &["ak_live_", "ak_test_"],
+            r"ak_(?:live|test)_[A-Za-z0-9]{30}",
+        ),
+        (
+            "pubnub-key",
+            &["pub-c-", "sub-c-"],
+            r"(?:pub|sub)-c-[0-9a-z]{8}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{12}",
+        ),
+        ("nuget-key", &["oy2"], r"oy2[a-z0-9]{43}"),
+        (
+            "zoho-token",
+            &["1000."],
+            r"1000\.[a-f0-9]{32}\.[a-f0-9]{32}",
+        ),
+        (
+            "terraform-token",
+            &[".atlasv1."],
+            r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}",
+        ),
+        (
+            "maxmind-key",
+            &["_mmk"],
+            r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk",
+        ),
+        ("nightfall-key", &["nf-"], r"NF-[A-Za-z0-9]{32}"),
+        ("okta-token", &["ssws 00"], r"SSWS 00[A-Za-z0-9_-]{40}"),
+        ("fullstory-key", &["na1."], r"na1\.[A-Za-z0-9+/]{100}"),
+    ];
+    table
+        .iter()
+        .map(|&(id, keywords, pattern)| RuleDef {
+            check: Check::ProviderToken,
+            ..tok(id, "provider-token", keywords, pattern)
+        })
+        .collect()
+}
+
+/// Providers whose name alone labels the value after it (`chartmogul V`,
+/// `wandb V`, `findl=V`, `fastforex-V`): one rule for all, keyed on each
+/// (long, distinctive) name.
+fn provider_bare_values() -> Vec<RuleDef> {
+    const NAMES: &[&str] = &[
+        "chartmogul",
+        "cloudsmith",
+        "blazemeter",
+        "runscope",
+        "fastforex",
+        "findl",
+        "dareboost",
+        "everhour",
+        "mailjet",
+        "nicereply",
+        "noticeable",
+        "nozbe",
+        "nozbeteams",
+        "pepipost",
+        "netcore",
+        "parseur",
+        "paydirtapp",
+        "refiner",
+        "skrapp",
+        "smartsheets",
+        "surveybot",
+        "theoddsapi",
+        "the-odds-api",
+        "wandb",
+        "telnyx",
+        "enigma",
+        "beamer",
+        "uclassify",
+        "scrapingant",
+        "signupgenius",
+        "yousign",
+        "shipday",
+    ];
+    let names = NAMES.join("|");
+    let pattern = leak(format!(
+        r#"(?i)(?:^|[^A-Za-z0-9_.$-])(?:{names})[A-Za-z0-9]{{0,12}}?(?:[ \t]*[=:][ \t]*|[ \t]+|-|\.)["'`]?([A-Za-z0-9][A-Za-z0-9_+/=.-]{{11,}})"#
+    ));
+    vec![RuleDef {
+        min_entropy: NO_ENTROPY_FLOOR,
+        ..grp(
+            "provider-named-bare",
+            "generic-secret",
+            NAMES,
+            pattern,
+            Check::ProviderNamed,
+        )
+    }]
+}
+
+/// The value check of [`Check::ProviderToken`]: slot-filler marks and runs
+/// of six copies of one byte are placeholders; keyboard runs are not.
+pub fn provider_token_ok(val: &[u8]) -> bool {
+    let l = val.to_ascii_lowercase();
+    !PROVIDER_VALUE_MARKS
+        .iter()
+        .any(|m| l.windows(m.len()).any(|w| w == m.as_bytes()))
+        && !has_run(val, 6)
+}
+
+/// Does `v` hold `n` copies of one byte in a row?
+fn has_run(v: &[u8], n: usize) -> bool {
+    let mut run = 1;
+    for w in v.windows(2) {
+        run = if w[0] == w[1] { run + 1 } else { 1 };
+        if run >= n {
+            return true;
+        }
+    }
+    false
 }
 
 /// First words of a name that are not a provider's: generic qualifiers
@@ -1625,14 +1814,7 @@ fn provider_value_ok(val: &[u8]) -> bool {
     {
         return false;
     }
-    let mut run = 1;
-    for w in val.windows(2) {
-        run = if w[0] == w[1] { run + 1 } else { 1 };
-        if run >= 6 {
-            return false;
-        }
-    }
-    if val.ends_with(b"..") {
+    if has_run(val, 6) || val.ends_with(b"..") {
         return false;
     }
     let digit = val.iter().any(u8::is_ascii_digit);
