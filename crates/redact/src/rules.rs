@@ -1821,7 +1821,9 @@ fn provider_value_ok(val: &[u8]) -> bool {
     let letter = val.iter().any(u8::is_ascii_alphabetic);
     let phrase = val.iter().any(|&b| b == b'-' || b == b'.' || b == b'_');
     // `placeholder-consumer-key`, `serviceAccounts`: words, not a value.
-    if !digit && (phrase || val.len() < 24) {
+    // Twenty letters of one case with no separator are not a word.
+    let one_case = val.iter().all(u8::is_ascii_lowercase) || val.iter().all(u8::is_ascii_uppercase);
+    if !digit && (phrase || val.len() < if one_case { 20 } else { 24 }) {
         return false;
     }
     // All digits: an id or a counter unless long.

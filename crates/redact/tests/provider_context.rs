@@ -63,6 +63,11 @@ fn provider_named_values_are_secrets_even_when_sequential() {
         for t in spellings {
             dirty.push((t, v.clone()));
         }
+        let letters: String = v.chars().filter(char::is_ascii_alphabetic).collect();
+        let lower = letters.to_ascii_lowercase();
+        if lower.len() >= 20 {
+            dirty.push((format!("zentrafy SECRET KEY {lower}"), lower.clone()));
+        }
     }
     let r = &runs()[0];
     let clean = vec![
@@ -87,6 +92,9 @@ fn provider_named_values_are_secrets_even_when_sequential() {
         ),
         // A lowercase phrase is not a value.
         "zentrafy_secret = \"invalid-secret-format\"".to_string(),
+        // Letters only: a word or an identifier unless long and of one case.
+        "zentrafy_token = getAccessTokenFromStore".to_string(),
+        "zentrafy_token = abcdefghijklmnopqrs".to_string(),
     ];
     check(&dirty, &clean);
 }
