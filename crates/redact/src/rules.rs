@@ -1307,26 +1307,70 @@ fn named_values() -> Vec<RuleDef> {
 const PROVIDER_SECRET_WORDS: &str =
     r"(?:secret|token|tkn|key|private|access|apikey|api|auth|pat|credentials?)";
 
-/// Keywords of `provider-named`: each secret word in the spellings the
-/// pattern needs (a line holding none cannot match).
+/// The secret words a `provider-named` name may end in: the keyed ones
+/// (see [`PROVIDER_NAMED_KEYWORDS`]), so its gate is exact.
+const PROVIDER_CLOSING_WORDS: &str = r"(?:secret|token|key|private|access|credentials?)";
+
+/// Keywords of `provider-named`: each closing secret word followed by a
+/// byte that ends a name before its value (a space, an operator, a dash, a
+/// quote). A bare `token` would trigger the rule on every usage record
+/// (`"output_tokens":`), and each keyword costs the automaton states on
+/// every byte, so names ending in `api`, `auth`, `pat` or a tab are not
+/// keyed (a line holding none of these is not searched).
 const PROVIDER_NAMED_KEYWORDS: &[&str] = &[
-    "secret",
-    "token",
-    "tkn",
-    "key",
-    "private",
-    "access",
-    "credential",
+    "secret ",
+    "secret:",
+    "secret=",
+    "secret-",
+    "secret\"",
+    "token ",
+    "token:",
+    "token=",
+    "token-",
+    "token\"",
+    "key ",
+    "key:",
+    "key=",
+    "key-",
+    "key\"",
+    "private ",
+    "private:",
+    "private=",
+    "private-",
+    "private\"",
+    "access ",
+    "access:",
+    "access=",
+    "access-",
+    "access\"",
+    "credential ",
+    "credential:",
+    "credential=",
+    "credential-",
+    "credential\"",
+    "credentials ",
+    "credentials:",
+    "credentials=",
+    "credentials-",
+    "credentials\"",
 ];
+
+/// Shortest value `provider-named` accepts (`{13,}` after the first byte).
+pub const PROVIDER_MIN_VALUE: usize = 14;
 
 /// `<provider><secret words><separator><value>`: the value a provider's
 /// name labels as its secret. The provider is checked in code
 /// ([`provider_named_ok`]); the separator may be an operator, spaces or one
-/// dash (`unplu-access-token-V`).
+/// dash (`unplu-access-token-V`). Case-insensitive (ASCII only, as the
+/// keywords are) only in the secret words and without counted repetitions
+/// before the value, so the regex stays small for the lazy DFA. The last
+/// word and the byte after it are always one of the rule's keywords, which
+/// `Gate::ValueAfter` relies on.
 fn provider_named() -> RuleDef {
     let w = PROVIDER_SECRET_WORDS;
+    let k = PROVIDER_CLOSING_WORDS;
     let pattern = leak(format!(
-        r#"(?i)(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]{{2,30}}?(?:[_.-][A-Za-z0-9]{{2,20}}?)?[ _.-]?{w}(?:[ _.-]?{w}){{0,3}}(?:["']?[ \t]*(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ \t]+["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
+        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?[ _.-]?(?:(?i-u:{w})[ _.-]?){{0,3}}(?i-u:{k})(?:(?:"[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
     ));
     RuleDef {
         min_entropy: NO_ENTROPY_FLOOR,
@@ -1352,9 +1396,13 @@ fn provider_tokens() -> Vec<RuleDef> {
         (
             "circleci-token",
             &["ccipat_"],
-            r"CCIPAT_[A-Za-z0-9]{22}_[A-Za-z0-9]{40}",
+            r"CCIPAT_[A-Za-z0-9]{22,26}_[A-Za-z0-9]{40}",
         ),
-        ("contentful-token", &["cfpat-"], r"CFPAT-[A-Za-z0-9_-]{43}"),
+        (
+            "contentful-token",
+            &["cfpat-"],
+            r"CFPAT-[A-Za-z0-9_-]{43,64}",
+        ),
         ("flexport-token", &["shltm_"], r"shltm_[A-Za-z0-9_-]{40}"),
         ("frameio-token", &["fio-u-"], r"fio-u-[A-Za-z0-9_=-]{64}"),
         (
@@ -1369,8 +1417,8 @@ fn provider_tokens() -> Vec<RuleDef> {
         ),
         ("prefect-key", &["pnu_"], r"pnu_[A-Za-z0-9]{36}"),
         ("readme-key", &["rdme_"], r"rdme_[a-z0-9]{70}"),
-        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37}"),
-        ("typeform-token", &["tfp_"], r"tfp_[A-Za-z0-9_.=-]{44,59}"),
+        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37,44}"),
+        ("typeform-token", &["tfp_"], r"tfp_[A-Za-z0-9_.=-]{40,59}"),
         ("xai-key", &["xai-"], r"xai-[A-Za-z0-9_]{80}"),
         ("square-app-id", &["sq0idp-"], r"sq0idp-[A-Za-z0-9_-]{22}"),
         ("nvidia-key", &["nvapi-"], r"nvapi-[A-Za-z0-9_-]{64}"),
