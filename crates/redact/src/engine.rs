@@ -286,6 +286,12 @@ pub enum Gate {
     /// transcript line's `cwd` holds the caller's home; only other
     /// occurrences need the matcher.
     NotOwnHome,
+    /// `provider-named`: its keywords are each closing secret word with the
+    /// byte after it, and every match continues from there with separator
+    /// bytes (quotes, spaces, `:`, `=`, `>`, `-`) and a value of this many
+    /// bytes of its class starting with a letter or digit. Prose (`the
+    /// secret is wrong`) fails here without running the regex.
+    ValueAfter(usize),
 }
 
 /// A line's scan keeps copies of at most this many segment bytes for verify
@@ -1442,6 +1448,7 @@ impl Engine {
             Gate::None => true,
             Gate::Assign(min_value) => self.kw_ungated[pi] || a.may_follow(v, m, min_value),
             Gate::UserinfoAt => userinfo_may_follow(v, m.end),
+            Gate::ValueAfter(min_value) => value_follows(v, m.end, min_value),
             Gate::NotOwnHome => !self.home.as_ref().is_some_and(|h| {
                 let tail = &v[m.start..];
                 tail.starts_with(h) && !tail.get(h.len()).is_some_and(|&b| is_alnum(b))
@@ -1584,6 +1591,18 @@ impl Engine {
                         && !code
                         && !PUBLIC_HOSTS.iter().any(|h| is_or_under(&l, h.as_bytes()))
                         && !self.path_allowed(val)
+                }
+                Check::ProviderNamed => {
+                    crate::rules::provider_named_ok(&v[m.start()..s], val)
+                        && !elided_after(&v[e..])
+                        // `00DE…!AQcA…`: cut at a byte the value holds.
+                        && !next.is_some_and(|b| is_alnum(b) || b == b'!')
+                }
+                Check::ProviderToken => {
+                    crate::rules::provider_token_ok(val)
+                        && !prev.is_some_and(is_alnum)
+                        && !next.is_some_and(is_alnum)
+                        && !elided_after(&v[e..])
                 }
                 Check::None => true,
             };
@@ -2014,6 +2033,29 @@ fn operator_follows(v: &[u8], mut i: usize, min_value: usize) -> bool {
         Some(b',') => quoted && value_may_start(v, i + 1, min_value),
         _ => false,
     }
+}
+
+/// See [`Gate::ValueAfter`]: from `e`, past any separator bytes, do
+/// `min_value` value bytes follow, the first a letter or digit?
+fn value_follows(v: &[u8], e: usize, min_value: usize) -> bool {
+    let rest = &v[e.min(v.len())..];
+    let skip = rest
+        .iter()
+        .take_while(|&&b| {
+            matches!(
+                b,
+                b' ' | b'\t' | b'"' | b'\'' | b'`' | b':' | b'=' | b'>' | b'-'
+            )
+        })
+        .count();
+    let value = &rest[skip..];
+    value.first().is_some_and(|&b| is_alnum(b))
+        && value
+            .iter()
+            .take(min_value)
+            .take_while(|&&b| is_alnum(b) || matches!(b, b'_' | b'+' | b'/' | b'=' | b'.' | b'-'))
+            .count()
+            >= min_value
 }
 
 /// See [`Gate::UserinfoAt`]: from `e` (just after a `://`), is the first

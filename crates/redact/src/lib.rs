@@ -385,6 +385,7 @@ impl Scanner {
                 "generic-password" => Gate::Assign(rules::PASSWORD_MIN_VALUE),
                 "credential-url" => Gate::UserinfoAt,
                 "other-home" => Gate::NotOwnHome,
+                "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
                 _ => Gate::None,
             })
             .collect();
@@ -1589,6 +1590,9 @@ mod gate_tests {
             "\"}",
             "usage",
             "input_tokens\":",
+            // `provider-named` (`Gate::ValueAfter`).
+            "zentrafy",
+            "abcdef0123456789",
             "12",
             "`",
             "?",

@@ -42,6 +42,17 @@ pub enum Check {
     /// Base64 that decodes to printable text (a Kubernetes `Secret`'s
     /// `data:` values: `admin:password`, a connection string).
     Base64Text,
+    /// A value right after a provider's name and a secret word
+    /// (`bscscan_token: V`, `owlbot TOKEN V`, `cloudplanSECRET-V`): see
+    /// [`provider_named_ok`]. The keyboard-run placeholder marks do not
+    /// apply here: next to a provider's name a sequential-looking value is
+    /// still that provider's credential.
+    ProviderNamed,
+    /// A provider's prefixed token (`aio_…`, `bkua_…`, `CFPAT-…`): the
+    /// prefix names the format, so only slot-filler marks (`xxxx`,
+    /// `example`) and runs of one byte are rejected, not keyboard runs
+    /// (see [`provider_token_ok`]).
+    ProviderToken,
     Ipv4,
     Ipv6,
     Mac,
@@ -894,6 +905,14 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>]{4,})"#,
             Check::Password,
         ),
+        // `psexec \\host -u USER -p PASSWORD cmd`.
+        grp(
+            "psexec-password",
+            "password",
+            &["psexec"],
+            r#"(?i)\bpsexec(?:\.exe)?\b[^\n]*?\s-p\s+["']?([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
         grp(
             "cli-user-colon-password",
             "password",
@@ -1145,6 +1164,9 @@ pub fn builtin() -> Vec<RuleDef> {
         }
     }
     r.extend(named_values());
+    r.push(provider_named());
+    r.extend(provider_tokens());
+    r.extend(provider_bare_values());
     r.extend(network());
     r
 }
@@ -1277,6 +1299,586 @@ fn named_values() -> Vec<RuleDef> {
             grp(id, "generic-secret", keywords, pattern, Check::Token)
         })
         .collect()
+}
+
+/// Words that make a name a secret's name when they follow a provider's
+/// name, in any case and glued or separated (`owlbotTOKEN`, `zonka
+/// ACCESS_KEY`, `signaturit secret TOKEN`, `hiveage-secret-KEY-`).
+const PROVIDER_SECRET_WORDS: &str =
+    r"(?:secret|token|tkn|key|private|access|apikey|api|auth|pat|credentials?)";
+
+/// The secret words a `provider-named` name may end in: the keyed ones
+/// (see [`PROVIDER_NAMED_KEYWORDS`]), so its gate is exact.
+const PROVIDER_CLOSING_WORDS: &str = r"(?:secret|token|key|private|access|credentials?)";
+
+/// Keywords of `provider-named`: each closing secret word followed by a
+/// byte that ends a name before its value (a space, an operator, a dash, a
+/// quote). A bare `token` would trigger the rule on every usage record
+/// (`"output_tokens":`), and each keyword costs the automaton states on
+/// every byte, so names ending in `api`, `auth`, `pat` or a tab are not
+/// keyed (a line holding none of these is not searched).
+const PROVIDER_NAMED_KEYWORDS: &[&str] = &[
+    "secret ",
+    "secret:",
+    "secret=",
+    "secret-",
+    "secret\"",
+    "token ",
+    "token:",
+    "token=",
+    "token-",
+    "token\"",
+    "key ",
+    "key:",
+    "key=",
+    "key-",
+    "key\"",
+    "private ",
+    "private:",
+    "private=",
+    "private-",
+    "private\"",
+    "access ",
+    "access:",
+    "access=",
+    "access-",
+    "access\"",
+    "credential ",
+    "credential:",
+    "credential=",
+    "credential-",
+    "credential\"",
+    "credentials ",
+    "credentials:",
+    "credentials=",
+    "credentials-",
+    "credentials\"",
+];
+
+/// Shortest value `provider-named` accepts (`{13,}` after the first byte).
+pub const PROVIDER_MIN_VALUE: usize = 14;
+
+/// `<provider><secret words><separator><value>`: the value a provider's
+/// name labels as its secret. The provider is checked in code
+/// ([`provider_named_ok`]); the separator may be an operator, spaces or one
+/// dash (`unplu-access-token-V`). Case-insensitive (ASCII only, as the
+/// keywords are) only in the secret words and without counted repetitions
+/// before the value, so the regex stays small for the lazy DFA. The last
+/// word and the byte after it are always one of the rule's keywords, which
+/// `Gate::ValueAfter` relies on.
+fn provider_named() -> RuleDef {
+    let w = PROVIDER_SECRET_WORDS;
+    let k = PROVIDER_CLOSING_WORDS;
+    let pattern = leak(format!(
+        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?[ _.-]?(?:(?i-u:{w})[ _.-]?){{0,3}}(?i-u:{k})(?:(?:"[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
+    ));
+    RuleDef {
+        min_entropy: NO_ENTROPY_FLOOR,
+        ..grp(
+            "provider-named",
+            "generic-secret",
+            PROVIDER_NAMED_KEYWORDS,
+            pattern,
+            Check::ProviderNamed,
+        )
+    }
+}
+
+/// Prefixed tokens whose prefix names one provider's format. Each row:
+/// id, keywords (the prefix, lower-case), pattern.
+fn provider_tokens() -> Vec<RuleDef> {
+    let table: &[(&'static str, &'static [&'static str], &'static str)] = &[
+        ("adafruit-io-key", &["aio_"], r"aio_[A-Za-z0-9]{28}"),
+        ("buildkite-token", &["bkua_"], r"bkua_[A-Za-z0-9]{40}"),
+        ("dependency-track-key", &["odt_"], r"odt_[A-Za-z0-9]{32,40}"),
+        ("groq-key", &["gsk_"], r"gsk_[A-Za-z0-9]{52}"),
+        ("ionic-token", &["ion_"], r"ion_[A-Za-z0-9]{42}"),
+        (
+            "circleci-token",
+            &["ccipat_"],
+            r"CCIPAT_[A-Za-z0-9]{22,26}_[A-Za-z0-9]{40}",
+        ),
+        (
+            "contentful-token",
+            &["cfpat-"],
+            r"CFPAT-[A-Za-z0-9_-]{43,64}",
+        ),
+        ("flexport-token", &["shltm_"], r"shltm_[A-Za-z0-9_-]{40}"),
+        ("frameio-token", &["fio-u-"], r"fio-u-[A-Za-z0-9_=-]{64}"),
+        (
+            "hubspot-pat",
+            &["pat-na", "pat-eu", "pat-ap"],
+            r"pat-(?:na|eu|ap)[0-9]-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        ),
+        (
+            "planetscale-token",
+            &["pscale_tkn_", "pscale_pw_", "pscale_oauth_"],
+            r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,64}",
+        ),
+        ("prefect-key", &["pnu_"], r"pnu_[A-Za-z0-9]{36}"),
+        ("readme-key", &["rdme_"], r"rdme_[a-z0-9]{70}"),
+        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37,44}"),
+        ("typeform-token", &["tfp_"], r"tfp_[A-Za-z0-9_.=-]{40,59}"),
+        ("xai-key", &["xai-"], r"xai-[A-Za-z0-9_]{80}"),
+        ("square-app-id", &["sq0idp-"], r"sq0idp-[A-Za-z0-9_-]{22}"),
+        ("nvidia-key", &["nvapi-"], r"nvapi-[A-Za-z0-9_-]{64}"),
+        ("pulumi-token", &["pul-"], r"pul-[a-f0-9]{40}"),
+        ("segment-token", &["sgp_"], r"sgp_[A-Za-z0-9]{64}"),
+        ("sourcegraph-slack-key", &["slk_"], r"slk_[a-f0-9]{64}"),
+        (
+            "sendinblue-key",
+            &["xkeysib-"],
+            r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",
+        ),
+        (
+            "voiceflow-key",
+            &["vf.dm.", "vf.ws."],
+            r"VF\.(?:DM|WS)\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{16}",
+        ),
+        ("ubidots-token", &["bbff-"], r"BBFF-[A-Za-z0-9]{30}"),
+        (
+            "mongodb-atlas-sa-secret",
+            &["mdb_sa_sk_"],
+            r"mdb_sa_sk_[A-Za-z0-9_-]{40}",
+        ),
+        (
+            "teamwork-token",
+            &["tkn.v1_"],
+            r"tkn\.v1_[A-Za-z0-9+/]{60,}={0,2}",
+        ),
+        ("rubygems-key", &["rubygems_"], r"rubygems_[a-f0-9]{48}"),
+        (
+            "pagarme-key",
+            &["ak_live_", "ak_test_"],
+            r"ak_(?:live|test)_[A-Za-z0-9]{30}",
+        ),
+        (
+            "pubnub-key",
+            &["pub-c-", "sub-c-"],
+            r"(?:pub|sub)-c-[0-9a-z]{8}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{4}-[0-9a-z]{12}",
+        ),
+        ("nuget-key", &["oy2"], r"oy2[a-z0-9]{43}"),
+        (
+            "zoho-token",
+            &["1000."],
+            r"1000\.[a-f0-9]{32}\.[a-f0-9]{32}",
+        ),
+        (
+            "terraform-token",
+            &[".atlasv1."],
+            r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}",
+        ),
+        (
+            "maxmind-key",
+            &["_mmk"],
+            r"[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk",
+        ),
+        ("nightfall-key", &["nf-"], r"NF-[A-Za-z0-9]{32}"),
+        ("okta-token", &["ssws 00"], r"SSWS 00[A-Za-z0-9_-]{40}"),
+        ("fullstory-key", &["na1."], r"na1\.[A-Za-z0-9+/]{100}"),
+    ];
+    table
+        .iter()
+        .map(|&(id, keywords, pattern)| RuleDef {
+            check: Check::ProviderToken,
+            ..tok(id, "provider-token", keywords, pattern)
+        })
+        .collect()
+}
+
+/// Providers whose name alone labels the value after it (`chartmogul V`,
+/// `wandb V`, `findl=V`, `fastforex-V`): one rule for all, keyed on each
+/// (long, distinctive) name.
+fn provider_bare_values() -> Vec<RuleDef> {
+    const NAMES: &[&str] = &[
+        "chartmogul",
+        "cloudsmith",
+        "blazemeter",
+        "runscope",
+        "fastforex",
+        "findl",
+        "dareboost",
+        "everhour",
+        "mailjet",
+        "nicereply",
+        "noticeable",
+        "nozbe",
+        "nozbeteams",
+        "pepipost",
+        "netcore",
+        "parseur",
+        "paydirtapp",
+        "refiner",
+        "skrapp",
+        "smartsheets",
+        "surveybot",
+        "theoddsapi",
+        "the-odds-api",
+        "wandb",
+        "telnyx",
+        "enigma",
+        "beamer",
+        "uclassify",
+        "scrapingant",
+        "signupgenius",
+        "yousign",
+        "shipday",
+    ];
+    let names = NAMES.join("|");
+    let pattern = leak(format!(
+        r#"(?i)(?:^|[^A-Za-z0-9_.$-])(?:{names})[A-Za-z0-9]{{0,12}}?(?:[ \t]*[=:][ \t]*|[ \t]+|-|\.)["'`]?([A-Za-z0-9][A-Za-z0-9_+/=.-]{{11,}})"#
+    ));
+    vec![RuleDef {
+        min_entropy: NO_ENTROPY_FLOOR,
+        ..grp(
+            "provider-named-bare",
+            "generic-secret",
+            NAMES,
+            pattern,
+            Check::ProviderNamed,
+        )
+    }]
+}
+
+/// The value check of [`Check::ProviderToken`]: slot-filler marks and runs
+/// of six copies of one byte are placeholders; keyboard runs are not.
+pub fn provider_token_ok(val: &[u8]) -> bool {
+    let l = val.to_ascii_lowercase();
+    !PROVIDER_VALUE_MARKS
+        .iter()
+        .any(|m| l.windows(m.len()).any(|w| w == m.as_bytes()))
+        && !has_run(val, 6)
+}
+
+/// Does `v` hold `n` copies of one byte in a row?
+fn has_run(v: &[u8], n: usize) -> bool {
+    let mut run = 1;
+    for w in v.windows(2) {
+        run = if w[0] == w[1] { run + 1 } else { 1 };
+        if run >= n {
+            return true;
+        }
+    }
+    false
+}
+
+/// First words of a name that are not a provider's: generic qualifiers
+/// (`api_key`, `my_token`, `client secret`), code (`const fooToken`), and
+/// names that say the value is public, made up or about a secret
+/// (`publicToken`, `nonMatchingToken`, `csrf-token`, `primaryKey`).
+const NOT_PROVIDERS: &[&str] = &[
+    "api",
+    "app",
+    "apps",
+    "my",
+    "your",
+    "our",
+    "the",
+    "this",
+    "that",
+    "secret",
+    "secrets",
+    "access",
+    "client",
+    "auth",
+    "private",
+    "public",
+    "test",
+    "tests",
+    "testing",
+    "dev",
+    "prod",
+    "production",
+    "staging",
+    "other",
+    "new",
+    "old",
+    "default",
+    "example",
+    "examples",
+    "sample",
+    "fake",
+    "dummy",
+    "mock",
+    "user",
+    "users",
+    "service",
+    "master",
+    "session",
+    "signing",
+    "encryption",
+    "bearer",
+    "refresh",
+    "db",
+    "web",
+    "server",
+    "local",
+    "admin",
+    "root",
+    "non",
+    "nonmatching",
+    "invalid",
+    "csrf",
+    "xsrf",
+    "primary",
+    "foreign",
+    "schema",
+    "sdk",
+    "entry",
+    "const",
+    "let",
+    "var",
+    "export",
+    "set",
+    "get",
+    "env",
+    "add",
+    "begin",
+    "end",
+    "print",
+    "cache",
+    "key",
+    "keys",
+    "token",
+    "tokens",
+    "pat",
+    "tkn",
+    "id",
+    "ssh",
+    "gpg",
+    "pgp",
+    "rsa",
+    "ecdsa",
+    "ed25519",
+    "openssh",
+    "pem",
+    "jwt",
+    "oauth",
+    "oauth2",
+    "bot",
+    "read",
+    "write",
+    "global",
+    "personal",
+    "project",
+    "org",
+    "team",
+    "account",
+    "accounts",
+    "application",
+    "partition",
+    "sort",
+    "hash",
+    "lookup",
+    "index",
+    "row",
+    "column",
+    "map",
+    "dict",
+    "cert",
+    "certificate",
+    "license",
+    "unique",
+    "idempotency",
+    "cursor",
+    "page",
+    "next",
+    "continuation",
+    "sas",
+    "storage",
+    "upload",
+    "download",
+    "deploy",
+    "runner",
+    "registration",
+    "base",
+    "shared",
+    "temp",
+    "tmp",
+    "internal",
+    "external",
+    "system",
+    "device",
+    "host",
+    "instance",
+    "file",
+    "config",
+    "settings",
+    "option",
+    "options",
+    "param",
+    "params",
+    "header",
+    "headers",
+    "the",
+];
+
+/// Marks of a value written to fill a slot (`pplx-xxxx…`,
+/// `sk_test_example`, `placeholder-secret`, `tskey-api-short`): the
+/// placeholder marks of the generic rules without the keyboard runs.
+const PROVIDER_VALUE_MARKS: &[&str] = &[
+    "xxxx",
+    "example",
+    "placeholder",
+    "redacted",
+    "your_",
+    "your-",
+    "${",
+    "{{",
+    "$(",
+    "process.env",
+    "getenv",
+    "dummy",
+    "sample",
+    "invalid",
+    "short",
+    "notreal",
+    "not-a-",
+    "not_a_",
+    "changeme",
+    "insert",
+    "replace",
+    "secret-value",
+    "fake",
+    "_secret_",
+];
+
+/// Is `pre` (the match before the value: a boundary byte, the name and its
+/// separator) a provider's name followed by secret words, and `val` a
+/// credential-shaped value? The provider is the name's first part (split
+/// at `_ - .`, spaces and camel-case humps) once the secret words are
+/// dropped from its end; it must not be a generic word ([`NOT_PROVIDERS`]).
+/// The value must not carry a placeholder mark, a run of six copies of one
+/// byte, or be a lowercase phrase; sequential-looking values (`abcdef…`,
+/// `1a2b3c…`) are accepted.
+pub fn provider_named_ok(pre: &[u8], val: &[u8]) -> bool {
+    const WORDS: &[&str] = &[
+        "secret",
+        "secrets",
+        "token",
+        "tkn",
+        "key",
+        "private",
+        "access",
+        "apikey",
+        "api",
+        "auth",
+        "pat",
+        "credential",
+        "credentials",
+    ];
+    // The name: from its first letter to its last.
+    let Some(first) = pre.iter().position(u8::is_ascii_alphabetic) else {
+        return false;
+    };
+    let Some(last) = pre.iter().rposition(u8::is_ascii_alphanumeric) else {
+        return false;
+    };
+    if last < first {
+        return false;
+    }
+    let name = &pre[first..=last];
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let mut from = 0;
+    for i in 0..name.len() {
+        let b = name[i];
+        if !b.is_ascii_alphanumeric() {
+            if i > from {
+                parts.push(&name[from..i]);
+            }
+            from = i + 1;
+        } else if i > from
+            && b.is_ascii_uppercase()
+            && (name[i - 1].is_ascii_lowercase() || name[i - 1].is_ascii_digit())
+        {
+            parts.push(&name[from..i]);
+            from = i;
+        }
+    }
+    if from < name.len() {
+        parts.push(&name[from..]);
+    }
+    let provider = parts
+        .first()
+        .copied()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    // A word glued to the secret word (`apitemplateKEY`, `imaggaSECRET`):
+    // the provider is the word without it.
+    let provider: &[u8] = WORDS
+        .iter()
+        .filter(|w| provider.len() > w.len() + 2 && provider.ends_with(w.as_bytes()))
+        .map(|w| &provider[..provider.len() - w.len()])
+        .next()
+        .unwrap_or(&provider);
+    let provider = WORDS
+        .iter()
+        .filter(|w| provider.len() > w.len() + 2 && provider.ends_with(w.as_bytes()))
+        .map(|w| &provider[..provider.len() - w.len()])
+        .next()
+        .unwrap_or(provider);
+    if provider.len() < 3
+        || provider.iter().all(u8::is_ascii_digit)
+        || NOT_PROVIDERS.iter().any(|w| provider == w.as_bytes())
+        || WORDS.iter().any(|w| provider == w.as_bytes())
+    {
+        return false;
+    }
+    provider_value_ok(val)
+}
+
+/// The value half of [`provider_named_ok`].
+fn provider_value_ok(val: &[u8]) -> bool {
+    // A prefixed token (`sk_…`, `ess_…`, `SB-Mid-…`, `AQ.…`): that format
+    // has its own, stricter rule, which decides (a value the provider's
+    // format rejects, such as a sandbox or short key, is not caught here).
+    let head = val.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+    if (2..=8).contains(&head) && matches!(val.get(head), Some(b'_' | b'-' | b'.')) {
+        return false;
+    }
+    // `eyJ….eyJ….signature`: a JWT with a word for a signature.
+    if val.starts_with(b"eyJ") {
+        if let Some(dot) = val.iter().rposition(|&b| b == b'.') {
+            let sig = &val[dot + 1..];
+            if (1..16).contains(&sig.len()) && sig.iter().all(u8::is_ascii_lowercase) {
+                return false;
+            }
+        }
+    }
+    // `SalesResults-1.2`: a name and a version.
+    if let Some(dash) = val.iter().rposition(|&b| b == b'-' || b == b'_') {
+        let (name, ver) = (&val[..dash], &val[dash + 1..]);
+        if name.iter().all(u8::is_ascii_alphabetic)
+            && !ver.is_empty()
+            && ver.iter().all(|&b| b.is_ascii_digit() || b == b'.')
+        {
+            return false;
+        }
+    }
+    let l = val.to_ascii_lowercase();
+    if PROVIDER_VALUE_MARKS
+        .iter()
+        .any(|m| l.windows(m.len()).any(|w| w == m.as_bytes()))
+    {
+        return false;
+    }
+    if has_run(val, 6) || val.ends_with(b"..") {
+        return false;
+    }
+    let digit = val.iter().any(u8::is_ascii_digit);
+    let letter = val.iter().any(u8::is_ascii_alphabetic);
+    let phrase = val.iter().any(|&b| b == b'-' || b == b'.' || b == b'_');
+    // `placeholder-consumer-key`, `serviceAccounts`: words, not a value.
+    // Twenty letters of one case with no separator are not a word.
+    let one_case = val.iter().all(u8::is_ascii_lowercase) || val.iter().all(u8::is_ascii_uppercase);
+    if !digit && (phrase || val.len() < if one_case { 20 } else { 24 }) {
+        return false;
+    }
+    // All digits: an id or a counter unless long.
+    if !letter && val.len() < 20 {
+        return false;
+    }
+    true
 }
 
 /// Generated patterns live for the program's lifetime; the catalogue is
