@@ -491,6 +491,11 @@ fn update_shard(
 ) -> Result<(), ProjectionError> {
     let p = shard_path(lane, table, session_id);
     if let Some(pd) = pending {
+        if let Some(line) = &add {
+            if pd.append_shard_line(&p, file, line)? {
+                return Ok(());
+            }
+        }
         return pd.with_shard(&p, |items| {
             let before = items.len();
             items.retain(|(f, _)| f != file);
@@ -622,9 +627,62 @@ fn remove_summary(
 #[derive(Default)]
 pub(crate) struct Pending {
     lists: std::cell::RefCell<std::collections::BTreeMap<PathBuf, (bool, Vec<String>)>>,
-    #[allow(clippy::type_complexity)]
-    shards: std::cell::RefCell<std::collections::BTreeMap<PathBuf, (bool, Vec<(String, String)>)>>,
+    shards: std::cell::RefCell<std::collections::BTreeMap<PathBuf, Shard>>,
     bytes: std::cell::Cell<usize>,
+}
+
+/// A shard as a pass holds it.
+enum Shard {
+    /// Read whole: (changed, its (record name, line) items).
+    Loaded(bool, Vec<(String, String)>),
+    /// Only lines of records named after every record in the file were
+    /// added: `last` is the record name of the file's last line (`None`:
+    /// no file), `added` the lines to append, in order. A shard is sorted
+    /// by record name, and a new record's name starts with its capture
+    /// stamp, so a capture's line almost always goes last: appended, the
+    /// file is byte for byte the sorted rewrite, without reading or
+    /// rewriting the hundreds of lines before it.
+    Tail {
+        last: Option<String>,
+        added: Vec<(String, String)>,
+    },
+}
+
+/// Most bytes read from a shard's end to find its last line.
+const SHARD_TAIL_READ: u64 = 256 << 10;
+
+/// The record name of the last line of the shard at `p` (`Some(None)`: no
+/// file); `None` when that cannot be read cheaply (a line longer than
+/// [`SHARD_TAIL_READ`], no final newline, a line that names no record):
+/// the caller then reads the shard whole.
+fn shard_last_file(p: &Path) -> Result<Option<Option<String>>, ProjectionError> {
+    use std::os::unix::fs::FileExt;
+    let f = match abcd_fsio::open(p, abcd_fsio::Access::Read) {
+        Ok(f) => f,
+        Err(e) if e.is_not_found() => return Ok(Some(None)),
+        Err(e) => return Err(e.into()),
+    };
+    let len = f.metadata().map_err(io_err("stat", p))?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    let n = len.min(SHARD_TAIL_READ);
+    let mut buf = vec![0u8; n as usize];
+    f.read_exact_at(&mut buf, len - n)
+        .map_err(io_err("read", p))?;
+    if buf.last() != Some(&b'\n') {
+        return Ok(None);
+    }
+    let body = &buf[..buf.len() - 1];
+    let start = match body.iter().rposition(|&b| b == b'\n') {
+        Some(i) => i + 1,
+        None if n == len => 0,
+        None => return Ok(None),
+    };
+    let Ok(line) = std::str::from_utf8(&body[start..]) else {
+        return Ok(None);
+    };
+    Ok(line_file(line).map(Some))
 }
 
 /// Bytes of pending lists and shards past which a pass writes them early.
@@ -660,21 +718,62 @@ impl Pending {
         f: impl FnOnce(&mut Vec<(String, String)>) -> (T, bool),
     ) -> Result<T, ProjectionError> {
         let mut shards = self.shards.borrow_mut();
-        if !shards.contains_key(p) {
-            let items: Vec<(String, String)> = read_shard(p)?
+        let added = match shards.remove(p) {
+            Some(Shard::Loaded(dirty, items)) => {
+                shards.insert(p.to_path_buf(), Shard::Loaded(dirty, items));
+                None
+            }
+            Some(Shard::Tail { added, .. }) => Some(added),
+            None => Some(Vec::new()),
+        };
+        if let Some(added) = added {
+            let mut items: Vec<(String, String)> = read_shard(p)?
                 .into_iter()
                 .filter_map(|l| line_file(&l).map(|f| (f, l)))
                 .collect();
             self.grow(items.iter().map(|(f, l)| f.len() + l.len() + 48).sum());
-            shards.insert(p.to_path_buf(), (false, items));
+            let dirty = !added.is_empty();
+            items.extend(added);
+            shards.insert(p.to_path_buf(), Shard::Loaded(dirty, items));
         }
-        let e = shards.get_mut(p).expect("inserted above");
-        let (out, changed) = f(&mut e.1);
-        e.0 |= changed;
+        let Some(Shard::Loaded(dirty, items)) = shards.get_mut(p) else {
+            unreachable!("loaded above");
+        };
+        let (out, changed) = f(items);
+        *dirty |= changed;
         if changed {
-            self.grow(e.1.last().map_or(0, |(f, l)| f.len() + l.len() + 48));
+            self.grow(items.last().map_or(0, |(f, l)| f.len() + l.len() + 48));
         }
         Ok(out)
+    }
+
+    /// Adds the line of record `file` to the shard at `p` when it goes after
+    /// every line there (see [`Shard::Tail`]); false when it does not (or
+    /// the shard was read whole already), and nothing changed.
+    fn append_shard_line(&self, p: &Path, file: &str, line: &str) -> Result<bool, ProjectionError> {
+        let mut shards = self.shards.borrow_mut();
+        if !shards.contains_key(p) {
+            let Some(last) = shard_last_file(p)? else {
+                return Ok(false);
+            };
+            shards.insert(
+                p.to_path_buf(),
+                Shard::Tail {
+                    last,
+                    added: Vec::new(),
+                },
+            );
+        }
+        let Some(Shard::Tail { last, added }) = shards.get_mut(p) else {
+            return Ok(false);
+        };
+        let max = added.last().map(|(f, _)| f.as_str()).or(last.as_deref());
+        if max.is_some_and(|m| file <= m) {
+            return Ok(false);
+        }
+        added.push((file.to_owned(), line.to_owned()));
+        self.grow(file.len() + line.len() + 48);
+        Ok(true)
     }
 
     fn grow(&self, n: usize) {
@@ -695,9 +794,23 @@ impl Pending {
                 write_list_file(&p, &items)?;
             }
         }
-        for (p, (dirty, items)) in shards {
-            if dirty {
-                write_shard(&p, items)?;
+        for (p, shard) in shards {
+            match shard {
+                Shard::Loaded(true, items) => write_shard(&p, items)?,
+                Shard::Tail { last: None, added } if !added.is_empty() => write_shard(&p, added)?,
+                Shard::Tail {
+                    last: Some(_),
+                    added,
+                } if !added.is_empty() => {
+                    let mut text = String::new();
+                    for (_, l) in &added {
+                        text.push_str(l);
+                        text.push('\n');
+                    }
+                    let mut f = abcd_fsio::open(&p, abcd_fsio::Access::Append)?;
+                    abcd_fsio::write_all(&mut f, &p, text.as_bytes())?;
+                }
+                _ => {}
             }
         }
         Ok(())
