@@ -48,12 +48,11 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::capture::{self, CaptureResult};
-use crate::clock;
 use crate::corpus::{Corpus, CorpusError, Locked};
 use crate::event::{CaptureOutcome, Captured, Event};
 use crate::fsutil::{self, GuardedReadError};
 use crate::lineage::Lineage;
-use crate::projection::{idem_key, stream_key, RECORD_READ_CAP};
+use crate::projection::idem_key;
 use crate::record::{self, RecordMeta};
 use crate::staging_view::RAW_CAP;
 
@@ -451,85 +450,23 @@ fn commit_part(
     })
 }
 
-/// How much of a prior record is read to rule it out as a prefix (or an
-/// extension) before it is read whole: parts of one stream differ from
-/// their first line, so every other part is ruled out on this much.
-const PRIOR_HEAD: u64 = 64 << 10;
-
-/// `capture::decide`'s rules for one part: the idempotency key (nothing is
-/// journaled for a part already stored: there is no staged entry to
-/// retire), the forgotten values, then supersession within the stream —
-/// each prior ruled out on its head before it is read whole, so a stream
-/// of hundreds of parts costs one small read per prior.
+/// Capture's decision for one part ([`capture::decide_record`]): nothing
+/// is journaled for a part already stored (there is no staged entry to
+/// retire); a new part's body is stored durably before its event.
 fn decide_part(
     locked: &Locked<'_>,
     mut meta: RecordMeta,
     mut body: String,
 ) -> Result<(Option<Event>, CaptureResult), BigError> {
-    let forgotten = crate::projection::read_forgotten(locked.lane());
-    if !forgotten.is_empty() {
-        let (b, n) = crate::forgotten::redact_forgotten(&body, &forgotten);
-        body = b;
-        meta.redacted_secrets += n;
-    }
-    let agent = meta.lineage.agent_id.as_deref();
-    let result =
-        |record: String, wrote: bool, superseded: Vec<String>, meta: &RecordMeta| CaptureResult {
-            record,
-            wrote,
-            superseded,
-            session_id: meta.lineage.session_id.clone(),
-            agent_id: meta.lineage.agent_id.clone(),
-            redacted_secrets: meta.redacted_secrets,
-            redacted_home_paths: meta.redacted_home_paths,
-        };
-    let index = locked.index();
-    let idem = idem_key(
-        &meta.source_sha256,
-        &meta.lineage.session_id,
-        agent,
-        &meta.source_kind,
-    );
-    let corpus_err = |e: crate::projection::ProjectionError| BigError::Corpus(e.into());
-    if let Some(name) = index.record_for_idem(&idem).map_err(corpus_err)? {
-        return Ok((None, result(name, false, Vec::new(), &meta)));
-    }
-    let stream = stream_key(&meta.lineage.session_id, agent, &meta.source_kind);
-    let records = locked.lane().records_dir();
-    let mut supersedes = Vec::new();
-    for name in index.stream_records(&stream).map_err(corpus_err)? {
-        let path = records.join(&name);
-        let Ok(head) = fsutil::read_private_head(&path, PRIOR_HEAD) else {
-            continue;
-        };
-        let Ok((_, prior_head)) = record::parse(&head) else {
-            continue;
-        };
-        let n = prior_head.len().min(body.len());
-        if prior_head[..n] != body.as_bytes()[..n] {
-            continue;
+    let decision = capture::decide_record(locked, &mut meta, &mut body)
+        .map_err(|e| BigError::Corpus(e.into()))?;
+    let (name, supersedes) = match decision {
+        capture::Decision::Already(name) => {
+            return Ok((None, CaptureResult::of(name, false, Vec::new(), &meta)))
         }
-        let Ok(bytes) = fsutil::read_private(&path, RECORD_READ_CAP) else {
-            continue; // unreadable priors are skipped, as capture does
-        };
-        let Ok((_, prior)) = record::parse(&bytes) else {
-            continue;
-        };
-        if prior.starts_with(body.as_bytes()) {
-            return Ok((None, result(name, false, Vec::new(), &meta)));
-        }
-        if body.as_bytes().starts_with(prior) {
-            supersedes.push(name);
-        }
-    }
-    let mut at = clock::now_unix_ns();
-    let mut name = record::record_filename(at, &meta.lineage.session_id, agent);
-    while records.join(&name).exists() {
-        at += 1;
-        name = record::record_filename(at, &meta.lineage.session_id, agent);
-    }
-    meta.captured_at_ns = at;
-    let r = result(name.clone(), true, supersedes.clone(), &meta);
+        capture::Decision::New { name, supersedes } => (name, supersedes),
+    };
+    let r = CaptureResult::of(name.clone(), true, supersedes.clone(), &meta);
     let file = record::render(&meta, body.as_bytes());
     drop(body);
     let body = crate::body::put(locked.lane(), &file).map_err(CorpusError::from)?;

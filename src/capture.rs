@@ -349,23 +349,57 @@ pub fn commit_batch(
     out
 }
 
-/// The decision of [`commit`]: the event to append and what it means. With
-/// `durable`, a new body is synced before this returns; without, the
-/// caller syncs the bodies before appending.
-fn decide(
+impl CaptureResult {
+    pub(crate) fn of(
+        record: String,
+        wrote: bool,
+        superseded: Vec<String>,
+        meta: &RecordMeta,
+    ) -> Self {
+        CaptureResult {
+            record,
+            wrote,
+            superseded,
+            session_id: meta.lineage.session_id.clone(),
+            agent_id: meta.lineage.agent_id.clone(),
+            redacted_secrets: meta.redacted_secrets,
+            redacted_home_paths: meta.redacted_home_paths,
+        }
+    }
+}
+
+/// How much of a prior record of the stream is read first to rule it out
+/// as a prefix (or an extension) of the new body: records of one stream
+/// that are not prefixes of each other (the parts of a streamed transcript,
+/// for one) differ early, so most priors cost one small read.
+const PRIOR_HEAD: u64 = 64 << 10;
+
+/// What capture decides under the lock for one redacted record.
+pub(crate) enum Decision {
+    /// Already stored: the same source (idempotency key), or a prior of the
+    /// stream whose body starts with this one.
+    Already(String),
+    /// A new record under `name`, superseding the stream's priors it extends.
+    New {
+        name: String,
+        supersedes: Vec<String>,
+    },
+}
+
+/// Capture's decision, from journal state only: the values forgotten in
+/// this repository applied to the body and the stored scalars (read under
+/// the lock, so a forget that just finished is seen), the idempotency key,
+/// then each prior of the (session, agent, kind) stream, then a fresh name
+/// (`meta.captured_at_ns` set to its stamp). Unreadable priors are skipped.
+pub(crate) fn decide_record(
     locked: &Locked<'_>,
-    prepared: Prepared,
-    retires: Option<StagedRef>,
-    extended: bool,
-    durable: bool,
-) -> Result<(Event, CaptureResult), CaptureError> {
-    let Prepared { mut meta, mut body } = prepared;
-    // Values forgotten in this repository stay forgotten: read under the
-    // lock, so a forget that just finished is seen.
+    meta: &mut RecordMeta,
+    body: &mut String,
+) -> Result<Decision, crate::projection::ProjectionError> {
     let forgotten = crate::projection::read_forgotten(locked.lane());
     if !forgotten.is_empty() {
-        let (b, n) = crate::forgotten::redact_forgotten(&body, &forgotten);
-        body = b;
+        let (b, n) = crate::forgotten::redact_forgotten(body, &forgotten);
+        *body = b;
         meta.redacted_secrets += n;
         for v in [
             &mut meta.lineage.agent_type,
@@ -381,63 +415,76 @@ fn decide(
     }
     let index = locked.index();
     let agent = meta.lineage.agent_id.as_deref();
-    let result =
-        |record: String, wrote: bool, superseded: Vec<String>, meta: &RecordMeta| CaptureResult {
-            record,
-            wrote,
-            superseded,
-            session_id: meta.lineage.session_id.clone(),
-            agent_id: meta.lineage.agent_id.clone(),
-            redacted_secrets: meta.redacted_secrets,
-            redacted_home_paths: meta.redacted_home_paths,
-        };
     let idem = idem_key(
         &meta.source_sha256,
         &meta.lineage.session_id,
         agent,
         &meta.source_kind,
     );
-    let mut already = index.record_for_idem(&idem)?;
+    if let Some(name) = index.record_for_idem(&idem)? {
+        return Ok(Decision::Already(name));
+    }
+    let records = locked.lane().records_dir();
+    let stream = stream_key(&meta.lineage.session_id, agent, &meta.source_kind);
     let mut supersedes = Vec::new();
-    if already.is_none() {
-        let stream = stream_key(&meta.lineage.session_id, agent, &meta.source_kind);
-        for name in index.stream_records(&stream)? {
-            let path = locked.lane().records_dir().join(&name);
+    for name in index.stream_records(&stream)? {
+        let path = records.join(&name);
+        let Ok(head) = fsutil::read_private_head(&path, PRIOR_HEAD) else {
+            continue; // unreadable priors are skipped
+        };
+        let whole = (head.len() as u64) < PRIOR_HEAD;
+        if let Ok((_, prior_head)) = record::parse(&head) {
+            let n = prior_head.len().min(body.len());
+            if prior_head[..n] != body.as_bytes()[..n] {
+                continue;
+            }
+        }
+        let bytes = if whole {
+            head
+        } else {
             let Ok(bytes) = fsutil::read_private(&path, RECORD_READ_CAP) else {
-                continue; // unreadable priors are skipped
-            };
-            let Ok((_, prior)) = record::parse(&bytes) else {
                 continue;
             };
-            if prior.starts_with(body.as_bytes()) {
-                already = Some(name);
-                break;
-            }
-            if body.as_bytes().starts_with(prior) {
-                supersedes.push(name);
-            }
+            bytes
+        };
+        let Ok((_, prior)) = record::parse(&bytes) else {
+            continue;
+        };
+        if prior.starts_with(body.as_bytes()) {
+            return Ok(Decision::Already(name));
+        }
+        if body.as_bytes().starts_with(prior) {
+            supersedes.push(name);
         }
     }
-    let outcome = match already {
-        Some(record_name) => {
-            let r = result(record_name.clone(), false, Vec::new(), &meta);
-            let event = Event::Captured(Box::new(Captured {
-                outcome: CaptureOutcome::AlreadyStored { record_name },
-                retires,
-                extended,
-            }));
-            return Ok((event, r));
+    let mut at = clock::now_unix_ns();
+    let mut name = record::record_filename(at, &meta.lineage.session_id, agent);
+    while records.join(&name).exists() {
+        at += 1;
+        name = record::record_filename(at, &meta.lineage.session_id, agent);
+    }
+    meta.captured_at_ns = at;
+    Ok(Decision::New { name, supersedes })
+}
+
+/// The decision of [`commit`]: the event to append and what it means. With
+/// `durable`, a new body is synced before this returns; without, the
+/// caller syncs the bodies before appending.
+fn decide(
+    locked: &Locked<'_>,
+    prepared: Prepared,
+    retires: Option<StagedRef>,
+    extended: bool,
+    durable: bool,
+) -> Result<(Event, CaptureResult), CaptureError> {
+    let Prepared { mut meta, mut body } = prepared;
+    let (outcome, r) = match decide_record(locked, &mut meta, &mut body)? {
+        Decision::Already(record_name) => {
+            let r = CaptureResult::of(record_name.clone(), false, Vec::new(), &meta);
+            (CaptureOutcome::AlreadyStored { record_name }, r)
         }
-        None => {
-            let records = locked.lane().records_dir();
-            let mut at = clock::now_unix_ns();
-            let mut name = record::record_filename(at, &meta.lineage.session_id, agent);
-            while records.join(&name).exists() {
-                at += 1;
-                name = record::record_filename(at, &meta.lineage.session_id, agent);
-            }
-            meta.captured_at_ns = at;
-            let r = result(name.clone(), true, supersedes.clone(), &meta);
+        Decision::New { name, supersedes } => {
+            let r = CaptureResult::of(name.clone(), true, supersedes.clone(), &meta);
             // The record file goes to `bodies/` (durably) before the event
             // that names it is appended.
             let file = record::render(&meta, body.as_bytes());
@@ -447,23 +494,22 @@ fn decide(
                 crate::body::put_unsynced(locked.lane(), &file)
             }
             .map_err(CorpusError::from)?;
-            (
-                CaptureOutcome::Stored {
-                    record_name: name,
-                    body,
-                    supersedes,
-                },
-                r,
-            )
+            let outcome = CaptureOutcome::Stored {
+                record_name: name,
+                body,
+                supersedes,
+            };
+            (outcome, r)
         }
     };
     let event = Event::Captured(Box::new(Captured {
-        outcome: outcome.0,
+        outcome,
         retires,
         extended,
     }));
-    Ok((event, outcome.1))
+    Ok((event, r))
 }
+
 /// Captures transcript bytes the user handed over (`history capture`):
 /// redact body and lineage with the repository's own scanner (no lock
 /// held), then take the store lock and commit. Nothing is staged: the

@@ -353,6 +353,31 @@ struct Probed {
     cwd: Option<String>,
 }
 
+/// The entries of `dir` sorted by path, each with its type as the entry
+/// itself has it (`file_type` does not follow a symlink) and its name; a
+/// directory that cannot be listed is reported as failed.
+fn list_dir(dir: &Path, rep: &mut Report) -> Option<Vec<(PathBuf, std::fs::FileType, String)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            rep.failed.push(Failed {
+                path: dir.display().to_string(),
+                error: format!("cannot list the directory: {e}"),
+            });
+            return None;
+        }
+    };
+    let mut names: Vec<(PathBuf, std::fs::FileType, String)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let ft = e.file_type().ok()?;
+            Some((e.path(), ft, e.file_name().to_string_lossy().into_owned()))
+        })
+        .collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(names)
+}
+
 /// Walks `dir` (never following a symlink) to `MAX_DEPTH` for `*.jsonl`.
 fn walk(dir: &Path, project: Option<&str>, depth: usize, out: &mut Vec<Found>, rep: &mut Report) {
     if depth > MAX_DEPTH {
@@ -366,23 +391,9 @@ fn walk(dir: &Path, project: Option<&str>, depth: usize, out: &mut Vec<Found>, r
         });
         return;
     }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) => {
-            rep.failed.push(Failed {
-                path: dir.display().to_string(),
-                error: format!("cannot list the directory: {e}"),
-            });
-            return;
-        }
+    let Some(names) = list_dir(dir, rep) else {
+        return;
     };
-    let mut names: Vec<(PathBuf, std::fs::FileType, String)> = Vec::new();
-    for e in entries.flatten() {
-        // `file_type` does not follow a symlink.
-        let Ok(ft) = e.file_type() else { continue };
-        names.push((e.path(), ft, e.file_name().to_string_lossy().into_owned()));
-    }
-    names.sort_by(|a, b| a.0.cmp(&b.0));
     for (path, ft, name) in names {
         let project = project.map(str::to_owned).unwrap_or_else(|| name.clone());
         if ft.is_symlink() {
@@ -430,22 +441,10 @@ fn spills(dir: &Path, project: &str, depth: usize, out: &mut Vec<Found>, rep: &m
     if depth > MAX_DEPTH {
         return;
     }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) => {
-            rep.failed.push(Failed {
-                path: dir.display().to_string(),
-                error: format!("cannot list the directory: {e}"),
-            });
-            return;
-        }
+    let Some(files) = list_dir(dir, rep) else {
+        return;
     };
-    let mut files: Vec<(PathBuf, std::fs::FileType)> = entries
-        .flatten()
-        .filter_map(|e| Some((e.path(), e.file_type().ok()?)))
-        .collect();
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    for (path, ft) in files {
+    for (path, ft, _) in files {
         if ft.is_file() {
             out.push(Found {
                 path,

@@ -279,9 +279,10 @@ pub struct Index<'a> {
     pending: Option<&'a Pending>,
 }
 
-/// An index list as it is on disk (absent: empty).
-fn read_list_file(p: &Path) -> Result<Vec<String>, ProjectionError> {
-    match fsutil::read_private(p, SMALL_FILE_CAP) {
+/// The non-empty lines of a projection file of at most `cap` bytes
+/// (absent: none; invalid UTF-8 replaced).
+fn read_lines(p: &Path, cap: u64) -> Result<Vec<String>, ProjectionError> {
+    match fsutil::read_private(p, cap) {
         Ok(b) => Ok(text_lossy(b)
             .lines()
             .filter(|l| !l.is_empty())
@@ -290,6 +291,11 @@ fn read_list_file(p: &Path) -> Result<Vec<String>, ProjectionError> {
         Err(e) if e.is_not_found() => Ok(Vec::new()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// An index list as it is on disk (absent: empty).
+fn read_list_file(p: &Path) -> Result<Vec<String>, ProjectionError> {
+    read_lines(p, SMALL_FILE_CAP)
 }
 
 /// Writes an index list (none removes it).
@@ -459,15 +465,7 @@ fn line_file(line: &str) -> Option<String> {
 }
 
 fn read_shard(path: &Path) -> Result<Vec<String>, ProjectionError> {
-    match fsutil::read_private(path, SUMMARY_READ_CAP) {
-        Ok(b) => Ok(text_lossy(b)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()),
-        Err(e) if e.is_not_found() => Ok(Vec::new()),
-        Err(e) => Err(e.into()),
-    }
+    read_lines(path, SUMMARY_READ_CAP)
 }
 
 /// `bytes` as text, invalid UTF-8 replaced (checked first: the common,
@@ -483,43 +481,27 @@ fn text_lossy(bytes: Vec<u8>) -> String {
 /// with `add` (that record's new line).
 fn update_shard(
     lane: &Lane,
-    pending: Option<&Pending>,
+    pending: &Pending,
     table: &str,
     session_id: &str,
     file: &str,
     add: Option<String>,
 ) -> Result<(), ProjectionError> {
     let p = shard_path(lane, table, session_id);
-    if let Some(pd) = pending {
-        if let Some(line) = &add {
-            if pd.append_shard_line(&p, file, line)? {
-                return Ok(());
-            }
+    if let Some(line) = &add {
+        if pending.append_shard_line(&p, file, line)? {
+            return Ok(());
         }
-        return pd.with_shard(&p, |items| {
-            let before = items.len();
-            items.retain(|(f, _)| f != file);
-            let changed = add.is_some() || items.len() != before;
-            if let Some(l) = add {
-                items.push((file.to_owned(), l));
-            }
-            ((), changed)
-        });
     }
-    let lines = read_shard(&p)?;
-    let before = lines.len();
-    let mut items: Vec<(String, String)> = lines
-        .into_iter()
-        .filter_map(|l| line_file(&l).map(|f| (f, l)))
-        .filter(|(f, _)| f != file)
-        .collect();
-    if add.is_none() && items.len() == before {
-        return Ok(());
-    }
-    if let Some(l) = add {
-        items.push((file.to_owned(), l));
-    }
-    write_shard(&p, items)
+    pending.with_shard(&p, |items| {
+        let before = items.len();
+        items.retain(|(f, _)| f != file);
+        let changed = add.is_some() || items.len() != before;
+        if let Some(l) = add {
+            items.push((file.to_owned(), l));
+        }
+        ((), changed)
+    })
 }
 
 /// Writes a shard's (record name, line) items sorted by name; none removes it.
@@ -543,7 +525,7 @@ fn write_shard(p: &Path, mut items: Vec<(String, String)>) -> Result<(), Project
 /// (hence shard) does not change, each shard read and written once.
 fn replace_summaries(
     lane: &Lane,
-    pending: Option<&Pending>,
+    pending: &Pending,
     facts: Vec<(Summary, TokenLine)>,
 ) -> Result<(), ProjectionError> {
     type Lines = Vec<(String, String)>;
@@ -560,21 +542,11 @@ fn replace_summaries(
     }
     for (p, new) in by_shard {
         let fresh: std::collections::HashMap<String, String> = new.into_iter().collect();
-        if let Some(pd) = pending {
-            pd.with_shard(&p, |items| {
-                items.retain(|(f, _)| !fresh.contains_key(f));
-                items.extend(fresh);
-                ((), true)
-            })?;
-            continue;
-        }
-        let mut items: Vec<(String, String)> = read_shard(&p)?
-            .into_iter()
-            .filter_map(|l| line_file(&l).map(|f| (f, l)))
-            .filter(|(f, _)| !fresh.contains_key(f))
-            .collect();
-        items.extend(fresh);
-        write_shard(&p, items)?;
+        pending.with_shard(&p, |items| {
+            items.retain(|(f, _)| !fresh.contains_key(f));
+            items.extend(fresh);
+            ((), true)
+        })?;
     }
     Ok(())
 }
@@ -582,7 +554,7 @@ fn replace_summaries(
 /// Inserts or replaces the summary and token line of one record.
 fn write_summary(
     lane: &Lane,
-    pending: Option<&Pending>,
+    pending: &Pending,
     (summary, tokens): &(Summary, TokenLine),
 ) -> Result<(), ProjectionError> {
     let (sid, file) = (summary.session_id(), &summary.file);
@@ -606,7 +578,7 @@ fn write_summary(
 
 fn remove_summary(
     lane: &Lane,
-    pending: Option<&Pending>,
+    pending: &Pending,
     session_id: &str,
     file: &str,
 ) -> Result<(), ProjectionError> {
@@ -891,7 +863,7 @@ fn backfill_summaries(lane: &Lane) -> Result<(), ProjectionError> {
             continue;
         };
         if let Ok((meta, body)) = record::parse(&bytes) {
-            write_summary(lane, Some(&pending), &summary::facts(&name, &meta, body))?;
+            write_summary(lane, &pending, &summary::facts(&name, &meta, body))?;
         }
     }
     pending.flush()
@@ -1274,11 +1246,7 @@ impl<'a> Projector<'a> {
         })?;
         self.write(&path, file)?;
         self.index_record(index, name, &meta)?;
-        write_summary(
-            self.lane,
-            Some(&self.pending),
-            &summary::facts(name, &meta, body),
-        )
+        write_summary(self.lane, &self.pending, &summary::facts(name, &meta, body))
     }
 
     /// Applies a forget: live records rewritten from their new bodies or
@@ -1337,7 +1305,7 @@ impl<'a> Projector<'a> {
                 self.store_record(index, &name, &file)?;
             }
         }
-        replace_summaries(self.lane, Some(&self.pending), summaries)?;
+        replace_summaries(self.lane, &self.pending, summaries)?;
         for name in &f.removed_records {
             self.drop_record(index, &naming::record_name(name))?;
         }
@@ -1404,12 +1372,7 @@ impl<'a> Projector<'a> {
         };
         if let Ok((meta, _)) = record::parse(&bytes) {
             self.unindex_record(index, name, &meta)?;
-            remove_summary(
-                self.lane,
-                Some(&self.pending),
-                &meta.lineage.session_id,
-                name,
-            )?;
+            remove_summary(self.lane, &self.pending, &meta.lineage.session_id, name)?;
         }
         self.remove(&path)?;
         Ok(())

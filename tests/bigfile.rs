@@ -104,18 +104,6 @@ fn parts(v: &Value) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn record_names(lane: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(lane.join("records"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// Every file under `dir` that holds `needle` (read in chunks: the lane of
 /// the big test holds hundreds of MiB).
 fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {

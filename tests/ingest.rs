@@ -165,18 +165,6 @@ fn ingest(env: &Env, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn records_in(lane: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(lane.join("records"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 fn reasons(rep: &Value) -> Vec<String> {
     let mut v: Vec<String> = rep["skipped"]
         .as_array()
@@ -231,7 +219,7 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
         .abcd_home
         .join("transcripts")
         .join(in_dir[0]["root_sha"].as_str().unwrap());
-    assert_eq!(records_in(&dir_lane).len(), 1);
+    assert_eq!(record_names(&dir_lane).len(), 1);
     let all = env.json(&["history", "list", "--all-repos"]);
     let listed = all
         .as_array()
@@ -242,9 +230,9 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
     assert_eq!(listed["lane_kind"], "directory");
     assert_eq!(listed["repository"], scratch.display().to_string().as_str());
     // Each repository got its own sessions, sub-agents included.
-    assert_eq!(records_in(&env.lane()).len(), 3);
-    assert_eq!(records_in(&env.lane_of(&w.repo_b)).len(), 4);
-    assert_eq!(records_in(&env.lane_of(&w.repo_c)).len(), 2);
+    assert_eq!(record_names(&env.lane()).len(), 3);
+    assert_eq!(record_names(&env.lane_of(&w.repo_b)).len(), 4);
+    assert_eq!(record_names(&env.lane_of(&w.repo_c)).len(), 2);
     let stored = rep["stored"].as_array().unwrap();
     let by_agent = |a: &str| {
         stored
@@ -281,9 +269,9 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
 
     // Second run: nothing new.
     let lanes_before = (
-        records_in(&env.lane()),
-        records_in(&env.lane_of(&w.repo_b)),
-        records_in(&env.lane_of(&w.repo_c)),
+        record_names(&env.lane()),
+        record_names(&env.lane_of(&w.repo_b)),
+        record_names(&env.lane_of(&w.repo_c)),
     );
     let again = ingest(env, &[]);
     assert_eq!(again["stored"].as_array().unwrap().len(), 0, "{again:#}");
@@ -291,9 +279,9 @@ fn ingest_places_each_session_in_its_repository_and_is_idempotent() {
     assert_eq!(
         lanes_before,
         (
-            records_in(&env.lane()),
-            records_in(&env.lane_of(&w.repo_b)),
-            records_in(&env.lane_of(&w.repo_c)),
+            record_names(&env.lane()),
+            record_names(&env.lane_of(&w.repo_b)),
+            record_names(&env.lane_of(&w.repo_c)),
         )
     );
 
@@ -545,7 +533,7 @@ fn ingest_bad_input_is_skipped_or_failed_with_the_reason() {
     let notes = rep["notes"].to_string();
     assert_eq!(notes.matches("sidecar was dropped").count(), 2, "{rep:#}");
     let mut dup = 0;
-    for name in records_in(&env.lane()) {
+    for name in record_names(&env.lane()) {
         if name.contains("dup1") {
             dup += 1;
             let text = fs::read_to_string(env.lane().join("records").join(&name)).unwrap();
@@ -557,7 +545,7 @@ fn ingest_bad_input_is_skipped_or_failed_with_the_reason() {
         }
     }
     assert_eq!(dup, 2);
-    let solo = records_in(&env.lane())
+    let solo = record_names(&env.lane())
         .into_iter()
         .find(|n| n.contains("solo1"))
         .unwrap();
@@ -604,9 +592,9 @@ fn an_ingest_killed_midway_is_finished_by_running_it_again() {
             10,
             "{spec}: {rep:#}"
         );
-        assert_eq!(records_in(&env.lane()).len(), 3, "{spec}");
-        assert_eq!(records_in(&env.lane_of(&w.repo_b)).len(), 4, "{spec}");
-        assert_eq!(records_in(&env.lane_of(&w.repo_c)).len(), 2, "{spec}");
+        assert_eq!(record_names(&env.lane()).len(), 3, "{spec}");
+        assert_eq!(record_names(&env.lane_of(&w.repo_b)).len(), 4, "{spec}");
+        assert_eq!(record_names(&env.lane_of(&w.repo_c)).len(), 2, "{spec}");
         for dir in [&env.repo, &w.repo_b, &w.repo_c] {
             let out = env.abcd(&["journal", "verify", "--repo", dir.to_str().unwrap()]);
             assert_eq!(

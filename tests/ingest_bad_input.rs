@@ -46,18 +46,6 @@ fn run(env: &Env, vars: &[(&str, &str)]) -> (Option<i32>, Value) {
     (out.status.code(), v)
 }
 
-fn records(lane: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(lane.join("records"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 fn verify_clean(env: &Env) {
     let out = env.abcd(&["journal", "verify"]);
     assert_eq!(
@@ -97,7 +85,7 @@ fn a_file_that_vanishes_between_probe_and_read_is_reported_and_the_rest_stored()
         );
         assert_eq!(count(&rep, "stored"), 1, "{rep:#}");
         assert_eq!(rep["stored"][0]["session_id"], B);
-        assert!(records(&env.lane()).iter().all(|r| !r.contains(A)));
+        assert!(record_names(&env.lane()).iter().all(|r| !r.contains(A)));
         verify_clean(&env);
         // The next run sees only what is there: nothing fails.
         let (code, rep) = run(&env, &[LATER]);
@@ -128,7 +116,7 @@ fn a_file_that_grows_between_probe_and_read_is_stored_as_read_and_read_again_nex
         assert!(grown > probed_size);
         // What was read is what is stored: the grown file, whole.
         assert_eq!(rep["stored"][0]["bytes"].as_u64(), Some(grown), "{rep:#}");
-        let names = records(&env.lane());
+        let names = record_names(&env.lane());
         assert_eq!(names.len(), 1, "big={big}");
         let text = fs::read_to_string(env.lane().join("records").join(&names[0])).unwrap();
         assert_eq!(
@@ -146,7 +134,7 @@ fn a_file_that_grows_between_probe_and_read_is_stored_as_read_and_read_again_nex
         assert_eq!(second["already_stored"][0]["via"], "session-cwd");
         let (_, third) = run(&env, &vars);
         assert_eq!(third["already_stored"][0]["via"], "unchanged", "{third:#}");
-        assert_eq!(records(&env.lane()).len(), 1);
+        assert_eq!(record_names(&env.lane()).len(), 1);
         verify_clean(&env);
     }
 }
@@ -172,7 +160,7 @@ fn thousands_of_session_ids_in_one_file_are_skipped_as_ambiguous_and_nothing_is_
         "{s}"
     );
     assert_eq!(count(&rep, "stored"), 1);
-    assert_eq!(records(&env.lane()).len(), 1);
+    assert_eq!(record_names(&env.lane()).len(), 1);
 }
 
 /// Makes every path under `dir` belong to `uid` (so a process running as
@@ -254,7 +242,7 @@ fn a_streamed_ingest_killed_midway_is_finished_by_running_it_again() {
             .lines()
             .filter(|l| l.split(' ').nth(1) == Some("sync"))
             .count();
-        (syncs, records(&env.lane()).len())
+        (syncs, record_names(&env.lane()).len())
     };
     assert!(parts >= 8, "{parts} parts");
     assert!(syncs >= parts, "{syncs} syncs");
@@ -265,7 +253,7 @@ fn a_streamed_ingest_killed_midway_is_finished_by_running_it_again() {
         vars.push(("ABCD_FAULT_INJECT", &spec));
         let out = env.abcd_env(&["--json", "history", "ingest"], &vars);
         assert_eq!(out.status.code(), None, "{spec}: killed, {}", stderr(&out));
-        let before = records(&env.lane()).len();
+        let before = record_names(&env.lane()).len();
         assert!(before < parts, "{spec}: {before} parts before the kill");
         let (code, rep) = run(&env, &knobs);
         assert_eq!(code, Some(0), "{spec}: {rep:#}");
@@ -274,11 +262,11 @@ fn a_streamed_ingest_killed_midway_is_finished_by_running_it_again() {
             1,
             "{spec}: {rep:#}"
         );
-        assert_eq!(records(&env.lane()).len(), parts, "{spec}");
+        assert_eq!(record_names(&env.lane()).len(), parts, "{spec}");
         verify_clean(&env);
         // And once more: nothing new.
         let (_, again) = run(&env, &knobs);
         assert_eq!(count(&again, "stored"), 0, "{spec}: {again:#}");
-        assert_eq!(records(&env.lane()).len(), parts, "{spec}");
+        assert_eq!(record_names(&env.lane()).len(), parts, "{spec}");
     }
 }

@@ -24,7 +24,9 @@ pub struct Env {
     pub claude: PathBuf,
 }
 
-fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
+/// `git args…` in `dir` with a clean environment (`home` as HOME, no
+/// system or global configuration); its trimmed stdout.
+pub fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -32,6 +34,7 @@ fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_AUTHOR_NAME", "Test Author")
         .env("GIT_AUTHOR_EMAIL", "author@example.com")
         .env("GIT_COMMITTER_NAME", "Test Author")
@@ -403,4 +406,17 @@ pub fn copy_tree(from: &Path, to: &Path) {
         .status()
         .unwrap();
     assert!(st.success());
+}
+
+/// The file names under a lane's `records/`, sorted (none when absent).
+pub fn record_names(lane: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(lane.join("records"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
