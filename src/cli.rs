@@ -1052,6 +1052,15 @@ fn history_cmd(
                 };
                 w(out, format!("  depth {d}: {v}"))?;
             }
+            if st.tool_outputs > 0 {
+                w(
+                    out,
+                    format!(
+                        "tool outputs: {} spilled (stored beside their sessions; not sub-agents)",
+                        st.tool_outputs
+                    ),
+                )?;
+            }
             w(out, format!(
                 "tokens:      {} over {} API responses, counted once per message id (summing every usage line would say {}); {} usage(s) without a message id",
                 st.tokens.total, st.api_responses, st.naive_tokens.total, st.usage_without_message_id
@@ -2053,6 +2062,12 @@ fn print_session_rows(
                     a.turns,
                     a.tokens
                 ),
+            )?;
+        }
+        if r.tool_outputs > 0 {
+            w(
+                out,
+                format!("{:>20} + {} spilled tool output(s)", "", r.tool_outputs),
             )?;
         }
     }

@@ -393,6 +393,9 @@ struct JsonSession<'a> {
     root_commit: &'a str,
     tokens: &'a crate::telemetry::Report,
     threads: Vec<JsonThread<'a>>,
+    /// Record names of the session's spilled tool outputs (not threads).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    tool_outputs: &'a [String],
 }
 
 /// The session as JSON (full text, every thread, placements, tokens).
@@ -470,6 +473,7 @@ pub fn json(s: &Session) -> String {
         root_commit: &s.root_commit,
         tokens: &s.tokens,
         threads,
+        tool_outputs: &s.tool_outputs,
     };
     let mut out = serde_json::to_string_pretty(&j).unwrap_or_default();
     out.push('\n');

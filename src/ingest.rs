@@ -491,16 +491,11 @@ fn spill_ids(path: &Path) -> Result<(String, String, Option<String>), String> {
         .file_stem()
         .and_then(|n| n.to_str())
         .ok_or("its file name is not UTF-8")?;
-    let agent = format!("{SPILL_AGENT_PREFIX}{stem}");
+    let agent = format!("{}{stem}", lineage::TOOL_OUTPUT_AGENT_PREFIX);
     lineage::check_id("agent_id", Some(&agent)).map_err(|e| e.to_string())?;
     let spawn = stem.starts_with("toolu_").then(|| stem.to_owned());
     Ok((session.to_owned(), agent, spawn))
 }
-
-/// The agent id a spilled tool output is stored under is this prefix and
-/// its file stem; its `agent_type` is [`SPILL_AGENT_TYPE`].
-pub const SPILL_AGENT_PREFIX: &str = "tool-result-";
-pub const SPILL_AGENT_TYPE: &str = "tool-result";
 
 /// Probes a spilled tool output: its ids from its place, its size. Its
 /// bytes are text, not a transcript: no shape check (redaction still
@@ -1154,7 +1149,7 @@ fn store_one(
     if p.found.spill {
         // Its lineage is its place (`spill_ids`).
         let spawn = spill_ids(&p.found.path).ok().and_then(|(_, _, s)| s);
-        lineage.agent_type = Some(SPILL_AGENT_TYPE.into());
+        lineage.agent_type = Some(lineage::TOOL_OUTPUT_AGENT_TYPE.into());
         if spawn.is_some() {
             lineage.spawn_attribution = Some(SpawnAttribution::Transcript);
         }

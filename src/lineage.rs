@@ -221,6 +221,12 @@ fn is_zero(v: &u32) -> bool {
     *v == 0
 }
 
+/// The agent id a spilled tool output (`<session>/tool-results/<name>`,
+/// captured by `history ingest`) is stored under is this prefix and the
+/// file's stem; its `agent_type` is [`TOOL_OUTPUT_AGENT_TYPE`].
+pub const TOOL_OUTPUT_AGENT_PREFIX: &str = "tool-result-";
+pub const TOOL_OUTPUT_AGENT_TYPE: &str = "tool-result";
+
 impl Lineage {
     /// A main-thread lineage for `session_id`.
     pub fn main_thread(session_id: &str, source: LineageSource) -> Self {
@@ -233,6 +239,17 @@ impl Lineage {
 
     pub fn is_main_thread(&self) -> bool {
         self.agent_id.is_none()
+    }
+
+    /// A spilled tool output: text one of the session's tool calls
+    /// produced, stored beside its threads — not a thread, never counted
+    /// or drawn as a sub-agent.
+    pub fn is_tool_output(&self) -> bool {
+        self.agent_type.as_deref() == Some(TOOL_OUTPUT_AGENT_TYPE)
+            && self
+                .agent_id
+                .as_deref()
+                .is_some_and(|a| a.starts_with(TOOL_OUTPUT_AGENT_PREFIX))
     }
 
     /// Checks the record rules: the new-input id rule ([`is_valid_id`]) on

@@ -68,6 +68,14 @@ pub struct SessionRow {
     pub cwd: Option<String>,
     /// Depth-first: each agent follows its parent.
     pub agents: Vec<AgentRow>,
+    /// Spilled tool outputs stored for the session (`tool-results/` files
+    /// `history ingest` captured): counted in `records`, never agents.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tool_outputs: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One session's summaries, one per agent (the longest body, then the
@@ -77,6 +85,9 @@ struct Group {
     records: usize,
     bytes: u64,
     chosen: Vec<Summary>,
+    /// Spilled tool outputs stored for the session (in `records`, never
+    /// in `chosen`).
+    tool_outputs: usize,
 }
 
 impl Group {
@@ -127,6 +138,10 @@ fn group(all: Vec<Summary>) -> Vec<Group> {
         .map(|(session_id, v)| {
             let records = v.len();
             let bytes = v.iter().map(|s| s.bytes).sum();
+            // Spilled tool outputs sit beside the threads; they are not
+            // threads (no turns, no tokens, never a sub-agent).
+            let (outputs, v): (Vec<Summary>, Vec<Summary>) =
+                v.into_iter().partition(|s| s.meta.lineage.is_tool_output());
             let mut best: BTreeMap<Option<String>, Summary> = BTreeMap::new();
             for s in v {
                 let key = s.agent_id().map(str::to_owned);
@@ -147,6 +162,7 @@ fn group(all: Vec<Summary>) -> Vec<Group> {
                 records,
                 bytes,
                 chosen: best.into_values().collect(),
+                tool_outputs: outputs.len(),
             }
         })
         .collect()
@@ -269,6 +285,7 @@ fn summarise(g: &Group) -> SessionRow {
             .min_by_key(|s| s.agent_id().is_some())
             .and_then(|s| s.cwd.clone()),
         agents: tree(g),
+        tool_outputs: g.tool_outputs,
     }
 }
 
@@ -404,6 +421,10 @@ pub struct Stats {
     pub sessions: usize,
     pub sessions_without_main_thread: usize,
     pub sub_agents: usize,
+    /// Spilled tool outputs stored beside the sessions' threads (not
+    /// sub-agents; no tokens of their own).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tool_outputs: usize,
     /// agent type → count (`unknown` when not recorded).
     pub sub_agents_by_type: BTreeMap<String, u64>,
     /// spawn depth → count (0 = unknown).
@@ -467,6 +488,7 @@ pub fn merge(into: &mut Stats, s: &Stats) {
     into.sessions += s.sessions;
     into.sessions_without_main_thread += s.sessions_without_main_thread;
     into.sub_agents += s.sub_agents;
+    into.tool_outputs += s.tool_outputs;
     for (k, v) in &s.sub_agents_by_type {
         *into.sub_agents_by_type.entry(k.clone()).or_insert(0) += v;
     }
@@ -564,6 +586,7 @@ pub fn stats(corpus: &Corpus, f: &Filter) -> Result<Stats, ReconstructError> {
             continue;
         }
         st.sessions += 1;
+        st.tool_outputs += g.tool_outputs;
         if g.main().is_none() {
             st.sessions_without_main_thread += 1;
         }

@@ -142,6 +142,9 @@ pub struct Session {
     pub threads: Vec<Thread>,
     pub records_found: usize,
     pub dropped: Vec<Dropped>,
+    /// Record names of the session's spilled tool outputs (stored beside
+    /// the threads, not part of them).
+    pub tool_outputs: Vec<String>,
     pub tokens: Report,
 }
 
@@ -327,6 +330,13 @@ pub fn build(
         });
     }
     let records_found = bodies.len();
+    // Spilled tool outputs are stored beside the threads: named, never
+    // parsed as a transcript or drawn as a sub-agent.
+    let (outputs, bodies): (Vec<_>, Vec<_>) = bodies
+        .into_iter()
+        .partition(|(l, _)| l.meta.lineage.is_tool_output());
+    let mut tool_outputs: Vec<String> = outputs.into_iter().map(|(l, _)| l.file).collect();
+    tool_outputs.sort();
     // One record per (session, agent): longest body, then newest capture,
     // then file name.
     let mut best: BTreeMap<Option<String>, (Listed, Vec<u8>)> = BTreeMap::new();
@@ -440,6 +450,7 @@ pub fn build(
         threads,
         records_found,
         dropped,
+        tool_outputs,
         tokens,
     })
 }
@@ -663,6 +674,12 @@ pub fn render_markdown(s: &Session, opts: Options) -> (String, Elided) {
     ));
     for d in &s.dropped {
         out.push_str(&format!("- dropped `{}`: {}\n", d.record, label(&d.reason)));
+    }
+    for t in &s.tool_outputs {
+        out.push_str(&format!(
+            "- spilled tool output `{}`: stored beside the session, not a thread\n",
+            label(t)
+        ));
     }
     out.push('\n');
     // Timeline.

@@ -146,6 +146,71 @@ fn spilled_tool_outputs_are_captured_with_their_session() {
     assert_eq!(before, converged(&lane));
 }
 
+/// A spilled tool output is stored beside its session's threads: `stats`
+/// does not count it as a sub-agent, `list` does not draw it in the agent
+/// tree, and `reconstruct`/`export` name it without parsing it as a thread.
+#[test]
+fn spilled_tool_outputs_are_not_sub_agents() {
+    let env = Env::new();
+    env.main_transcript(S, &main_line(S, &env.repo));
+    let agent_line = serde_json::json!({
+        "type": "user",
+        "sessionId": S,
+        "agentId": "a1b2c3d4e5f6a7b8c",
+        "isSidechain": true,
+        "cwd": env.repo.display().to_string(),
+        "message": {"role": "user", "content": "look around"},
+    })
+    .to_string()
+        + "\n";
+    env.agent_transcript(S, "a1b2c3d4e5f6a7b8c", &agent_line, None);
+    let spills = env.claude.join(S).join("tool-results");
+    fs::create_dir_all(&spills).unwrap();
+    fs::write(spills.join("toolu_01PjAbHr3SN2wyVY14uFwFju.txt"), "diff\n").unwrap();
+    fs::write(spills.join("bx04dz8mt.txt"), "a long listing\n").unwrap();
+    let rep = run(&env);
+    assert_eq!(rep["stored"].as_array().unwrap().len(), 4, "{rep:#}");
+
+    let out = env.abcd(&["--json", "history", "stats"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let st: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["sessions"], 1, "{st:#}");
+    assert_eq!(st["sub_agents"], 1, "{st:#}");
+    assert_eq!(st["tool_outputs"], 2, "{st:#}");
+    assert!(
+        st["sub_agents_by_type"].get("tool-result").is_none(),
+        "{st:#}"
+    );
+    let out = env.abcd(&["history", "stats"]);
+    assert!(
+        stdout(&out).contains("tool outputs: 2 spilled"),
+        "{}",
+        stdout(&out)
+    );
+
+    // The record list holds all four; the session's agent tree one.
+    let out = env.abcd(&["--json", "history", "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let records: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(records.as_array().unwrap().len(), 4, "{records:#}");
+    let out = env.abcd(&["history", "list"]);
+    let text = stdout(&out);
+    assert_eq!(text.matches("└─").count(), 1, "{text}");
+    assert!(text.contains("+ 2 spilled tool output(s)"), "{text}");
+    assert!(!text.contains("└─ tool-result-"), "{text}");
+
+    let out = env.abcd(&["history", "reconstruct", S]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let md = stdout(&out);
+    assert!(md.contains("- sub-agents: 1"), "{md}");
+    assert_eq!(md.matches("spilled tool output `").count(), 2, "{md}");
+    let out = env.abcd(&["history", "export", S, "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["threads"].as_array().unwrap().len(), 2, "{j:#}");
+    assert_eq!(j["tool_outputs"].as_array().unwrap().len(), 2, "{j:#}");
+}
+
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
