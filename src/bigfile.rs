@@ -469,7 +469,7 @@ fn decide_part(
     let r = CaptureResult::of(name.clone(), true, supersedes.clone(), &meta);
     let file = record::render(&meta, body.as_bytes());
     drop(body);
-    let body = crate::body::put(locked.lane(), &file).map_err(CorpusError::from)?;
+    let body = crate::body::put_owned(locked.lane(), file, true).map_err(CorpusError::from)?;
     let event = Event::Captured(Box::new(Captured {
         outcome: CaptureOutcome::Stored {
             record_name: name,

@@ -67,14 +67,27 @@ pub fn is_digest(s: &str) -> bool {
 /// present and proven against its digest is kept (same name, same bytes); a
 /// damaged one is replaced.
 pub fn put(lane: &Lane, bytes: &[u8]) -> Result<BodyRef, BodyError> {
-    put_with(lane, bytes, true)
+    let (r, p) = store(lane, bytes, true)?;
+    keep_just_stored(p, bytes.to_vec());
+    Ok(r)
+}
+
+/// [`put`] (with `durable`) or [`put_unsynced`] (without) of bytes the
+/// caller hands over: kept for the projection without a copy (a capture's
+/// rendered record, 1 MiB and more, is otherwise copied once more here).
+pub fn put_owned(lane: &Lane, bytes: Vec<u8>, durable: bool) -> Result<BodyRef, BodyError> {
+    let (r, p) = store(lane, &bytes, durable)?;
+    keep_just_stored(p, bytes);
+    Ok(r)
 }
 
 /// [`put`] without the per-file sync, for writers that store many bodies
 /// and then call [`sync`] once before the events that name them (the
 /// upgrade, bulk loaders).
 pub fn put_unsynced(lane: &Lane, bytes: &[u8]) -> Result<BodyRef, BodyError> {
-    put_with(lane, bytes, false)
+    let (r, p) = store(lane, bytes, false)?;
+    keep_just_stored(p, bytes.to_vec());
+    Ok(r)
 }
 
 /// Makes every body written so far durable (one `syncfs`).
@@ -112,17 +125,19 @@ fn take_just_stored(p: &Path) -> Option<Vec<u8>> {
     })
 }
 
-fn keep_just_stored(p: PathBuf, bytes: &[u8]) {
+fn keep_just_stored(p: PathBuf, bytes: Vec<u8>) {
     JUST_STORED.with(|c| {
         let mut c = c.borrow_mut();
         if c.0 + bytes.len() <= JUST_STORED_CAP && !c.1.contains_key(&p) {
             c.0 += bytes.len();
-            c.1.insert(p, bytes.to_vec());
+            c.1.insert(p, bytes);
         }
     })
 }
 
-fn put_with(lane: &Lane, bytes: &[u8], durable: bool) -> Result<BodyRef, BodyError> {
+/// Writes `bytes` as a body (unless a proven copy is there) and returns
+/// its reference and path; the caller keeps the bytes for the projection.
+fn store(lane: &Lane, bytes: &[u8], durable: bool) -> Result<(BodyRef, PathBuf), BodyError> {
     let sha256 = fsutil::sha256_hex(bytes);
     let p = path(lane, &sha256);
     take_just_stored(&p);
@@ -152,11 +167,13 @@ fn put_with(lane: &Lane, bytes: &[u8], durable: bool) -> Result<BodyRef, BodyErr
             abcd_fsio::sync_dir(&dir(lane))?;
         }
     }
-    keep_just_stored(p, bytes);
-    Ok(BodyRef {
-        sha256,
-        bytes: bytes.len() as u64,
-    })
+    Ok((
+        BodyRef {
+            sha256,
+            bytes: bytes.len() as u64,
+        },
+        p,
+    ))
 }
 
 /// Reads a body and proves it against its digest.

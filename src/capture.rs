@@ -488,12 +488,9 @@ fn decide(
             // The record file goes to `bodies/` (durably) before the event
             // that names it is appended.
             let file = record::render(&meta, body.as_bytes());
-            let body = if durable {
-                crate::body::put(locked.lane(), &file)
-            } else {
-                crate::body::put_unsynced(locked.lane(), &file)
-            }
-            .map_err(CorpusError::from)?;
+            drop(body);
+            let body =
+                crate::body::put_owned(locked.lane(), file, durable).map_err(CorpusError::from)?;
             let outcome = CaptureOutcome::Stored {
                 record_name: name,
                 body,
