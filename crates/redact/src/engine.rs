@@ -262,6 +262,10 @@ pub struct Engine {
     /// one of their alternatives that is not `NAME … = value` (`mysql … -p`,
     /// `sshpass -p`, `--pass value`).
     pub kw_ungated: Vec<bool>,
+    /// Per rule: searched only around its keyword occurrences, between
+    /// stop bytes (see [`keyword_windows`]). Only rules every match of
+    /// which holds one of their keywords (`rules::WINDOWED_RULES`).
+    pub windowed: Vec<bool>,
 }
 
 /// A cheap look at the bytes around a keyword occurrence that can prove
@@ -318,6 +322,9 @@ pub struct Scratch {
     /// Per entry of `list`: the stretch verify re-runs that rule on (see
     /// [`rule_zone`]), or `None` for the whole segment.
     zones: Vec<Option<(usize, usize)>>,
+    /// Keyword occurrences of windowed rules: (rule, start, end).
+    occ: Vec<(usize, usize, usize)>,
+    windows: Vec<(usize, usize)>,
     /// Keyword matches of every segment this scratch scanned on its current
     /// line, in scan order.
     pub cache: KwCache,
@@ -1391,9 +1398,14 @@ impl Engine {
             }
         }
         let mut gate = AssignGate::default();
+        let mut occ = std::mem::take(&mut scratch.occ);
+        occ.clear();
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
+                if self.windowed[r] {
+                    occ.push((r, m.start, m.end));
+                }
                 if !triggered[r] && self.gate_passes(self.gates[r], pi, v, m, &mut gate) {
                     triggered[r] = true;
                     list.push(r);
@@ -1409,6 +1421,9 @@ impl Engine {
         let mut zones = std::mem::take(&mut scratch.zones);
         zones.clear();
         zones.extend(list.iter().map(|&ri| {
+            if self.windowed[ri] {
+                return None;
+            }
             let (Some(p), Some((pre, end))) = (prior, shared) else {
                 return None;
             };
@@ -1425,6 +1440,40 @@ impl Engine {
             triggered[ri] = false;
             let rule = &self.rules[ri];
             match &rule.matcher {
+                Matcher::Regex {
+                    re,
+                    group,
+                    check,
+                    min_entropy,
+                    allow,
+                    stops: Some(stops),
+                } if self.windowed[ri] => {
+                    let mut windows = std::mem::take(&mut scratch.windows);
+                    keyword_windows(v, stops, &occ, ri, &mut windows);
+                    let mut ran = (u32::MAX, 0u32);
+                    for &w in &windows {
+                        let (lo, hi) = self.run_regex(
+                            v,
+                            layer,
+                            views,
+                            re,
+                            *group,
+                            *check,
+                            *min_entropy,
+                            allow,
+                            rule.meta,
+                            Some(w),
+                            scratch,
+                            found,
+                            hits,
+                        );
+                        ran = (ran.0.min(lo), ran.1.max(hi));
+                    }
+                    scratch.windows = windows;
+                    if !scratch.no_record {
+                        scratch.cache.push_ran(ri, ran);
+                    }
+                }
                 Matcher::Regex {
                     re,
                     group,
@@ -1467,6 +1516,7 @@ impl Engine {
         scratch.triggered = triggered;
         scratch.list = list;
         scratch.zones = zones;
+        scratch.occ = occ;
         let (lo, hi) = sweep_range;
         let at = L {
             k: layer.k,
@@ -2510,6 +2560,61 @@ fn rule_zone(
     let y_prev = y + prev_len - v.len();
     let inside = hits.0 == u32::MAX || (hits.0 as usize >= x && (hits.1 as usize) < y_prev);
     inside.then_some((x, y))
+}
+
+/// The stretches `(x, y)` of `v` to search for windowed rule `rule`
+/// (sorted, disjoint), from the occurrences `occ` of its keywords (in end
+/// order; other rules' entries skipped): around each, from the last stop
+/// byte at or before its start to the first one at or after its end (or
+/// the ends of `v`).
+///
+/// Why it is exact: every match of the rule holds one of its keywords,
+/// which the automaton reports, and holds no stop byte past its first; so
+/// it starts at or after that occurrence's `x` and ends by its `y`, inside
+/// a stretch. No match starts between two stretches, so the
+/// leftmost-first iteration enters each at its `x` (a search from there
+/// finds what the whole-text iteration finds) and, as in `rule_zone`,
+/// finds the same matches searching up to `v[y]` and stopping at the first
+/// match starting at `y` or later.
+fn keyword_windows(
+    v: &[u8],
+    stops: &ByteSet,
+    occ: &[(usize, usize, usize)],
+    rule: usize,
+    out: &mut Vec<(usize, usize)>,
+) {
+    out.clear();
+    let mut cur: Option<(usize, usize)> = None;
+    for &(r, ks, ke) in occ {
+        if r != rule {
+            continue;
+        }
+        if cur.is_some_and(|(cx, cy)| cx <= ks && ke <= cy) {
+            continue;
+        }
+        let mut x = ks.min(v.len());
+        while x > 0 && !stops.contains(v[x.min(v.len() - 1)]) {
+            x -= 1;
+        }
+        let mut y = ke;
+        while y < v.len() && !stops.contains(v[y]) {
+            y += 1;
+        }
+        let w = (x, y.min(v.len()));
+        out.push(w);
+        cur = Some(w);
+    }
+    out.sort_unstable();
+    let mut n = 0;
+    for i in 0..out.len() {
+        if n > 0 && out[i].0 <= out[n - 1].1 {
+            out[n - 1].1 = out[n - 1].1.max(out[i].1);
+        } else {
+            out[n] = out[i];
+            n += 1;
+        }
+    }
+    out.truncate(n);
 }
 
 /// `(pre, end)` with `v[..pre]` a prefix and `v[end..]` a suffix of

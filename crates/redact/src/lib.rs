@@ -393,6 +393,14 @@ impl Scanner {
                 _ => Gate::None,
             })
             .collect();
+        let windowed = b
+            .rules
+            .iter()
+            .map(|r| {
+                matches!(r.matcher, Matcher::Regex { stops: Some(_), .. })
+                    && rules::WINDOWED_RULES.contains(&b.metas[r.meta].id.as_str())
+            })
+            .collect();
         let kw_ungated =
             b.kw.iter()
                 .map(|k| rules::ASSIGN_UNGATED_KEYWORDS.contains(&k.as_str()))
@@ -438,6 +446,7 @@ impl Scanner {
                 ipv6_rule,
                 gates,
                 kw_ungated,
+                windowed,
             },
             degraded,
             output_meta,
@@ -1685,6 +1694,122 @@ mod zone_tests {
         let zoned = engine::ZONED.load(std::sync::atomic::Ordering::Relaxed) - before;
         assert!(checked > 10000, "{checked}");
         assert!(zoned > 20000, "zones used only {zoned} times");
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    /// Windowed rules (`engine::keyword_windows`) find exactly what a
+    /// search of the whole segment finds, on random texts built from their
+    /// keywords, names, values and every kind of byte around them, raw and
+    /// JSON-escaped, and on texts redacted and verified.
+    #[test]
+    fn windowed_scan_equals_whole_scan() {
+        let id = Identity {
+            home: Some("/home/zed".into()),
+            user: Some("zed".into()),
+            ..Identity::default()
+        };
+        let windowed = Scanner::new(id.clone(), None);
+        let mut whole = Scanner::new(id, None);
+        assert_eq!(
+            windowed.engine.windowed.iter().filter(|&&w| w).count(),
+            rules::WINDOWED_RULES.len()
+        );
+        whole.engine.windowed = vec![false; whole.engine.windowed.len()];
+        let parts: &[&str] = &[
+            "zentrafy",
+            "owlbot",
+            "bscscan",
+            "adobe",
+            "my",
+            "_",
+            "-",
+            ".",
+            " ",
+            "  ",
+            "\t",
+            "TOKEN",
+            "token",
+            "Secret",
+            "SECRET",
+            "key",
+            "Key",
+            "api",
+            "ACCESS",
+            "auth",
+            "pat",
+            "credentials",
+            "=",
+            ":",
+            ":=",
+            "=>",
+            "\"",
+            "\\\"",
+            "'",
+            "`",
+            "abcdef0123456789",
+            "Zq8vR2mK7pL4xN9wQ1",
+            "1a2b3c4d5e6f7890abcdef",
+            "xxxx",
+            ",",
+            "(",
+            ")",
+            ";",
+            "!",
+            "@",
+            "db-1",
+            ".internal",
+            ".local",
+            ".LAN",
+            ".corp",
+            ".home.arpa",
+            ".fritz.box",
+            "nas",
+            "x",
+            "\n",
+            "é",
+            "{",
+            "}",
+            "[",
+            "]",
+            "/",
+            "settings",
+            "sha512-",
+            "$",
+            "#",
+            "0",
+        ];
+        let mut rng = crate::testkit::XorShift(0xA076_1D64_78BD_642Fu64);
+        let mut next = || rng.next();
+        let mut found = 0;
+        for _ in 0..20000 {
+            let n = 2 + (next() % 16) as usize;
+            let text: String = (0..n)
+                .map(|_| parts[(next() % parts.len() as u64) as usize])
+                .collect();
+            for t in [
+                text.clone(),
+                serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
+            ] {
+                let a = windowed.scan(&t);
+                found += a
+                    .iter()
+                    .filter(|f| f.rule == "lan-hostname" || f.rule == "provider-named")
+                    .count();
+                assert_eq!(a, whole.scan(&t), "{t:?}");
+                let (ra, rb) = (windowed.redact(&t), whole.redact(&t));
+                assert_eq!(
+                    ra.as_ref().map(|r| &r.text).ok(),
+                    rb.as_ref().map(|r| &r.text).ok(),
+                    "{t:?}"
+                );
+                assert_eq!(ra.is_err(), rb.is_err(), "{t:?}");
+            }
+        }
+        assert!(found > 3000, "only {found} windowed-rule findings");
     }
 }
 
