@@ -26,7 +26,7 @@ const _: () = assert!(LANES == 4);
 
 /// Lines shorter than this are walked in one lane: the warm-up overlap of
 /// the extra lanes would cost more than the latency they hide.
-pub const MIN_LANED_LEN: usize = 256;
+pub const MIN_LANED_LEN: usize = 96;
 
 /// One occurrence: half-open byte span and the keyword's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
