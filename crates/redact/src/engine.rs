@@ -134,7 +134,7 @@ fn has_placeholder_mark(v: &[u8]) -> bool {
 }
 
 use crate::keywords::{Keywords, KwMatch, LaneBufs};
-use crate::reach::ByteSet;
+use crate::reach::{ByteSet, LazyStops};
 use crate::rules::{Check, Class, Severity};
 use crate::view::Views;
 
@@ -188,7 +188,7 @@ pub enum Matcher {
         /// Bytes no match holds past its first byte (see `reach`): lets
         /// verify re-run the rule only between two of them around the
         /// placeholders.
-        stops: Option<ByteSet>,
+        stops: LazyStops,
     },
     Pem,
     OtherHome,
@@ -1427,14 +1427,11 @@ impl Engine {
             let (Some(p), Some((pre, end))) = (prior, shared) else {
                 return None;
             };
-            let Matcher::Regex {
-                stops: Some(stops), ..
-            } = &self.rules[ri].matcher
-            else {
+            let Matcher::Regex { stops, .. } = &self.rules[ri].matcher else {
                 return None;
             };
             let &(_, lo, hi) = p.ran.iter().find(|r| r.0 == ri)?;
-            rule_zone(v, p.bytes.len(), pre, end, stops, (lo, hi))
+            rule_zone(v, p.bytes.len(), pre, end, stops.get()?, (lo, hi))
         }));
         for (&ri, &zone) in list.iter().zip(&zones) {
             triggered[ri] = false;
@@ -1446,8 +1443,9 @@ impl Engine {
                     check,
                     min_entropy,
                     allow,
-                    stops: Some(stops),
-                } if self.windowed[ri] => {
+                    stops,
+                } if self.windowed[ri] && stops.get().is_some() => {
+                    let stops = stops.get().unwrap_or(&ByteSet::FULL);
                     let mut windows = std::mem::take(&mut scratch.windows);
                     keyword_windows(v, stops, &occ, ri, &mut windows);
                     let mut ran = (u32::MAX, 0u32);

@@ -76,38 +76,59 @@ impl Keywords {
         let start = dfa
             .start_state(Anchored::No)
             .expect("an unanchored DFA always has an unanchored start state");
+        // Byte classes from the keywords themselves: a byte no keyword holds
+        // (in either ASCII case) leads every state where the unanchored
+        // automaton's failure links end, the start state, so all such bytes
+        // share a column; every other byte gets a class of its own, shared
+        // with its other ASCII case (the automaton is built
+        // case-insensitively, so both have the same transitions).
+        let mut classes = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut held = [false; 256];
+        for p in patterns {
+            for b in p.bytes() {
+                held[b.to_ascii_lowercase() as usize] = true;
+            }
+        }
+        let mut class_of = [u8::MAX; 256];
+        for b in 0..=255u8 {
+            let key = if held[b.to_ascii_lowercase() as usize] {
+                b.to_ascii_lowercase()
+            } else {
+                // Any unheld byte stands for all of them.
+                held.iter().position(|&h| !h).unwrap_or(0) as u8
+            };
+            if class_of[key as usize] == u8::MAX {
+                class_of[key as usize] = reps.len() as u8;
+                reps.push(b);
+            }
+            classes[b as usize] = class_of[key as usize];
+        }
         // Every state the unanchored walk can reach, breadth first (the
-        // shallow, hot states end up next to each other).
+        // shallow, hot states end up next to each other). The library's
+        // ids are offsets into its own table, so a vector maps them back.
         let mut order: Vec<StateID> = vec![start];
-        let mut index: std::collections::HashMap<StateID, usize> =
-            std::collections::HashMap::from([(start, 0)]);
+        let mut index: Vec<u32> = Vec::new();
+        fn slot(index: &mut Vec<u32>, sid: StateID) -> &mut u32 {
+            let i = sid.as_usize();
+            if index.len() <= i {
+                index.resize(i + 1, u32::MAX);
+            }
+            &mut index[i]
+        }
+        *slot(&mut index, start) = 0;
         let mut i = 0;
         while i < order.len() {
             let s = order[i];
-            for b in 0..=255u8 {
+            for &b in &reps {
                 let n = dfa.next_state(Anchored::No, s, b);
-                if !index.contains_key(&n) {
-                    index.insert(n, order.len());
+                let at = slot(&mut index, n);
+                if *at == u32::MAX {
+                    *at = order.len() as u32;
                     order.push(n);
                 }
             }
             i += 1;
-        }
-        // Bytes with the same column in every row share a class.
-        let mut classes = [0u8; 256];
-        let mut reps: Vec<u8> = Vec::new();
-        let mut seen: std::collections::HashMap<Vec<usize>, u8> = std::collections::HashMap::new();
-        for b in 0..=255u8 {
-            let col: Vec<usize> = order
-                .iter()
-                .map(|&s| index[&dfa.next_state(Anchored::No, s, b)])
-                .collect();
-            let next = seen.len() as u8;
-            let c = *seen.entry(col).or_insert_with(|| {
-                reps.push(b);
-                next
-            });
-            classes[b as usize] = c;
         }
         let stride = reps.len();
         // Match states first, so "is a match" is one compare.
@@ -124,7 +145,7 @@ impl Keywords {
         for (n, &i) in renum.iter().enumerate() {
             let s = order[i];
             for (c, &b) in reps.iter().enumerate() {
-                let next = new_of[index[&dfa.next_state(Anchored::No, s, b)]];
+                let next = new_of[index[dfa.next_state(Anchored::No, s, b).as_usize()] as usize];
                 trans[n * stride + c] = (next * stride) as u32;
             }
             if n < n_match {
@@ -520,6 +541,45 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(common_suffix(b"xxabc", b"yabc"), 3);
         assert_eq!(common_suffix(&[7u8; 40], &[7u8; 33]), 33);
+    }
+
+    /// The real catalogue's keywords (and identity-like strings with
+    /// non-ASCII bytes), on texts of keyword pieces and every byte value in
+    /// both cases: our table walks exactly as the library's automaton.
+    #[test]
+    fn catalogue_table_agrees_with_library() {
+        let mut pats: Vec<String> = Vec::new();
+        for d in crate::rules::builtin() {
+            for k in d.keywords {
+                let k = k.to_ascii_lowercase();
+                if !pats.contains(&k) {
+                    pats.push(k);
+                }
+            }
+        }
+        pats.extend(["/home/zed", "zed", "Zoë Quimby", "zoë@example.org"].map(String::from));
+        let kw = Keywords::new(&pats).unwrap();
+        let mut bufs = LaneBufs::default();
+        let mut rng = crate::testkit::XorShift(0x1234_5678_9ABC_DEF1u64);
+        for _ in 0..400 {
+            let mut t: Vec<u8> = Vec::new();
+            while t.len() < (rng.next() % 700) as usize {
+                if rng.next() & 1 == 0 {
+                    let p = &pats[(rng.next() % pats.len() as u64) as usize];
+                    let cut = (rng.next() as usize) % (p.len() + 1);
+                    if rng.next() & 1 == 0 {
+                        t.extend(p.bytes().take(cut));
+                    } else {
+                        t.extend(p.bytes().map(|b| b.to_ascii_uppercase()));
+                    }
+                } else {
+                    t.push(rng.next() as u8);
+                }
+            }
+            let mut got = Vec::new();
+            kw.find_all(&t, &mut bufs, &mut got);
+            assert_eq!(got, reference(&pats, &t));
+        }
     }
 
     fn check_against_reference(pats: &[String]) {

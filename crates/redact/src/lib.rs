@@ -283,7 +283,7 @@ impl Scanner {
                         check: def.check,
                         min_entropy: def.min_entropy,
                         allow: def.allow.iter().map(|a| a.as_bytes().to_vec()).collect(),
-                        stops: reach::stop_bytes(def.pattern),
+                        stops: reach::LazyStops::new(Some(def.pattern)),
                     };
                     b.rule(meta, matcher, &kws);
                 }
@@ -348,7 +348,7 @@ impl Scanner {
                             min_entropy: 0.0,
                             allow: Vec::new(),
                             // Not analysed: verify runs them on the whole line.
-                            stops: None,
+                            stops: reach::LazyStops::new(None),
                         };
                         b.rule(meta, m, &r.keywords);
                     }
@@ -397,8 +397,10 @@ impl Scanner {
             .rules
             .iter()
             .map(|r| {
-                matches!(r.matcher, Matcher::Regex { stops: Some(_), .. })
-                    && rules::WINDOWED_RULES.contains(&b.metas[r.meta].id.as_str())
+                // Their stop bytes are read on first use (the engine
+                // searches whole segments if there are none).
+                rules::WINDOWED_RULES.contains(&b.metas[r.meta].id.as_str())
+                    && matches!(r.matcher, Matcher::Regex { .. })
             })
             .collect();
         let kw_ungated =

@@ -19,7 +19,7 @@ use regex_syntax::hir::{Class, Hir, HirKind, Look};
 pub struct ByteSet([u64; 4]);
 
 impl ByteSet {
-    const FULL: ByteSet = ByteSet([u64::MAX; 4]);
+    pub const FULL: ByteSet = ByteSet([u64::MAX; 4]);
 
     fn insert(&mut self, b: u8) {
         self.0[(b >> 6) as usize] |= 1 << (b & 63);
@@ -196,6 +196,30 @@ fn reach(h: &Hir) -> Option<Reach> {
             out
         }
     })
+}
+
+/// A rule's stop bytes, read from its pattern the first time they are
+/// asked for: parsing every pattern up front cost each process (every
+/// hook) milliseconds, and most rules never run on a changed line.
+pub struct LazyStops {
+    pattern: Option<&'static str>,
+    cell: std::sync::OnceLock<Option<ByteSet>>,
+}
+
+impl LazyStops {
+    /// `None`: no stop bytes (the rule is searched whole).
+    pub fn new(pattern: Option<&'static str>) -> LazyStops {
+        LazyStops {
+            pattern,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn get(&self) -> Option<&ByteSet> {
+        self.cell
+            .get_or_init(|| self.pattern.and_then(stop_bytes))
+            .as_ref()
+    }
 }
 
 /// The stop bytes of a built-in pattern (compiled as the engine compiles
