@@ -1787,16 +1787,88 @@ mod window_tests {
         let mut rng = crate::testkit::XorShift(0xA076_1D64_78BD_642Fu64);
         let mut next = || rng.next();
         let mut found = 0;
-        for _ in 0..20000 {
+        let mut per_rule = vec![0usize; rules::WINDOWED_RULES.len()];
+        let pick = |next: &mut dyn FnMut() -> u64, from: &[&'static str]| -> &'static str {
+            from[(next() % from.len() as u64) as usize]
+        };
+        for round in 0..20000 {
             let n = 2 + (next() % 16) as usize;
-            let text: String = (0..n)
+            let mut text: String = (0..n)
                 .map(|_| parts[(next() % parts.len() as u64) as usize])
                 .collect();
+            // Half the texts are shaped like each rule's matches, with
+            // random pieces around and inside them.
+            if round % 2 == 1 {
+                let sp = [" ", "  ", "\t", "", "\n", ","];
+                let v = [
+                    "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                    "Zq8vR2mK7pL4xN9wQ1abcdefXYZ0123456789ab",
+                    "abc",
+                    "1a2b3c4d5e6f7890abcdef01",
+                ];
+                let shaped = match round % 8 {
+                    1 => format!(
+                        "aws{}configure{}set{}{}aws_secret_access_key{}{}{}",
+                        pick(&mut next, &sp),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &["", "profile.", "default.x."]),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &["", "\"", "'"]),
+                        pick(&mut next, &v)
+                    ),
+                    3 => format!(
+                        "{}{}{}",
+                        pick(
+                            &mut next,
+                            &[
+                                "Authorization: Bearer",
+                                "bearer",
+                                "authorization=token",
+                                "BEARER"
+                            ]
+                        ),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &v)
+                    ),
+                    5 => format!(
+                        "{}{}{}{}{}",
+                        pick(&mut next, &["zentrafy", "owlbot", "bscscan", "cloudplan"]),
+                        pick(&mut next, &["_", "-", " ", ""]),
+                        pick(
+                            &mut next,
+                            &["TOKEN", "secret", "api_key", "ACCESS_KEY", "Key"]
+                        ),
+                        pick(&mut next, &[" = ", ":", " ", "=\"", "-"]),
+                        pick(&mut next, &v)
+                    ),
+                    _ => format!(
+                        "{}{}{}",
+                        pick(&mut next, &["db-1", "nas", "x.y", "printer-2"]),
+                        pick(
+                            &mut next,
+                            &[".local", ".lan", ".internal", ".corp", ".fritz.box"]
+                        ),
+                        pick(&mut next, &["", ":8080", ".json", "-", "/x"])
+                    ),
+                };
+                let at = (next() as usize) % (text.len() + 1);
+                let at = (0..=at)
+                    .rev()
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(0);
+                text.insert_str(at, &shaped);
+            }
             for t in [
                 text.clone(),
                 serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
             ] {
                 let a = windowed.scan(&t);
+                for f in &a {
+                    if let Some(i) = rules::WINDOWED_RULES.iter().position(|r| *r == f.rule) {
+                        per_rule[i] += 1;
+                    }
+                }
                 found += a
                     .iter()
                     .filter(|f| f.rule == "lan-hostname" || f.rule == "provider-named")
@@ -1812,6 +1884,7 @@ mod window_tests {
             }
         }
         assert!(found > 3000, "only {found} windowed-rule findings");
+        assert!(per_rule.iter().all(|&n| n >= 20), "{per_rule:?}");
     }
 }
 
