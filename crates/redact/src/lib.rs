@@ -17,7 +17,8 @@
 //!
 //! Map: `rules` (the built-in catalogue, as data), `view` (decoded layers and
 //! the map back to raw bytes), `engine` (prefilter, matchers, placement), `keywords` (the keyword
-//! automaton's laned walk),
+//! automaton's laned walk), `reach` (each rule's stop bytes, read from its
+//! pattern),
 //! `identity` (who the caller is), `config` (per-repo file), `cli` (the
 //! `abcd redact` verb).
 
