@@ -3032,6 +3032,48 @@ mod tests {
             got.sort();
             assert_eq!(got, want, "pad {pad}");
         }
+        // Many values sharing a prefix (one gram holds them all), found
+        // whole, from any start, and only those added since a count.
+        let mut k = Known::default();
+        let mut rng = crate::testkit::XorShift(0x5851_F42D_4C95_7F2Du64);
+        let vals: Vec<Vec<u8>> = (0..400)
+            .map(|_| {
+                let len = 8 + (rng.next() % 9) as usize;
+                let mut v = b"ghp_".to_vec();
+                v.extend((4..len).map(|_| b"ab01"[(rng.next() % 4) as usize]));
+                v
+            })
+            .collect();
+        for (m, v) in vals.iter().enumerate() {
+            k.add(v, m);
+        }
+        for round in 0..200 {
+            let mut text: Vec<u8> = Vec::new();
+            for _ in 0..rng.next() % 12 {
+                if rng.next() & 1 == 0 {
+                    text.extend_from_slice(&vals[(rng.next() % 400) as usize]);
+                } else {
+                    text.extend(
+                        (0..rng.next() % 7).map(|_| b"ghp_ab01-"[(rng.next() % 9) as usize]),
+                    );
+                }
+            }
+            let first = (round * 7) % k.len();
+            let mut want = Vec::new();
+            // `first` counts held values (repeats were not added).
+            for (v, &meta) in k.values.iter().zip(&k.metas).skip(first) {
+                for i in 0..=text.len().saturating_sub(v.len()) {
+                    if text.len() >= v.len() && text[i..].starts_with(v) {
+                        want.push((i, i + v.len(), meta));
+                    }
+                }
+            }
+            let mut got = Vec::new();
+            k.find_all_from(&text, first, |s, e, m| got.push((s, e, m)));
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "round {round}");
+        }
     }
 
     /// Allowlisted spans derived from the old text's equal a fresh walk of
