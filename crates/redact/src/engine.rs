@@ -134,6 +134,7 @@ fn has_placeholder_mark(v: &[u8]) -> bool {
 }
 
 use crate::keywords::{Keywords, KwMatch, LaneBufs};
+use crate::reach::{ByteSet, LazyStops};
 use crate::rules::{Check, Class, Severity};
 use crate::view::Views;
 
@@ -184,6 +185,10 @@ pub enum Matcher {
         check: Check,
         min_entropy: f64,
         allow: Vec<Vec<u8>>,
+        /// Bytes no match holds past its first byte (see `reach`): lets
+        /// verify re-run the rule only between two of them around the
+        /// placeholders.
+        stops: LazyStops,
     },
     Pem,
     OtherHome,
@@ -257,6 +262,10 @@ pub struct Engine {
     /// one of their alternatives that is not `NAME … = value` (`mysql … -p`,
     /// `sshpass -p`, `--pass value`).
     pub kw_ungated: Vec<bool>,
+    /// Per rule: searched only around its keyword occurrences, between
+    /// stop bytes (see [`keyword_windows`]). Only rules every match of
+    /// which holds one of their keywords (`rules::WINDOWED_RULES`).
+    pub windowed: Vec<bool>,
 }
 
 /// A cheap look at the bytes around a keyword occurrence that can prove
@@ -310,6 +319,12 @@ pub struct Scratch {
     b64: Vec<u8>,
     kw: Vec<KwMatch>,
     lanes: LaneBufs,
+    /// Per entry of `list`: the stretch verify re-runs that rule on (see
+    /// [`rule_zone`]), or `None` for the whole segment.
+    zones: Vec<Option<(usize, usize)>>,
+    /// Keyword occurrences of windowed rules: (rule, start, end).
+    occ: Vec<(usize, usize, usize)>,
+    windows: Vec<(usize, usize)>,
     /// Keyword matches of every segment this scratch scanned on its current
     /// line, in scan order.
     pub cache: KwCache,
@@ -398,6 +413,9 @@ struct KwSeg {
     /// Known-value occurrences the sweep reported in `bytes`, and how many
     /// values it swept for.
     sweep: (usize, usize),
+    /// Per regex rule run on `bytes`: the rule, and the first and last
+    /// start of its matches that became hits (`u32::MAX, 0` for none).
+    ran: Vec<(usize, u32, u32)>,
 }
 
 impl KwCache {
@@ -418,6 +436,7 @@ impl KwCache {
         s.bytes.extend_from_slice(bytes);
         s.kws.clear();
         s.kws.extend_from_slice(kws);
+        s.ran.clear();
         self.used += 1;
         self.bytes += bytes.len();
     }
@@ -426,6 +445,13 @@ impl KwCache {
     fn set_last_sweep(&mut self, sweep: (usize, usize)) {
         if let Some(s) = self.used.checked_sub(1).and_then(|i| self.segs.get_mut(i)) {
             s.sweep = sweep;
+        }
+    }
+
+    /// Records a regex rule's run on the segment recorded last.
+    fn push_ran(&mut self, rule: usize, hits: (u32, u32)) {
+        if let Some(s) = self.used.checked_sub(1).and_then(|i| self.segs.get_mut(i)) {
+            s.ran.push((rule, hits.0, hits.1));
         }
     }
 
@@ -1372,9 +1398,14 @@ impl Engine {
             }
         }
         let mut gate = AssignGate::default();
+        let mut occ = std::mem::take(&mut scratch.occ);
+        occ.clear();
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
+                if self.windowed[r] {
+                    occ.push((r, m.start, m.end));
+                }
                 if !triggered[r] && self.gate_passes(self.gates[r], pi, v, m, &mut gate) {
                     triggered[r] = true;
                     list.push(r);
@@ -1385,7 +1416,24 @@ impl Engine {
             }
         }
         scratch.kw = kw;
-        for &ri in &list {
+        // Regex rules stage one ran on the paired segment: where the rule's
+        // matches can differ from stage one's (see `rule_zone`).
+        let mut zones = std::mem::take(&mut scratch.zones);
+        zones.clear();
+        zones.extend(list.iter().map(|&ri| {
+            if self.windowed[ri] {
+                return None;
+            }
+            let (Some(p), Some((pre, end))) = (prior, shared) else {
+                return None;
+            };
+            let Matcher::Regex { stops, .. } = &self.rules[ri].matcher else {
+                return None;
+            };
+            let &(_, lo, hi) = p.ran.iter().find(|r| r.0 == ri)?;
+            rule_zone(v, p.bytes.len(), pre, end, stops.get()?, (lo, hi))
+        }));
+        for (&ri, &zone) in list.iter().zip(&zones) {
             triggered[ri] = false;
             let rule = &self.rules[ri];
             match &rule.matcher {
@@ -1395,8 +1443,44 @@ impl Engine {
                     check,
                     min_entropy,
                     allow,
+                    stops,
+                } if self.windowed[ri] && stops.get().is_some() => {
+                    let stops = stops.get().unwrap_or(&ByteSet::FULL);
+                    let mut windows = std::mem::take(&mut scratch.windows);
+                    keyword_windows(v, stops, &occ, ri, &mut windows);
+                    let mut ran = (u32::MAX, 0u32);
+                    for &w in &windows {
+                        let (lo, hi) = self.run_regex(
+                            v,
+                            layer,
+                            views,
+                            re,
+                            *group,
+                            *check,
+                            *min_entropy,
+                            allow,
+                            rule.meta,
+                            Some(w),
+                            scratch,
+                            found,
+                            hits,
+                        );
+                        ran = (ran.0.min(lo), ran.1.max(hi));
+                    }
+                    scratch.windows = windows;
+                    if !scratch.no_record {
+                        scratch.cache.push_ran(ri, ran);
+                    }
+                }
+                Matcher::Regex {
+                    re,
+                    group,
+                    check,
+                    min_entropy,
+                    allow,
+                    stops: _,
                 } => {
-                    self.run_regex(
+                    let ran = self.run_regex(
                         v,
                         layer,
                         views,
@@ -1406,10 +1490,14 @@ impl Engine {
                         *min_entropy,
                         allow,
                         rule.meta,
+                        zone,
                         scratch,
                         found,
                         hits,
                     );
+                    if !scratch.no_record {
+                        scratch.cache.push_ran(ri, ran);
+                    }
                 }
                 Matcher::Pem => {
                     if self.run_pem(v, layer, views, rule.meta, hits) && layer.k == 0 {
@@ -1425,6 +1513,8 @@ impl Engine {
         }
         scratch.triggered = triggered;
         scratch.list = list;
+        scratch.zones = zones;
+        scratch.occ = occ;
         let (lo, hi) = sweep_range;
         let at = L {
             k: layer.k,
@@ -1468,24 +1558,41 @@ impl Engine {
         min_entropy: f64,
         allow: &[Vec<u8>],
         meta: usize,
+        zone: Option<(usize, usize)>,
         scratch: &mut Scratch,
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
-    ) {
+    ) -> (u32, u32) {
         let mut locs = re.capture_locations();
-        let mut at = 0;
-        while at <= v.len() {
+        // Within a zone `(x, y)` (see `rule_zone`) the matches starting in
+        // `x..y` end by `y`, so the search needs the text up to `v[y]`
+        // only (the byte a look-around at `y` reads).
+        let (mut at, hay, stop) = match zone {
+            Some((x, y)) => {
+                #[cfg(test)]
+                ZONED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (x, &v[..(y + 1).min(v.len())], y)
+            }
+            None => (0, v, usize::MAX),
+        };
+        // First and last start of the matches that became hits.
+        let (mut lo, mut hi) = (u32::MAX, 0u32);
+        while at <= hay.len() {
             // A whole-match rule needs no capture engine: the search alone
             // gives the same span (`find_at` and `captures_read_at` share
             // one search; the latter then resolves the groups).
             let found_at = if group == 0 {
-                re.find_at(v, at)
+                re.find_at(hay, at)
             } else {
-                re.captures_read_at(&mut locs, v, at)
+                re.captures_read_at(&mut locs, hay, at)
             };
             let Some(m) = found_at else {
                 break;
             };
+            if m.start() >= stop {
+                break;
+            }
+            let m_start = m.start();
             at = if m.end() > m.start() {
                 m.end()
             } else {
@@ -1628,8 +1735,11 @@ impl Engine {
             if m.class == Class::Secret {
                 found.push((val.to_vec(), meta));
             }
+            lo = lo.min(m_start as u32);
+            hi = hi.max(m_start as u32);
             self.push(hits, views, layer, s, e, meta);
         }
+        (lo, hi)
     }
 
     fn path_allowed(&self, v: &[u8]) -> bool {
@@ -2390,6 +2500,121 @@ fn shape_gates(v: &[u8]) -> (bool, bool) {
     (mac, ipv6)
 }
 
+/// Regex runs restricted to a zone (tests check the path is taken).
+#[cfg(test)]
+pub static ZONED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How far past a match's end its value checks read (`elided_after`
+/// reads five bytes), plus margin.
+const CHECK_REACH: usize = 8;
+
+/// How far [`rule_zone`] looks for a stop byte on each side before giving
+/// up (the whole segment is then searched, as without a zone).
+const MAX_ZONE_WALK: usize = 512;
+
+/// The stretch `(x, y)` of `v` on which a regex rule must be re-run, given
+/// that stage one ran it on `prev` (of length `prev_len`; `v[..pre]` is a
+/// prefix and `v[end..]` a suffix of it) and its matches that became hits
+/// started from `hits.0` to `hits.1` (`u32::MAX` for none). `None`: search
+/// all of `v`.
+///
+/// Why it is exact: `x <= pre - CHECK_REACH` and `y > end` are stop bytes
+/// of the rule (or the ends of `v`): no match holds one past its first
+/// byte. So a match starting before `x` ends by `x`, and reads (with its
+/// look-arounds and value checks) only bytes the two texts share; the same
+/// for a match starting at or after `y`. The leftmost-first iteration
+/// therefore yields, before `x` and from `y` on, the same matches with the
+/// same verdicts in both texts (each step picks among candidates that are
+/// identical), and enters `x..y` at `x`. Stage one's hits all lay inside
+/// the zone (checked here), so every hit of `v` is a match starting in
+/// `x..y`, which the caller finds by searching from `x` and stopping at the
+/// first match starting at `y` or later.
+fn rule_zone(
+    v: &[u8],
+    prev_len: usize,
+    pre: usize,
+    end: usize,
+    stops: &ByteSet,
+    hits: (u32, u32),
+) -> Option<(usize, usize)> {
+    let mut x = pre.saturating_sub(CHECK_REACH);
+    let floor = x.saturating_sub(MAX_ZONE_WALK);
+    while x > 0 && !stops.contains(v[x]) {
+        if x == floor {
+            return None;
+        }
+        x -= 1;
+    }
+    let mut y = end + 1;
+    let cap = y + MAX_ZONE_WALK;
+    while y < v.len() && !stops.contains(v[y]) {
+        if y == cap {
+            return None;
+        }
+        y += 1;
+    }
+    let y = y.min(v.len());
+    // The same stop byte in `prev`'s offsets.
+    let y_prev = y + prev_len - v.len();
+    let inside = hits.0 == u32::MAX || (hits.0 as usize >= x && (hits.1 as usize) < y_prev);
+    inside.then_some((x, y))
+}
+
+/// The stretches `(x, y)` of `v` to search for windowed rule `rule`
+/// (sorted, disjoint), from the occurrences `occ` of its keywords (in end
+/// order; other rules' entries skipped): around each, from the last stop
+/// byte at or before its start to the first one at or after its end (or
+/// the ends of `v`).
+///
+/// Why it is exact: every match of the rule holds one of its keywords,
+/// which the automaton reports, and holds no stop byte past its first; so
+/// it starts at or after that occurrence's `x` and ends by its `y`, inside
+/// a stretch. No match starts between two stretches, so the
+/// leftmost-first iteration enters each at its `x` (a search from there
+/// finds what the whole-text iteration finds) and, as in `rule_zone`,
+/// finds the same matches searching up to `v[y]` and stopping at the first
+/// match starting at `y` or later.
+fn keyword_windows(
+    v: &[u8],
+    stops: &ByteSet,
+    occ: &[(usize, usize, usize)],
+    rule: usize,
+    out: &mut Vec<(usize, usize)>,
+) {
+    out.clear();
+    let mut cur: Option<(usize, usize)> = None;
+    for &(r, ks, ke) in occ {
+        if r != rule {
+            continue;
+        }
+        if cur.is_some_and(|(cx, cy)| cx <= ks && ke <= cy) {
+            continue;
+        }
+        let mut x = ks.min(v.len());
+        while x > 0 && !stops.contains(v[x.min(v.len() - 1)]) {
+            x -= 1;
+        }
+        let mut y = ke;
+        while y < v.len() && !stops.contains(v[y]) {
+            y += 1;
+        }
+        let w = (x, y.min(v.len()));
+        out.push(w);
+        cur = Some(w);
+    }
+    out.sort_unstable();
+    let mut n = 0;
+    for i in 0..out.len() {
+        if n > 0 && out[i].0 <= out[n - 1].1 {
+            out[n - 1].1 = out[n - 1].1.max(out[i].1);
+        } else {
+            out[n] = out[i];
+            n += 1;
+        }
+    }
+    out.truncate(n);
+}
+
 /// `(pre, end)` with `v[..pre]` a prefix and `v[end..]` a suffix of
 /// `prev`, not overlapping in either text: `v[pre..end]` holds every byte
 /// where the two differ.
@@ -2806,6 +3031,48 @@ mod tests {
             want.sort();
             got.sort();
             assert_eq!(got, want, "pad {pad}");
+        }
+        // Many values sharing a prefix (one gram holds them all), found
+        // whole, from any start, and only those added since a count.
+        let mut k = Known::default();
+        let mut rng = crate::testkit::XorShift(0x5851_F42D_4C95_7F2Du64);
+        let vals: Vec<Vec<u8>> = (0..400)
+            .map(|_| {
+                let len = 8 + (rng.next() % 9) as usize;
+                let mut v = b"ghp_".to_vec();
+                v.extend((4..len).map(|_| b"ab01"[(rng.next() % 4) as usize]));
+                v
+            })
+            .collect();
+        for (m, v) in vals.iter().enumerate() {
+            k.add(v, m);
+        }
+        for round in 0..200 {
+            let mut text: Vec<u8> = Vec::new();
+            for _ in 0..rng.next() % 12 {
+                if rng.next() & 1 == 0 {
+                    text.extend_from_slice(&vals[(rng.next() % 400) as usize]);
+                } else {
+                    text.extend(
+                        (0..rng.next() % 7).map(|_| b"ghp_ab01-"[(rng.next() % 9) as usize]),
+                    );
+                }
+            }
+            let first = (round * 7) % k.len();
+            let mut want = Vec::new();
+            // `first` counts held values (repeats were not added).
+            for (v, &meta) in k.values.iter().zip(&k.metas).skip(first) {
+                for i in 0..=text.len().saturating_sub(v.len()) {
+                    if text.len() >= v.len() && text[i..].starts_with(v) {
+                        want.push((i, i + v.len(), meta));
+                    }
+                }
+            }
+            let mut got = Vec::new();
+            k.find_all_from(&text, first, |s, e, m| got.push((s, e, m)));
+            want.sort();
+            got.sort();
+            assert_eq!(got, want, "round {round}");
         }
     }
 

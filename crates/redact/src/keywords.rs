@@ -26,7 +26,7 @@ const _: () = assert!(LANES == 4);
 
 /// Lines shorter than this are walked in one lane: the warm-up overlap of
 /// the extra lanes would cost more than the latency they hide.
-pub const MIN_LANED_LEN: usize = 256;
+pub const MIN_LANED_LEN: usize = 96;
 
 /// One occurrence: half-open byte span and the keyword's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +36,28 @@ pub struct KwMatch {
     pub pattern: usize,
 }
 
+/// The keyword automaton as a flat table of our own, copied from the
+/// library's DFA (same states, same transitions, same match lists in the
+/// same order) so the walk is one class lookup and one table load per byte
+/// with its state in a register: the library's `next_state` behind its
+/// trait kept the lanes' states spilling to the stack.
 pub struct Keywords {
-    dfa: DFA,
-    start: StateID,
+    /// Premultiplied transitions: the row of the state with index `i`
+    /// starts at `i * stride`; an entry is the next state's row start.
+    trans: Vec<u32>,
+    /// Byte to column.
+    classes: [u8; 256],
+    start: u32,
+    /// Rows below this are match states (they are numbered first).
+    match_limit: u32,
+    /// Per match state (row / stride): its range in `matches`.
+    match_ranges: Vec<(u32, u32)>,
+    /// (keyword index, keyword length), in the library's order per state.
+    matches: Vec<(u32, u32)>,
+    stride: usize,
     /// Longest keyword; a lane warms up over `max_len - 1` bytes.
     max_len: usize,
+    patterns_len: usize,
 }
 
 /// Per-lane match buffers, reused across lines.
@@ -54,18 +71,102 @@ impl Keywords {
         let dfa = DFA::builder()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            // The lane walk never consults a prefilter; without one the start
-            // state is not "special", so prose stays on the fast path.
             .prefilter(false)
             .build(patterns)?;
         let start = dfa
             .start_state(Anchored::No)
             .expect("an unanchored DFA always has an unanchored start state");
-        let max_len = dfa.max_pattern_len().max(1);
+        // Byte classes from the keywords themselves: a byte no keyword holds
+        // (in either ASCII case) leads every state where the unanchored
+        // automaton's failure links end, the start state, so all such bytes
+        // share a column; every other byte gets a class of its own, shared
+        // with its other ASCII case (the automaton is built
+        // case-insensitively, so both have the same transitions).
+        let mut classes = [0u8; 256];
+        let mut reps: Vec<u8> = Vec::new();
+        let mut held = [false; 256];
+        for p in patterns {
+            for b in p.bytes() {
+                held[b.to_ascii_lowercase() as usize] = true;
+            }
+        }
+        let mut class_of = [u8::MAX; 256];
+        for b in 0..=255u8 {
+            let key = if held[b.to_ascii_lowercase() as usize] {
+                b.to_ascii_lowercase()
+            } else {
+                // Any unheld byte stands for all of them.
+                held.iter().position(|&h| !h).unwrap_or(0) as u8
+            };
+            if class_of[key as usize] == u8::MAX {
+                class_of[key as usize] = reps.len() as u8;
+                reps.push(b);
+            }
+            classes[b as usize] = class_of[key as usize];
+        }
+        // Every state the unanchored walk can reach, breadth first (the
+        // shallow, hot states end up next to each other). The library's
+        // ids are offsets into its own table, so a vector maps them back.
+        let mut order: Vec<StateID> = vec![start];
+        let mut index: Vec<u32> = Vec::new();
+        fn slot(index: &mut Vec<u32>, sid: StateID) -> &mut u32 {
+            let i = sid.as_usize();
+            if index.len() <= i {
+                index.resize(i + 1, u32::MAX);
+            }
+            &mut index[i]
+        }
+        *slot(&mut index, start) = 0;
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            for &b in &reps {
+                let n = dfa.next_state(Anchored::No, s, b);
+                let at = slot(&mut index, n);
+                if *at == u32::MAX {
+                    *at = order.len() as u32;
+                    order.push(n);
+                }
+            }
+            i += 1;
+        }
+        let stride = reps.len();
+        // Match states first, so "is a match" is one compare.
+        let mut renum: Vec<usize> = (0..order.len()).collect();
+        renum.sort_by_key(|&i| !dfa.is_match(order[i]));
+        let mut new_of = vec![0usize; order.len()];
+        for (n, &i) in renum.iter().enumerate() {
+            new_of[i] = n;
+        }
+        let n_match = order.iter().filter(|&&s| dfa.is_match(s)).count();
+        let mut trans = vec![0u32; order.len() * stride];
+        let mut match_ranges = Vec::with_capacity(n_match);
+        let mut matches = Vec::new();
+        for (n, &i) in renum.iter().enumerate() {
+            let s = order[i];
+            for (c, &b) in reps.iter().enumerate() {
+                let next = new_of[index[dfa.next_state(Anchored::No, s, b).as_usize()] as usize];
+                trans[n * stride + c] = (next * stride) as u32;
+            }
+            if n < n_match {
+                let from = matches.len() as u32;
+                for k in 0..dfa.match_len(s) {
+                    let pid = dfa.match_pattern(s, k);
+                    matches.push((pid.as_usize() as u32, dfa.pattern_len(pid) as u32));
+                }
+                match_ranges.push((from, matches.len() as u32));
+            }
+        }
         Ok(Keywords {
-            dfa,
-            start,
-            max_len,
+            trans,
+            classes,
+            start: (new_of[0] * stride) as u32,
+            match_limit: (n_match * stride) as u32,
+            match_ranges,
+            matches,
+            stride,
+            max_len: dfa.max_pattern_len().max(1),
+            patterns_len: dfa.patterns_len(),
         })
     }
 
@@ -73,27 +174,21 @@ impl Keywords {
     /// offset (ties in the automaton's own order), exactly as
     /// `AhoCorasick::find_overlapping_iter` would yield them.
     pub fn find_all(&self, v: &[u8], bufs: &mut LaneBufs, out: &mut Vec<KwMatch>) {
-        if self.dfa.patterns_len() == 0 {
+        if self.patterns_len == 0 {
             return;
         }
+        let (trans, classes, lim) = (&self.trans[..], &self.classes, self.match_limit);
         // An empty keyword (a per-repo file can hold one) matches before the
         // first byte too, as the library's iterator reports.
-        if self.dfa.is_match(self.start) {
-            for i in 0..self.dfa.match_len(self.start) {
-                let pid = self.dfa.match_pattern(self.start, i);
-                out.push(KwMatch {
-                    start: 0,
-                    end: 0,
-                    pattern: pid.as_usize(),
-                });
-            }
+        if self.start < lim {
+            self.report(self.start, 0, out);
         }
         if v.len() < MIN_LANED_LEN {
-            let mut sid = self.start;
-            for (p, &b) in v.iter().enumerate() {
-                sid = self.dfa.next_state(Anchored::No, sid, b);
-                if self.dfa.is_special(sid) {
-                    self.report(sid, p, out);
+            let (mut i, mut s) = (0, self.start);
+            while i < v.len() {
+                (i, s) = walk1(trans, classes, lim, v, i, s);
+                if s < lim {
+                    self.report(s, i, out);
                 }
             }
             return;
@@ -108,41 +203,34 @@ impl Keywords {
         for l in bufs.lanes.iter_mut() {
             l.clear();
         }
-        let d = &self.dfa;
         let lane: [&[u8]; LANES] = std::array::from_fn(|j| &v[w[j]..b[j]]);
         // Lane j reports from this many bytes into its walk.
         let skip: [usize; LANES] = std::array::from_fn(|j| a[j] - w[j]);
         let common = lane.iter().map(|l| l.len()).min().unwrap_or(0);
-        let mut sid = [self.start; LANES];
-        // The four walks in lockstep; zipped slices keep bounds checks out of
-        // the loop.
-        let bytes = lane[0][..common]
-            .iter()
-            .zip(&lane[1][..common])
-            .zip(&lane[2][..common])
-            .zip(&lane[3][..common]);
-        for (t, (((&b0, &b1), &b2), &b3)) in bytes.enumerate() {
-            sid[0] = d.next_state(Anchored::No, sid[0], b0);
-            sid[1] = d.next_state(Anchored::No, sid[1], b1);
-            sid[2] = d.next_state(Anchored::No, sid[2], b2);
-            sid[3] = d.next_state(Anchored::No, sid[3], b3);
-            if d.is_special(sid[0])
-                | d.is_special(sid[1])
-                | d.is_special(sid[2])
-                | d.is_special(sid[3])
-            {
-                for j in 0..LANES {
-                    if d.is_special(sid[j]) && t >= skip[j] {
-                        self.report(sid[j], w[j] + t, &mut bufs.lanes[j]);
-                    }
+        let (l0, l1, l2, l3) = (
+            &lane[0][..common],
+            &lane[1][..common],
+            &lane[2][..common],
+            &lane[3][..common],
+        );
+        let mut st = [self.start; LANES];
+        // The four walks in lockstep, stopping whenever one lane reaches a
+        // match state.
+        let mut t = 0;
+        while t < common {
+            (t, st) = walk4(trans, classes, lim, [l0, l1, l2, l3], t, st);
+            for (j, &s) in st.iter().enumerate() {
+                // `t` bytes read: the last was `t - 1` into the lane.
+                if s < lim && t > skip[j] {
+                    self.report(s, w[j] + t, &mut bufs.lanes[j]);
                 }
             }
         }
-        for j in 0..LANES {
-            let mut s = sid[j];
-            for (t, &byte) in lane[j].iter().enumerate().skip(common) {
-                s = d.next_state(Anchored::No, s, byte);
-                if d.is_special(s) && t >= skip[j] {
+        for (j, &s) in st.iter().enumerate() {
+            let (mut t, mut s) = (common, s);
+            while t < lane[j].len() {
+                (t, s) = walk1(trans, classes, lim, lane[j], t, s);
+                if s < lim && t > skip[j] {
                     self.report(s, w[j] + t, &mut bufs.lanes[j]);
                 }
             }
@@ -211,24 +299,70 @@ impl Keywords {
         }
     }
 
-    /// Records every keyword that ends at byte `p` in match state `sid`.
+    /// Records every keyword that ends at `end` in match state `s` (a row
+    /// below `match_limit`).
     #[inline(always)]
-    fn report(&self, sid: StateID, p: usize, out: &mut Vec<KwMatch>) {
-        // An unanchored Standard automaton has no reachable dead state, so a
-        // special state is a match state.
-        if !self.dfa.is_match(sid) {
-            return;
-        }
-        for i in 0..self.dfa.match_len(sid) {
-            let pid = self.dfa.match_pattern(sid, i);
-            let len = self.dfa.pattern_len(pid);
+    fn report(&self, s: u32, end: usize, out: &mut Vec<KwMatch>) {
+        let (from, to) = self.match_ranges[s as usize / self.stride];
+        for &(pid, len) in &self.matches[from as usize..to as usize] {
             out.push(KwMatch {
-                start: p + 1 - len,
-                end: p + 1,
-                pattern: pid.as_usize(),
+                start: end - len as usize,
+                end,
+                pattern: pid as usize,
             });
         }
     }
+}
+
+/// Walks `v[i..]` from state `s` until it enters a match state (a row
+/// below `lim`) or runs out; returns how far it read and the state. A leaf
+/// of its own so the state stays in a register (inside the caller, with
+/// the reporting path around it, it was spilled to the stack on every
+/// byte, which put a store-to-load round trip on the dependency chain).
+#[inline(never)]
+fn walk1(
+    trans: &[u32],
+    classes: &[u8; 256],
+    lim: u32,
+    v: &[u8],
+    mut i: usize,
+    mut s: u32,
+) -> (usize, u32) {
+    while i < v.len() {
+        s = trans[s as usize + classes[v[i] as usize] as usize];
+        i += 1;
+        if s < lim {
+            break;
+        }
+    }
+    (i, s)
+}
+
+/// [`walk1`] for four lanes of equal length in lockstep, until any of them
+/// enters a match state.
+#[inline(never)]
+fn walk4(
+    trans: &[u32],
+    classes: &[u8; 256],
+    lim: u32,
+    l: [&[u8]; LANES],
+    mut t: usize,
+    st: [u32; LANES],
+) -> (usize, [u32; LANES]) {
+    let n = l[0].len();
+    let (l0, l1, l2, l3) = (l[0], &l[1][..n], &l[2][..n], &l[3][..n]);
+    let [mut s0, mut s1, mut s2, mut s3] = st;
+    while t < n {
+        s0 = trans[s0 as usize + classes[l0[t] as usize] as usize];
+        s1 = trans[s1 as usize + classes[l1[t] as usize] as usize];
+        s2 = trans[s2 as usize + classes[l2[t] as usize] as usize];
+        s3 = trans[s3 as usize + classes[l3[t] as usize] as usize];
+        t += 1;
+        if (s0 < lim) | (s1 < lim) | (s2 < lim) | (s3 < lim) {
+            break;
+        }
+    }
+    (t, [s0, s1, s2, s3])
 }
 
 /// Length of the longest common prefix of `a` and `b`, 16 bytes at a time.
@@ -407,6 +541,45 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(common_suffix(b"xxabc", b"yabc"), 3);
         assert_eq!(common_suffix(&[7u8; 40], &[7u8; 33]), 33);
+    }
+
+    /// The real catalogue's keywords (and identity-like strings with
+    /// non-ASCII bytes), on texts of keyword pieces and every byte value in
+    /// both cases: our table walks exactly as the library's automaton.
+    #[test]
+    fn catalogue_table_agrees_with_library() {
+        let mut pats: Vec<String> = Vec::new();
+        for d in crate::rules::builtin() {
+            for k in d.keywords {
+                let k = k.to_ascii_lowercase();
+                if !pats.contains(&k) {
+                    pats.push(k);
+                }
+            }
+        }
+        pats.extend(["/home/zed", "zed", "Zoë Quimby", "zoë@example.org"].map(String::from));
+        let kw = Keywords::new(&pats).unwrap();
+        let mut bufs = LaneBufs::default();
+        let mut rng = crate::testkit::XorShift(0x1234_5678_9ABC_DEF1u64);
+        for _ in 0..400 {
+            let mut t: Vec<u8> = Vec::new();
+            while t.len() < (rng.next() % 700) as usize {
+                if rng.next() & 1 == 0 {
+                    let p = &pats[(rng.next() % pats.len() as u64) as usize];
+                    let cut = (rng.next() as usize) % (p.len() + 1);
+                    if rng.next() & 1 == 0 {
+                        t.extend(p.bytes().take(cut));
+                    } else {
+                        t.extend(p.bytes().map(|b| b.to_ascii_uppercase()));
+                    }
+                } else {
+                    t.push(rng.next() as u8);
+                }
+            }
+            let mut got = Vec::new();
+            kw.find_all(&t, &mut bufs, &mut got);
+            assert_eq!(got, reference(&pats, &t));
+        }
     }
 
     fn check_against_reference(pats: &[String]) {

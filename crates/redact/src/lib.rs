@@ -17,7 +17,8 @@
 //!
 //! Map: `rules` (the built-in catalogue, as data), `view` (decoded layers and
 //! the map back to raw bytes), `engine` (prefilter, matchers, placement), `keywords` (the keyword
-//! automaton's laned walk),
+//! automaton's laned walk), `reach` (each rule's stop bytes, read from its
+//! pattern),
 //! `identity` (who the caller is), `config` (per-repo file), `cli` (the
 //! `abcd redact` verb).
 
@@ -27,6 +28,7 @@ mod conversation;
 mod engine;
 pub mod identity;
 mod keywords;
+mod reach;
 pub mod rules;
 #[cfg(test)]
 mod testkit;
@@ -282,6 +284,7 @@ impl Scanner {
                         check: def.check,
                         min_entropy: def.min_entropy,
                         allow: def.allow.iter().map(|a| a.as_bytes().to_vec()).collect(),
+                        stops: reach::LazyStops::new(Some(def.pattern)),
                     };
                     b.rule(meta, matcher, &kws);
                 }
@@ -345,6 +348,8 @@ impl Scanner {
                             check: Check::None,
                             min_entropy: 0.0,
                             allow: Vec::new(),
+                            // Not analysed: verify runs them on the whole line.
+                            stops: reach::LazyStops::new(None),
                         };
                         b.rule(meta, m, &r.keywords);
                     }
@@ -387,6 +392,16 @@ impl Scanner {
                 "other-home" => Gate::NotOwnHome,
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
                 _ => Gate::None,
+            })
+            .collect();
+        let windowed = b
+            .rules
+            .iter()
+            .map(|r| {
+                // Their stop bytes are read on first use (the engine
+                // searches whole segments if there are none).
+                rules::WINDOWED_RULES.contains(&b.metas[r.meta].id.as_str())
+                    && matches!(r.matcher, Matcher::Regex { .. })
             })
             .collect();
         let kw_ungated =
@@ -434,6 +449,7 @@ impl Scanner {
                 ipv6_rule,
                 gates,
                 kw_ungated,
+                windowed,
             },
             degraded,
             output_meta,
@@ -1508,6 +1524,368 @@ mod reuse_tests {
                 assert_eq!(p1, p2);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod zone_tests {
+    use super::*;
+
+    /// Verify re-runs a rule only between two of its stop bytes around the
+    /// edits (`engine::rule_zone`), reusing stage one's run elsewhere. Its
+    /// scan must equal a fresh scan — hits, found values, PEM state — for
+    /// outputs edited anywhere: the real redaction of each text (as
+    /// `LineRedactor` verifies it, views derived) and random splices of
+    /// placeholders and rule fragments at random bytes, raw and in JSON.
+    #[test]
+    fn zoned_scan_equals_fresh_scan() {
+        let id = Identity {
+            home: Some("/home/zed".into()),
+            user: Some("zed".into()),
+            git_names: vec!["Zed Quimby".into()],
+            git_emails: vec!["zed.quimby@example.org".into()],
+            github_owner: Some("zquimby".into()),
+        };
+        let s = Scanner::new(id, None);
+        let e = &s.engine;
+        let tok = format!("ghp_{}", "aB3x9Q".repeat(6));
+        let frags: Vec<String> = [
+            "/home/zed",
+            "/home/zed/src/app",
+            "zed",
+            "Zed Quimby",
+            " ",
+            " ",
+            r"\n",
+            r#"\""#,
+            "\"",
+            "'",
+            ":",
+            "=",
+            ",",
+            ".",
+            "-",
+            "/",
+            "@",
+            "token",
+            "secret",
+            "password",
+            "api_key",
+            "Password: ",
+            "hunter2x9",
+            "Zq8vR2mK7pL4xN9w",
+            "db-1.internal",
+            "nas.local",
+            ".local",
+            ".lan",
+            "box",
+            "10.0.0.7",
+            "192.168.1.20",
+            "10.",
+            "0.",
+            "7",
+            "aa:bb:cc:dd:ee:0f",
+            "fe80::1:2",
+            "AKIAIOSFODNN7REALKEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYREALKEY12",
+            "https://",
+            "u:",
+            "pw9x@",
+            "example.com",
+            "login",
+            "user",
+            "is",
+            " / ",
+            "export ",
+            "API_KEY=",
+            "sk-proj-",
+            "xoxb-",
+            "eyJhbGciOiJIUzI1NiJ9",
+            "Bearer ",
+            "curl -u bob:",
+            "machine api.heroku.com login zed password ",
+            "~",
+            "[REDACTED:password]",
+            "{",
+            "}",
+            r"\u00e9",
+            "é",
+            "%40",
+            "-----BEGIN ",
+            "PRIVATE KEY-----",
+            "MAC ",
+            "host ",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .chain([tok.clone()])
+        .collect();
+        let puts: &[&str] = &[
+            "~",
+            "[REDACTED:password]",
+            "[REDACTED:hostname]",
+            "[REDACTED:user-name]",
+            "[REDACTED:github-token]",
+            ".local",
+            "10.0",
+            "x",
+            "",
+            "\"",
+            " ",
+            "token=",
+        ];
+        let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = move || rng.next();
+        let before = engine::ZONED.load(std::sync::atomic::Ordering::Relaxed);
+        let mut checked = 0;
+        for round in 0..3000 {
+            let n = 3 + (next() % 30) as usize;
+            let body: String = (0..n)
+                .map(|_| frags[(next() % frags.len() as u64) as usize].as_str())
+                .collect();
+            let raw = if round % 2 == 0 {
+                format!(
+                    r#"{{"cwd":"/home/zed/src/app","sessionId":"a1b2c3d4","message":{{"content":"{body}"}},"usage":{{"input_tokens":12}}}}"#
+                )
+            } else {
+                body
+            };
+            let raw = raw.as_bytes();
+            let known = Known::default();
+            let mut stage = engine::Scratch::default();
+            let (mut pem, mut found, mut hits) = (0, Vec::new(), Vec::new());
+            e.scan_line(raw, &mut stage, &known, &mut pem, &mut found, &mut hits);
+            let mut outputs: Vec<(Vec<u8>, Option<Vec<Hit>>)> = Vec::new();
+            if !hits.is_empty() {
+                let mut out = Vec::new();
+                let merged = engine::apply(&e.metas, raw, &mut hits.clone(), &mut out);
+                outputs.push((out, Some(merged)));
+            }
+            for _ in 0..4 {
+                let mut o = raw.to_vec();
+                for _ in 0..1 + next() % 3 {
+                    let at = (next() as usize) % (o.len() + 1);
+                    let cut = ((next() % 12) as usize).min(o.len() - at);
+                    let put = puts[(next() % puts.len() as u64) as usize];
+                    o.splice(at..at + cut, put.bytes());
+                }
+                outputs.push((o, None));
+            }
+            for (o, merged) in outputs {
+                let mut with = engine::Scratch::not_recording();
+                if let Some(m) = &merged {
+                    let placed: Vec<(usize, usize, &[u8])> = m
+                        .iter()
+                        .map(|h| (h.start, h.end, &e.metas[h.meta].placeholder[..]))
+                        .collect();
+                    with.derive_views(&stage, &placed);
+                }
+                std::mem::swap(&mut with.prior, &mut stage.cache);
+                let (mut p1, mut f1, mut h1) = (0, Vec::new(), Vec::new());
+                e.scan_line(&o, &mut with, &known, &mut p1, &mut f1, &mut h1);
+                std::mem::swap(&mut with.prior, &mut stage.cache);
+                let mut fresh = engine::Scratch::not_recording();
+                let (mut p2, mut f2, mut h2) = (0, Vec::new(), Vec::new());
+                e.scan_line(&o, &mut fresh, &known, &mut p2, &mut f2, &mut h2);
+                let show = String::from_utf8_lossy(&o);
+                assert_eq!(h1, h2, "{show}");
+                assert_eq!(f1, f2, "{show}");
+                assert_eq!(p1, p2, "{show}");
+                checked += 1;
+            }
+        }
+        let zoned = engine::ZONED.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(checked > 10000, "{checked}");
+        assert!(zoned > 20000, "zones used only {zoned} times");
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    /// Windowed rules (`engine::keyword_windows`) find exactly what a
+    /// search of the whole segment finds, on random texts built from their
+    /// keywords, names, values and every kind of byte around them, raw and
+    /// JSON-escaped, and on texts redacted and verified.
+    #[test]
+    fn windowed_scan_equals_whole_scan() {
+        let id = Identity {
+            home: Some("/home/zed".into()),
+            user: Some("zed".into()),
+            ..Identity::default()
+        };
+        let windowed = Scanner::new(id.clone(), None);
+        let mut whole = Scanner::new(id, None);
+        assert_eq!(
+            windowed.engine.windowed.iter().filter(|&&w| w).count(),
+            rules::WINDOWED_RULES.len()
+        );
+        whole.engine.windowed = vec![false; whole.engine.windowed.len()];
+        let parts: &[&str] = &[
+            "zentrafy",
+            "owlbot",
+            "bscscan",
+            "adobe",
+            "my",
+            "_",
+            "-",
+            ".",
+            " ",
+            "  ",
+            "\t",
+            "TOKEN",
+            "token",
+            "Secret",
+            "SECRET",
+            "key",
+            "Key",
+            "api",
+            "ACCESS",
+            "auth",
+            "pat",
+            "credentials",
+            "=",
+            ":",
+            ":=",
+            "=>",
+            "\"",
+            "\\\"",
+            "'",
+            "`",
+            "abcdef0123456789",
+            "Zq8vR2mK7pL4xN9wQ1",
+            "1a2b3c4d5e6f7890abcdef",
+            "xxxx",
+            ",",
+            "(",
+            ")",
+            ";",
+            "!",
+            "@",
+            "db-1",
+            ".internal",
+            ".local",
+            ".LAN",
+            ".corp",
+            ".home.arpa",
+            ".fritz.box",
+            "nas",
+            "x",
+            "\n",
+            "é",
+            "{",
+            "}",
+            "[",
+            "]",
+            "/",
+            "settings",
+            "sha512-",
+            "$",
+            "#",
+            "0",
+        ];
+        let mut rng = crate::testkit::XorShift(0xA076_1D64_78BD_642Fu64);
+        let mut next = || rng.next();
+        let mut found = 0;
+        let mut per_rule = vec![0usize; rules::WINDOWED_RULES.len()];
+        let pick = |next: &mut dyn FnMut() -> u64, from: &[&'static str]| -> &'static str {
+            from[(next() % from.len() as u64) as usize]
+        };
+        for round in 0..20000 {
+            let n = 2 + (next() % 16) as usize;
+            let mut text: String = (0..n)
+                .map(|_| parts[(next() % parts.len() as u64) as usize])
+                .collect();
+            // Half the texts are shaped like each rule's matches, with
+            // random pieces around and inside them.
+            if round % 2 == 1 {
+                let sp = [" ", "  ", "\t", "", "\n", ","];
+                let v = [
+                    "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                    "Zq8vR2mK7pL4xN9wQ1abcdefXYZ0123456789ab",
+                    "abc",
+                    "1a2b3c4d5e6f7890abcdef01",
+                ];
+                let shaped = match round % 8 {
+                    1 => format!(
+                        "aws{}configure{}set{}{}aws_secret_access_key{}{}{}",
+                        pick(&mut next, &sp),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &["", "profile.", "default.x."]),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &["", "\"", "'"]),
+                        pick(&mut next, &v)
+                    ),
+                    3 => format!(
+                        "{}{}{}",
+                        pick(
+                            &mut next,
+                            &[
+                                "Authorization: Bearer",
+                                "bearer",
+                                "authorization=token",
+                                "BEARER"
+                            ]
+                        ),
+                        pick(&mut next, &sp),
+                        pick(&mut next, &v)
+                    ),
+                    5 => format!(
+                        "{}{}{}{}{}",
+                        pick(&mut next, &["zentrafy", "owlbot", "bscscan", "cloudplan"]),
+                        pick(&mut next, &["_", "-", " ", ""]),
+                        pick(
+                            &mut next,
+                            &["TOKEN", "secret", "api_key", "ACCESS_KEY", "Key"]
+                        ),
+                        pick(&mut next, &[" = ", ":", " ", "=\"", "-"]),
+                        pick(&mut next, &v)
+                    ),
+                    _ => format!(
+                        "{}{}{}",
+                        pick(&mut next, &["db-1", "nas", "x.y", "printer-2"]),
+                        pick(
+                            &mut next,
+                            &[".local", ".lan", ".internal", ".corp", ".fritz.box"]
+                        ),
+                        pick(&mut next, &["", ":8080", ".json", "-", "/x"])
+                    ),
+                };
+                let at = (next() as usize) % (text.len() + 1);
+                let at = (0..=at)
+                    .rev()
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(0);
+                text.insert_str(at, &shaped);
+            }
+            for t in [
+                text.clone(),
+                serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
+            ] {
+                let a = windowed.scan(&t);
+                for f in &a {
+                    if let Some(i) = rules::WINDOWED_RULES.iter().position(|r| *r == f.rule) {
+                        per_rule[i] += 1;
+                    }
+                }
+                found += a
+                    .iter()
+                    .filter(|f| f.rule == "lan-hostname" || f.rule == "provider-named")
+                    .count();
+                assert_eq!(a, whole.scan(&t), "{t:?}");
+                let (ra, rb) = (windowed.redact(&t), whole.redact(&t));
+                assert_eq!(
+                    ra.as_ref().map(|r| &r.text).ok(),
+                    rb.as_ref().map(|r| &r.text).ok(),
+                    "{t:?}"
+                );
+                assert_eq!(ra.is_err(), rb.is_err(), "{t:?}");
+            }
+        }
+        assert!(found > 3000, "only {found} windowed-rule findings");
+        assert!(per_rule.iter().all(|&n| n >= 20), "{per_rule:?}");
     }
 }
 

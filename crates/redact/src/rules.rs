@@ -166,6 +166,23 @@ pub const NO_ENTROPY_FLOOR: f64 = -1.0;
 
 pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "sshpass", "--pass"];
 
+/// Rules searched only around their keyword occurrences, between stop
+/// bytes (`engine::keyword_windows`): every match of each holds one of its
+/// keywords. `lan-hostname` ends in `\.(?:local|lan|…)`, its keywords
+/// spelled exactly so (ASCII case-insensitively, as the automaton
+/// matches); `provider-named`'s keywords are its closing secret word with
+/// each byte its pattern lets follow (`gate_tests` checks the gate built on
+/// that); `aws-cli-secret` spells out `configure` and `bearer-token`
+/// `bearer` or `authorization`, their keywords, under `(?i)`. The first
+/// two would otherwise scan whole lines from every word. (Not
+/// `env-line-secret`: `MY_TOKEN_X=…` holds none of its keywords.)
+pub const WINDOWED_RULES: &[&str] = &[
+    "lan-hostname",
+    "provider-named",
+    "aws-cli-secret",
+    "bearer-token",
+];
+
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
 
 pub fn builtin() -> Vec<RuleDef> {
