@@ -1432,13 +1432,7 @@ mod reuse_tests {
     /// segments by long allowlisted values.
     #[test]
     fn scan_with_prior_matches_equals_fresh_scan() {
-        let id = Identity {
-            home: Some("/home/zed".into()),
-            user: Some("zed".into()),
-            git_names: vec!["Zed Quimby".into()],
-            git_emails: vec!["zed.quimby@example.org".into()],
-            github_owner: Some("zquimby".into()),
-        };
+        let id = zed_identity();
         let s = Scanner::new(id, None);
         let e = &s.engine;
         let sig = "A".repeat(300);
@@ -1539,13 +1533,7 @@ mod zone_tests {
     /// placeholders and rule fragments at random bytes, raw and in JSON.
     #[test]
     fn zoned_scan_equals_fresh_scan() {
-        let id = Identity {
-            home: Some("/home/zed".into()),
-            user: Some("zed".into()),
-            git_names: vec!["Zed Quimby".into()],
-            git_emails: vec!["zed.quimby@example.org".into()],
-            github_owner: Some("zquimby".into()),
-        };
+        let id = zed_identity();
         let s = Scanner::new(id, None);
         let e = &s.engine;
         let tok = format!("ghp_{}", "aB3x9Q".repeat(6));
@@ -1894,13 +1882,7 @@ mod gate_tests {
     use super::*;
 
     fn identity() -> Identity {
-        Identity {
-            home: Some("/home/zed".into()),
-            user: Some("zed".into()),
-            git_names: vec!["Zed Quimby".into()],
-            git_emails: vec!["zed.quimby@example.org".into()],
-            github_owner: Some("zquimby".into()),
-        }
+        zed_identity()
     }
 
     /// Keyword gates only skip matcher runs that would find nothing: a
@@ -2016,4 +1998,16 @@ pub fn b64_encode(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// The identity the engine's differential tests redact for.
+#[cfg(test)]
+fn zed_identity() -> Identity {
+    Identity {
+        home: Some("/home/zed".into()),
+        user: Some("zed".into()),
+        git_names: vec!["Zed Quimby".into()],
+        git_emails: vec!["zed.quimby@example.org".into()],
+        github_owner: Some("zquimby".into()),
+    }
 }
