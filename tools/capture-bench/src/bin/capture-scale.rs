@@ -43,17 +43,18 @@ fn populate(corpus: &Corpus, n: usize) {
 }
 
 /// Lets the file system settle after the bulk populate, as a real store
-/// of N records (built over months) has: everything written back and the
-/// populate's freed inodes out of ext4's "recently deleted" window (5 s,
-/// 30 s while their table block is dirty), which otherwise every new file
-/// of the measured captures scans past. `ABCD_BENCH_NO_SETTLE=1` skips it.
+/// of N records (built over months) has: everything written back, then
+/// out of the window in which ext4 without a journal skips a freed inode
+/// when it allocates one (60 s once its inode-table block is clean; the
+/// populate's freed inodes would otherwise be scanned past by every new
+/// file of the measured captures). `ABCD_BENCH_NO_SETTLE=1` skips it.
 fn settle() {
     if std::env::var_os("ABCD_BENCH_NO_SETTLE").is_some() {
         return;
     }
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
-    std::thread::sleep(std::time::Duration::from_secs(35));
+    std::thread::sleep(std::time::Duration::from_secs(65));
     unsafe { libc::sync() };
 }
 
