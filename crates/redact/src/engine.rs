@@ -1444,12 +1444,22 @@ impl Engine {
                     min_entropy,
                     allow,
                     stops,
-                } if self.windowed[ri] && stops.get().is_some() => {
-                    let stops = stops.get().unwrap_or(&ByteSet::FULL);
+                } => {
+                    // A windowed rule runs in the windows around its
+                    // keywords; any other in its zone (or the whole line).
                     let mut windows = std::mem::take(&mut scratch.windows);
-                    keyword_windows(v, stops, &occ, ri, &mut windows);
+                    let keyed = stops.get().filter(|_| self.windowed[ri]);
+                    match keyed {
+                        Some(stops) => keyword_windows(v, stops, &occ, ri, &mut windows),
+                        None => windows.clear(),
+                    }
+                    let runs = windows
+                        .iter()
+                        .copied()
+                        .map(Some)
+                        .chain(keyed.is_none().then_some(zone));
                     let mut ran = (u32::MAX, 0u32);
-                    for &w in &windows {
+                    for w in runs {
                         let (lo, hi) = self.run_regex(
                             v,
                             layer,
@@ -1460,7 +1470,7 @@ impl Engine {
                             *min_entropy,
                             allow,
                             rule.meta,
-                            Some(w),
+                            w,
                             scratch,
                             found,
                             hits,
@@ -1468,33 +1478,6 @@ impl Engine {
                         ran = (ran.0.min(lo), ran.1.max(hi));
                     }
                     scratch.windows = windows;
-                    if !scratch.no_record {
-                        scratch.cache.push_ran(ri, ran);
-                    }
-                }
-                Matcher::Regex {
-                    re,
-                    group,
-                    check,
-                    min_entropy,
-                    allow,
-                    stops: _,
-                } => {
-                    let ran = self.run_regex(
-                        v,
-                        layer,
-                        views,
-                        re,
-                        *group,
-                        *check,
-                        *min_entropy,
-                        allow,
-                        rule.meta,
-                        zone,
-                        scratch,
-                        found,
-                        hits,
-                    );
                     if !scratch.no_record {
                         scratch.cache.push_ran(ri, ran);
                     }
