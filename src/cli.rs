@@ -296,6 +296,10 @@ pub enum HistoryCmd {
         /// Report what would be stored; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Threads redacting while this one reads and stores (default: one
+        /// per core).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+        jobs: Option<u16>,
     },
     /// Capture a transcript file directly (redacted, then stored).
     Capture {
@@ -1784,6 +1788,7 @@ fn history_cmd(
             into,
             adopt,
             dry_run,
+            jobs,
         } => {
             let home = home()?;
             let tty = progress_enabled() && !json;
@@ -1800,6 +1805,7 @@ fn history_cmd(
                 into,
                 adopt,
                 dry_run,
+                jobs: jobs.map(usize::from),
             };
             let rep = crate::ingest::run(&home, &opts, &progress)
                 .map_err(|e| format!("history ingest: {e}"))?;

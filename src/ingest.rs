@@ -33,8 +33,9 @@
 //! into part records by `bigfile`: memory stays bounded), or decode a
 //! project directory name into a path (it is a label).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -44,6 +45,7 @@ use crate::capture::{self, CaptureError};
 use crate::corpus::{Corpus, CorpusError};
 use crate::fsutil;
 use crate::lineage::{self, Lineage, LineageSource, SidecarOutcome, SpawnAttribution};
+use crate::pool;
 use crate::projection::idem_key;
 use crate::record;
 use crate::repo::{self, RepoInfo};
@@ -88,6 +90,8 @@ pub struct Options {
     /// Project labels whose orphans are stored (into `--into`).
     pub adopt: Vec<String>,
     pub dry_run: bool,
+    /// Redaction threads; `None` = [`default_jobs`].
+    pub jobs: Option<usize>,
 }
 
 /// The default source: `$CLAUDE_CONFIG_DIR/projects`, else
@@ -800,7 +804,7 @@ pub fn run(
     // Per session: where its main thread(s) placed it.
     let mut session_place: HashMap<String, Place> = HashMap::new();
     let mut corpora: HashMap<String, (Corpus, Option<PathBuf>)> = HashMap::new();
-    let mut scanners: HashMap<PathBuf, abcd_redact::Scanner> = HashMap::new();
+    let mut scanners: HashMap<PathBuf, Arc<abcd_redact::Scanner>> = HashMap::new();
     let mut pending: HashMap<String, Pending> = HashMap::new();
     // Sidecars naming an agent id claimed by two files are dropped.
     let mut agent_files: HashMap<(String, String), usize> = HashMap::new();
@@ -887,111 +891,125 @@ pub fn run(
         };
         session_place.insert(session.clone(), place);
     }
-    for p in probed {
-        let path = p.found.path.display().to_string();
-        let mut place = session_place.get(&p.session_id).cloned();
-        if !matches!(place, Some(Place::Repo { .. }) | Some(Place::Ambiguous(_))) {
-            // The store's own session notes, then the file's own cwd.
-            let prior = place.clone();
-            place = match store::session_store(home, &p.session_id) {
-                Ok(sha) => Some(Place::Lane {
-                    root_sha: sha,
-                    via: "store",
-                }),
-                Err(_) => match p.cwd.as_deref().map(|c| resolver.cwd(c)) {
-                    Some(Ok(info)) => Some(Place::Repo {
-                        info,
-                        via: "file-cwd",
+    // Files are read, hashed and journaled on this thread and redacted on
+    // `opts.jobs` others; the captures reach the journal in file order.
+    let jobs = opts.jobs.unwrap_or_else(default_jobs);
+    let mut flight = Flight::default();
+    pool::run(jobs, redact_job, |pool| -> Result<(), IngestError> {
+        for p in probed {
+            let path = p.found.path.display().to_string();
+            let mut place = session_place.get(&p.session_id).cloned();
+            if !matches!(place, Some(Place::Repo { .. }) | Some(Place::Ambiguous(_))) {
+                // The store's own session notes, then the file's own cwd.
+                let prior = place.clone();
+                place = match store::session_store(home, &p.session_id) {
+                    Ok(sha) => Some(Place::Lane {
+                        root_sha: sha,
+                        via: "store",
                     }),
-                    Some(Err(e)) => Some(Place::Orphan(e)),
-                    None => prior.or(Some(Place::Orphan("no cwd on its lines".into()))),
-                },
-            };
-        }
-        let (root_sha, root, via) = match place {
-            Some(Place::Repo { info, via }) => (info.root_sha, Some(info.root), via),
-            Some(Place::Lane { root_sha, via }) => (root_sha, None, via),
-            Some(Place::Ambiguous(why)) => {
-                rep.skipped.push(Skipped {
-                    path,
-                    reason: "ambiguous-owner".into(),
-                    session_id: Some(p.session_id),
-                    detail: Some(why),
-                });
-                done += 1;
-                progress(done, total);
-                continue;
-            }
-            place @ (Some(Place::Orphan(_)) | None) => {
-                let why = match place {
-                    Some(Place::Orphan(w)) => w,
-                    _ => "unplaced".into(),
+                    Err(_) => match p.cwd.as_deref().map(|c| resolver.cwd(c)) {
+                        Some(Ok(info)) => Some(Place::Repo {
+                            info,
+                            via: "file-cwd",
+                        }),
+                        Some(Err(e)) => Some(Place::Orphan(e)),
+                        None => prior.or(Some(Place::Orphan("no cwd on its lines".into()))),
+                    },
                 };
-                match &into {
-                    Some(info) if opts.adopt.iter().any(|a| a == &p.found.project) => {
-                        (info.root_sha.clone(), Some(info.root.clone()), "adopted")
-                    }
-                    _ => {
-                        rep.orphans.push(Orphan {
-                            path,
-                            project: p.found.project.clone(),
-                            session_id: Some(p.session_id),
-                            why,
-                        });
-                        done += 1;
-                        progress(done, total);
-                        continue;
+            }
+            let (root_sha, root, via) = match place {
+                Some(Place::Repo { info, via }) => (info.root_sha, Some(info.root), via),
+                Some(Place::Lane { root_sha, via }) => (root_sha, None, via),
+                Some(Place::Ambiguous(why)) => {
+                    rep.skipped.push(Skipped {
+                        path,
+                        reason: "ambiguous-owner".into(),
+                        session_id: Some(p.session_id),
+                        detail: Some(why),
+                    });
+                    done += 1;
+                    progress(done, total);
+                    continue;
+                }
+                place @ (Some(Place::Orphan(_)) | None) => {
+                    let why = match place {
+                        Some(Place::Orphan(w)) => w,
+                        _ => "unplaced".into(),
+                    };
+                    match &into {
+                        Some(info) if opts.adopt.iter().any(|a| a == &p.found.project) => {
+                            (info.root_sha.clone(), Some(info.root.clone()), "adopted")
+                        }
+                        _ => {
+                            rep.orphans.push(Orphan {
+                                path,
+                                project: p.found.project.clone(),
+                                session_id: Some(p.session_id),
+                                why,
+                            });
+                            done += 1;
+                            progress(done, total);
+                            continue;
+                        }
                     }
                 }
+            };
+            if let Some(info) = &into {
+                if info.root_sha != root_sha {
+                    rep.skipped.push(Skipped {
+                        path,
+                        reason: "owned-elsewhere".into(),
+                        session_id: Some(p.session_id),
+                        detail: Some(format!("belongs to the repository with root {root_sha}")),
+                    });
+                    done += 1;
+                    progress(done, total);
+                    continue;
+                }
             }
-        };
-        if let Some(info) = &into {
-            if info.root_sha != root_sha {
-                rep.skipped.push(Skipped {
-                    path,
-                    reason: "owned-elsewhere".into(),
-                    session_id: Some(p.session_id),
-                    detail: Some(format!("belongs to the repository with root {root_sha}")),
-                });
-                done += 1;
-                progress(done, total);
-                continue;
+            let multiple_claims = p
+                .agent_id
+                .as_ref()
+                .map(|a| {
+                    agent_files
+                        .get(&(p.session_id.clone(), a.clone()))
+                        .copied()
+                        .unwrap_or(0)
+                        > 1
+                })
+                .unwrap_or(false);
+            if p.big {
+                // Streamed on this thread, after every earlier file.
+                flight.take(pool, true, &corpora, &mut pending, &mut rep);
             }
+            let job = store_one(
+                home,
+                &mut corpora,
+                &mut scanners,
+                &mut pending,
+                &root_sha,
+                root.as_deref(),
+                via,
+                p,
+                multiple_claims,
+                opts.dry_run,
+                &mut rep,
+            )?;
+            if let Some(job) = job {
+                flight.submit(pool, job, &corpora, &mut pending, &mut rep);
+            }
+            flight.take(pool, false, &corpora, &mut pending, &mut rep);
+            done += 1;
+            progress(done, total);
         }
-        let multiple_claims = p
-            .agent_id
-            .as_ref()
-            .map(|a| {
-                agent_files
-                    .get(&(p.session_id.clone(), a.clone()))
-                    .copied()
-                    .unwrap_or(0)
-                    > 1
-            })
-            .unwrap_or(false);
-        store_one(
-            home,
-            &mut corpora,
-            &mut scanners,
-            &mut pending,
-            &root_sha,
-            root.as_deref(),
-            via,
-            p,
-            multiple_claims,
-            opts.dry_run,
-            &mut rep,
-        )?;
-        done += 1;
-        progress(done, total);
-    }
+        flight.take(pool, true, &corpora, &mut pending, &mut rep);
+        Ok(())
+    })?;
     // Sorted, so the report's order does not depend on hashing.
     let mut rest: Vec<(String, Pending)> = pending.into_iter().collect();
     rest.sort_by(|a, b| a.0.cmp(&b.0));
     for (sha, batch) in rest {
-        if let Some((corpus, _)) = corpora.get(&sha) {
-            flush(corpus, batch, &mut rep);
-        }
+        flush_lane(&corpora, &sha, batch, &mut rep);
     }
     if !opts.dry_run {
         // Entries of files not seen this run stay; this run's replace theirs.
@@ -1027,6 +1045,15 @@ fn cached_record(
 /// files or bytes of redacted text (one sync of the bodies, one journal
 /// append, one projection catch-up per batch).
 const BATCH_FILES: usize = 64;
+
+/// Bytes of source read and handed to the redaction threads, not yet
+/// taken back, beyond which the reader waits.
+const IN_FLIGHT_BYTES: u64 = 256 << 20;
+
+/// Redaction threads when `--jobs` is not given: one per core.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 const BATCH_BYTES: u64 = 32 << 20;
 
 /// Redacted captures waiting for their repository's next batch.
@@ -1073,11 +1100,30 @@ fn flush(corpus: &Corpus, batch: Pending, rep: &mut Report) {
     }
 }
 
+/// [`flush`] into the lane `sha` (whose corpus `store_one` opened before
+/// handing out any of its jobs).
+fn flush_lane(
+    corpora: &HashMap<String, (Corpus, Option<PathBuf>)>,
+    sha: &str,
+    batch: Pending,
+    rep: &mut Report,
+) {
+    match corpora.get(sha) {
+        Some((corpus, _)) => flush(corpus, batch, rep),
+        None => rep
+            .failed
+            .extend(batch.items.into_iter().map(|(_, e)| Failed {
+                path: e.path,
+                error: format!("the store of repository {sha} was not open; nothing was stored"),
+            })),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn store_one(
     home: &Path,
     corpora: &mut HashMap<String, (Corpus, Option<PathBuf>)>,
-    scanners: &mut HashMap<PathBuf, abcd_redact::Scanner>,
+    scanners: &mut HashMap<PathBuf, Arc<abcd_redact::Scanner>>,
     pending: &mut HashMap<String, Pending>,
     root_sha: &str,
     root: Option<&Path>,
@@ -1086,7 +1132,7 @@ fn store_one(
     multiple_claims: bool,
     dry_run: bool,
     rep: &mut Report,
-) -> Result<(), IngestError> {
+) -> Result<Option<Job>, IngestError> {
     let path = p.found.path.display().to_string();
     if !corpora.contains_key(root_sha) {
         let store_err = |source| IngestError::Store {
@@ -1113,7 +1159,7 @@ fn store_one(
                             path,
                             error: format!("the directory lane could not be named: {e}"),
                         });
-                        return Ok(());
+                        return Ok(None);
                     }
                 }
                 corpora.insert(root_sha.to_owned(), (c, root.map(Path::to_path_buf)));
@@ -1129,12 +1175,12 @@ fn store_one(
                     bytes: p.size,
                     cache: None,
                 });
-                return Ok(());
+                return Ok(None);
             }
         }
     }
     let Some((corpus, known_root)) = corpora.get_mut(root_sha) else {
-        return Ok(());
+        return Ok(None);
     };
     if known_root.is_none() {
         *known_root = root.map(Path::to_path_buf);
@@ -1180,9 +1226,9 @@ fn store_one(
             .unwrap_or_else(|| home.join("no-repository"));
         let scanner = scanners
             .entry(scanner_root.clone())
-            .or_insert_with(|| capture::scanner_for(&scanner_root));
+            .or_insert_with(|| Arc::new(capture::scanner_for(&scanner_root)));
         store_big(corpus, scanner, root_sha, via, &p, &lineage, dry_run, rep);
-        return Ok(());
+        return Ok(None);
     }
     // Read again (the probe kept only the ids): the metadata first, so a
     // change during the read shows on the next run; bytes whose ids are
@@ -1196,7 +1242,7 @@ fn store_one(
                 path,
                 error: format!("{e} (between the probe and the capture)"),
             });
-            return Ok(());
+            return Ok(None);
         }
     };
     // A spilled output carries no ids of its own: its place gave them.
@@ -1209,7 +1255,7 @@ fn store_one(
             path,
             error: "the file changed its ids during the ingest; run it again".into(),
         });
-        return Ok(());
+        return Ok(None);
     }
     let sha = fsutil::sha256_hex(&raw);
     let bytes = raw.len() as u64;
@@ -1241,7 +1287,7 @@ fn store_one(
     match corpus.index().record_for_idem(&idem) {
         Ok(Some(name)) => {
             rep.already_stored.push(entry(name));
-            return Ok(());
+            return Ok(None);
         }
         Ok(None) => {}
         Err(e) => {
@@ -1249,12 +1295,12 @@ fn store_one(
                 path,
                 error: format!("the store's index could not be read: {e}"),
             });
-            return Ok(());
+            return Ok(None);
         }
     }
     if dry_run {
         rep.stored.push(entry(String::new()));
-        return Ok(());
+        return Ok(None);
     }
     // A session found through the store alone has no work tree at hand:
     // the redaction configuration of the lane's repository is unknown, so
@@ -1264,33 +1310,142 @@ fn store_one(
         .unwrap_or_else(|| home.join("no-repository"));
     let scanner = scanners
         .entry(scanner_root.clone())
-        .or_insert_with(|| capture::scanner_for(&scanner_root));
+        .or_insert_with(|| Arc::new(capture::scanner_for(&scanner_root)));
+    Ok(Some(Job {
+        scanner: Arc::clone(scanner),
+        lineage,
+        raw,
+        sha,
+        entry: entry(String::new()),
+    }))
+}
+
+/// A file read, hashed and not yet stored, for a redaction thread.
+struct Job {
+    scanner: Arc<abcd_redact::Scanner>,
+    lineage: Lineage,
+    raw: Vec<u8>,
+    sha: String,
+    entry: Stored,
+}
+
+/// A job's redaction (the raw bytes dropped as soon as it is done).
+struct Redacted {
+    prepared: Result<capture::Prepared, CaptureError>,
+    ns: u64,
+    entry: Stored,
+}
+
+/// The jobs handed to the redaction threads and not yet taken back, in
+/// order: each one's path (reported if its redaction panics) and size.
+#[derive(Default)]
+struct Flight {
+    jobs: VecDeque<(String, u64)>,
+    bytes: u64,
+}
+
+impl Flight {
+    /// Hands `job` out, first waiting for earlier ones while more than
+    /// `IN_FLIGHT_BYTES` would be in flight: memory stays bounded.
+    fn submit(
+        &mut self,
+        pool: &mut pool::Pool<Job, Redacted>,
+        job: Job,
+        corpora: &HashMap<String, (Corpus, Option<PathBuf>)>,
+        pending: &mut HashMap<String, Pending>,
+        rep: &mut Report,
+    ) {
+        let bytes = job.raw.len() as u64;
+        if self.bytes + bytes > IN_FLIGHT_BYTES {
+            self.take(pool, true, corpora, pending, rep);
+        }
+        self.jobs.push_back((job.entry.path.clone(), bytes));
+        self.bytes += bytes;
+        pool.submit(job);
+    }
+
+    /// Takes finished redactions back in order into their lanes' batches:
+    /// with `wait`, every one in flight; else those ready.
+    fn take(
+        &mut self,
+        pool: &mut pool::Pool<Job, Redacted>,
+        wait: bool,
+        corpora: &HashMap<String, (Corpus, Option<PathBuf>)>,
+        pending: &mut HashMap<String, Pending>,
+        rep: &mut Report,
+    ) {
+        loop {
+            let next = if wait { pool.next() } else { pool.ready() };
+            let Some(r) = next else { break };
+            let (path, bytes) = self.jobs.pop_front().unwrap_or_default();
+            self.bytes -= bytes;
+            take_redacted(r, path, corpora, pending, rep);
+        }
+    }
+}
+
+/// What a redaction thread does with a [`Job`]; no lock is held.
+fn redact_job(job: Job) -> Redacted {
     let t0 = std::time::Instant::now();
-    let prepared =
-        capture::prepare_digested(scanner, &lineage, &raw, &sha, root_sha, record::KIND_NATIVE);
-    rep.redact_ns += t0.elapsed().as_nanos() as u64;
-    match prepared {
+    let prepared = capture::prepare_digested(
+        &job.scanner,
+        &job.lineage,
+        &job.raw,
+        &job.sha,
+        &job.entry.root_sha,
+        record::KIND_NATIVE,
+    );
+    Redacted {
+        prepared,
+        ns: t0.elapsed().as_nanos() as u64,
+        entry: job.entry,
+    }
+}
+
+/// Takes a redacted file into its lane's batch (journaled when the batch
+/// is full), or reports why it is not stored. `path` is the job's, kept
+/// by the caller for a job whose redaction panicked.
+fn take_redacted(
+    r: Result<Redacted, pool::Panicked>,
+    path: String,
+    corpora: &HashMap<String, (Corpus, Option<PathBuf>)>,
+    pending: &mut HashMap<String, Pending>,
+    rep: &mut Report,
+) {
+    let r = match r {
+        Ok(r) => r,
+        Err(pool::Panicked(why)) => {
+            rep.failed.push(Failed {
+                path,
+                error: format!("its redaction failed unexpectedly ({why}); nothing was stored"),
+            });
+            return;
+        }
+    };
+    rep.redact_ns += r.ns;
+    let entry = r.entry;
+    match r.prepared {
         Ok(prep) => {
-            let lane = pending.entry(root_sha.to_owned()).or_default();
+            let sha = entry.root_sha.clone();
+            let lane = pending.entry(sha.clone()).or_default();
             lane.bytes += prep.body.len() as u64;
-            lane.items.push((prep, entry(String::new())));
+            lane.items.push((prep, entry));
             if lane.items.len() >= BATCH_FILES || lane.bytes >= BATCH_BYTES {
                 let batch = std::mem::take(lane);
-                flush(corpus, batch, rep);
+                flush_lane(corpora, &sha, batch, rep);
             }
         }
         Err(CaptureError::Refused { reason, .. }) => rep.skipped.push(Skipped {
-            path,
+            path: entry.path,
             reason: "refused-by-redaction".into(),
-            session_id: Some(p.session_id.clone()),
+            session_id: Some(entry.session_id),
             detail: Some(reason),
         }),
         Err(e) => rep.failed.push(Failed {
-            path,
+            path: entry.path,
             error: e.to_string(),
         }),
     }
-    Ok(())
 }
 
 /// Stores a file over the in-memory cap through `bigfile` (part records,

@@ -25,6 +25,7 @@ pub mod lineage;
 pub mod migrate;
 pub mod naming;
 pub mod overview;
+pub mod pool;
 pub mod predecessor;
 pub mod pricing;
 pub mod projection;

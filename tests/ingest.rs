@@ -697,3 +697,65 @@ fn a_second_run_skips_unchanged_files_by_metadata_but_never_a_changed_one() {
     let fourth = run(&[]);
     assert_eq!(fourth["stored"].as_array().unwrap().len(), 3, "{fourth:#}");
 }
+
+/// Redaction runs on `--jobs` threads, yet the captures reach the journal
+/// in file order: many files of very different sizes (a slow one, then
+/// quick ones that finish first on other threads) give the same report
+/// and the same record order with one thread as with four.
+#[test]
+fn ingest_on_many_threads_journals_in_file_order() {
+    let env = Env::new();
+    let fixture =
+        fs::read_to_string(fixtures().join("git-ai/tests/fixtures/example-claude-code.jsonl"))
+            .unwrap();
+    let project = env.home.join(".claude/projects/-repo");
+    fs::create_dir_all(&project).unwrap();
+    let cwd = env.repo.display().to_string();
+    let mut sessions = Vec::new();
+    for i in 0..40 {
+        let sid = format!("77770000-0000-4000-8000-{i:012}");
+        let one = fixture
+            .replace("cb947e5b-246e-4253-a953-631f7e464c6b", &sid)
+            .replace("/Users/aidancunniffe/Desktop/ghq", &cwd);
+        // Every fifth file is 30 times the others.
+        let copies = if i % 5 == 0 { 30 } else { 1 };
+        fs::write(project.join(format!("{sid}.jsonl")), one.repeat(copies)).unwrap();
+        sessions.push(sid);
+    }
+    let order = |rep: &Value, home: &Path| -> (Vec<String>, Vec<String>) {
+        let stored = rep["stored"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["session_id"].as_str().unwrap().to_owned())
+            .collect();
+        // Record names start with their capture time: journal order.
+        let lane = home.join("transcripts").join(env.root_sha());
+        let mut names: Vec<String> = fs::read_dir(lane.join("records"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        let by_time = names
+            .iter()
+            .map(|n| n.trim_end_matches(".md")[n.len() - 3 - 36..].to_owned())
+            .collect();
+        (stored, by_time)
+    };
+    let one = ingest(&env, &["--jobs", "1"]);
+    let (stored1, time1) = order(&one, &env.abcd_home);
+    let other_home = env.tmp.path().join("abcd-four");
+    let out = env.abcd_env(
+        &["--json", "history", "ingest", "--jobs", "4"],
+        &[("ABCD_HOME", other_home.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let four: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (stored4, time4) = order(&four, &other_home);
+    assert_eq!(stored1, sessions, "one thread stores in file order");
+    assert_eq!(time1, sessions, "one thread journals in file order");
+    assert_eq!(stored4, sessions, "four threads store in file order");
+    assert_eq!(time4, sessions, "four threads journal in file order");
+    assert_eq!(one["failed"], four["failed"]);
+    assert_eq!(four["failed"].as_array().unwrap().len(), 0);
+}
