@@ -1375,7 +1375,7 @@ impl Flight {
         rep: &mut Report,
     ) {
         loop {
-            let next = if wait { pool.next() } else { pool.ready() };
+            let next = if wait { pool.wait() } else { pool.ready() };
             let Some(r) = next else { break };
             let (path, bytes) = self.jobs.pop_front().unwrap_or_default();
             self.bytes -= bytes;

@@ -34,7 +34,7 @@ impl<J, R> Pool<J, R> {
         self.submitted += 1;
         if let Some(tx) = &self.tx {
             // The workers outlive the pool's sender (see `run`), so a send
-            // fails only when every worker is gone; `next` then reports
+            // fails only when every worker is gone; `wait` then reports
             // the job as panicked.
             if tx.send((seq, job)).is_err() {
                 self.early
@@ -58,7 +58,7 @@ impl<J, R> Pool<J, R> {
 
     /// The next result in order, waiting for it; `None` when every job
     /// handed out has been taken.
-    pub fn next(&mut self) -> Option<Result<R, Panicked>> {
+    pub fn wait(&mut self) -> Option<Result<R, Panicked>> {
         if self.taken == self.submitted {
             return None;
         }
@@ -165,7 +165,7 @@ mod tests {
                         got.push(r.expect("no panic").0);
                     }
                 }
-                while let Some(r) = pool.next() {
+                while let Some(r) = pool.wait() {
                     got.push(r.expect("no panic").0);
                 }
                 assert_eq!(pool.in_flight(), 0);
@@ -190,7 +190,7 @@ mod tests {
                     pool.submit(n);
                 }
                 let mut got = Vec::new();
-                while let Some(r) = pool.next() {
+                while let Some(r) = pool.wait() {
                     got.push(r.map_err(|p| p.0));
                 }
                 got
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn nothing_in_flight_means_next_is_none() {
-        let none = run(1, |n: u8| n, |pool| pool.next().is_none());
+        let none = run(1, |n: u8| n, |pool| pool.wait().is_none());
         assert!(none);
     }
 }
