@@ -278,6 +278,9 @@ pub struct CaptureResult {
     pub agent_id: Option<String>,
     pub redacted_secrets: u64,
     pub redacted_home_paths: u64,
+    /// The digest of the body this capture wrote (`wrote` only).
+    #[serde(skip)]
+    pub body: Option<String>,
 }
 
 /// Decides and journals a prepared capture. Caller holds the store lock and
@@ -364,6 +367,7 @@ impl CaptureResult {
             agent_id: meta.lineage.agent_id.clone(),
             redacted_secrets: meta.redacted_secrets,
             redacted_home_paths: meta.redacted_home_paths,
+            body: None,
         }
     }
 }
@@ -491,6 +495,10 @@ fn decide(
             drop(body);
             let body =
                 crate::body::put_owned(locked.lane(), file, durable).map_err(CorpusError::from)?;
+            let r = CaptureResult {
+                body: Some(body.sha256.clone()),
+                ..r
+            };
             let outcome = CaptureOutcome::Stored {
                 record_name: name,
                 body,

@@ -21,9 +21,9 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 pub use abcd_fsio::{
-    account_name, ensure_private_dir, euid, open, overwrite_in_place, prove_existing_dir,
-    read_private, read_private_head, remove_file_if_exists, rename, sync_dir, write_atomic, Access,
-    FileLock, FsError, DIR_MODE, FILE_MODE,
+    account_name, drop_cached, ensure_private_dir, euid, open, overwrite_in_place,
+    prove_existing_dir, read_private, read_private_head, remove_file_if_exists, rename, sync_dir,
+    write_atomic, Access, FileLock, FsError, DIR_MODE, FILE_MODE,
 };
 
 /// Cap on reading one small store file back (staging sidecars, index

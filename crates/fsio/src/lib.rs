@@ -476,6 +476,28 @@ pub fn sync_fs(path: &Path) -> R<()> {
     })
 }
 
+/// Drops a file's clean pages from the page cache
+/// (`posix_fadvise(POSIX_FADV_DONTNEED)`), for bulk writers whose output
+/// will not be read again soon: `history ingest` after each batch is
+/// synced. Dirty pages are not dropped (the kernel only starts their
+/// write-back), and nothing about the file changes; advisory, so the
+/// caller may ignore a failure. On a virtual machine whose free memory is
+/// handed back to the host, pages freed this way are reused while still
+/// backed, where writing into never-touched pages costs up to ten times
+/// as much system time.
+pub fn drop_cached(path: &Path) -> R<()> {
+    let f = open(path, Access::Read)?;
+    // SAFETY: posix_fadvise takes a valid open descriptor and no pointers.
+    match unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) } {
+        0 => Ok(()),
+        e => Err(FsError::io(
+            "drop from the page cache",
+            path,
+            io::Error::from_raw_os_error(e),
+        )),
+    }
+}
+
 /// rename(2) through the fault shim.
 pub fn rename(from: &Path, to: &Path) -> R<()> {
     guarded(Op::Rename, "rename", from, || std::fs::rename(from, to)).map_err(|e| match e {
@@ -705,6 +727,60 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    /// Pages of `p` in the page cache (`mincore` over a mapping).
+    fn resident_pages(p: &Path) -> usize {
+        let f = std::fs::File::open(p).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        let page = 4096;
+        // SAFETY: a read-only shared mapping of a file we opened, unmapped
+        // below; mincore writes one byte per page into `vec`.
+        unsafe {
+            let m = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            );
+            assert_ne!(m, libc::MAP_FAILED);
+            let mut vec = vec![0u8; len.div_ceil(page)];
+            assert_eq!(libc::mincore(m, len, vec.as_mut_ptr()), 0);
+            libc::munmap(m, len);
+            vec.iter().filter(|b| **b & 1 == 1).count()
+        }
+    }
+
+    #[test]
+    fn drop_cached_empties_the_page_cache_of_a_synced_file() {
+        let d = tempfile::tempdir().unwrap();
+        // SAFETY: statfs fills the struct it is given.
+        let tmpfs = unsafe {
+            let mut st: libc::statfs = std::mem::zeroed();
+            let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(
+                d.path().as_os_str(),
+            ))
+            .unwrap();
+            libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type == libc::TMPFS_MAGIC
+        };
+        if tmpfs {
+            eprintln!("skipped: the temporary directory is on tmpfs, whose pages are the file");
+            return;
+        }
+        let p = d.path().join("f");
+        std::fs::write(&p, vec![7u8; 1 << 20]).unwrap();
+        std::fs::File::open(&p).unwrap().sync_all().unwrap();
+        assert!(resident_pages(&p) > 0, "just written, so cached");
+        drop_cached(&p).unwrap();
+        assert_eq!(resident_pages(&p), 0);
+        // Nothing about the file changed.
+        assert_eq!(std::fs::read(&p).unwrap(), vec![7u8; 1 << 20]);
+        assert!(matches!(
+            drop_cached(&d.path().join("missing")),
+            Err(e) if e.is_not_found()
+        ));
     }
 
     #[test]
