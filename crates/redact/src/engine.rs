@@ -178,9 +178,63 @@ pub struct Meta {
     pub placeholder: Vec<u8>,
 }
 
+/// A rule's regex. A built-in one is compiled the first time its rule
+/// runs: compiling every built-in pattern up front was most of the 25 ms a
+/// scanner took to build in every process that builds one (each drain,
+/// each `abcd redact`), and a short transcript runs few of them. A
+/// repository's own patterns are compiled at once, so a bad one degrades
+/// the scanner before it redacts anything.
+pub struct LazyRegex {
+    pattern: Option<&'static str>,
+    cell: std::sync::OnceLock<Regex>,
+}
+
+impl LazyRegex {
+    /// A built-in pattern, compiled on first use by [`compile_builtin`].
+    pub fn builtin(pattern: &'static str) -> LazyRegex {
+        LazyRegex {
+            pattern: Some(pattern),
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A regex already compiled.
+    pub fn ready(re: Regex) -> LazyRegex {
+        let cell = std::sync::OnceLock::new();
+        let _ = cell.set(re);
+        LazyRegex {
+            pattern: None,
+            cell,
+        }
+    }
+
+    pub fn get(&self) -> &Regex {
+        self.cell.get_or_init(|| {
+            let p = self.pattern.unwrap_or_default();
+            // Every built-in pattern compiles with exactly these settings:
+            // `tests::every_builtin_pattern_compiles`.
+            compile_builtin(p)
+                .unwrap_or_else(|e| panic!("built-in pattern {p:?} does not compile: {e}"))
+        })
+    }
+}
+
+/// Compiled-size cap for built-in patterns (generous; they are ours).
+pub const BUILTIN_PATTERN_BYTES: usize = 8 << 20;
+
+/// How every built-in pattern is compiled. ASCII-only: no built-in needs
+/// Unicode classes or word boundaries, and Unicode `\b` sends the regex
+/// crate's DFA to its slow engines on every non-ASCII line.
+pub fn compile_builtin(pattern: &str) -> Result<Regex, regex::Error> {
+    regex::bytes::RegexBuilder::new(pattern)
+        .unicode(false)
+        .size_limit(BUILTIN_PATTERN_BYTES)
+        .build()
+}
+
 pub enum Matcher {
     Regex {
-        re: Regex,
+        re: LazyRegex,
         group: usize,
         check: Check,
         min_entropy: f64,
@@ -1464,7 +1518,7 @@ impl Engine {
                             v,
                             layer,
                             views,
-                            re,
+                            re.get(),
                             *group,
                             *check,
                             *min_entropy,
@@ -3166,5 +3220,38 @@ mod tests {
                 assert_eq!(all_id_chars(&v), id(&v), "id len {len} byte {bad}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod lazy_regex_tests {
+    use super::*;
+
+    /// Built-in patterns are compiled on first use, where a failure could
+    /// only panic: each must compile with exactly the engine's settings.
+    #[test]
+    fn every_builtin_pattern_compiles() {
+        let defs = crate::rules::builtin();
+        assert!(defs.len() > 100, "the catalogue has {} rules", defs.len());
+        for def in defs {
+            if let Err(e) = compile_builtin(def.pattern) {
+                panic!("built-in rule {} does not compile: {e}", def.id);
+            }
+        }
+    }
+
+    #[test]
+    fn a_lazy_regex_compiles_once_and_matches_like_the_pattern() {
+        let lazy = LazyRegex::builtin(r"(?i)\bsecret\b");
+        assert!(
+            lazy.cell.get().is_none(),
+            "nothing compiled before first use"
+        );
+        assert!(lazy.get().is_match(b"a SECRET here"));
+        assert!(!lazy.get().is_match(b"secrets"));
+        let first: *const Regex = lazy.get();
+        assert_eq!(first, lazy.get() as *const Regex, "compiled once");
+        let ready = LazyRegex::ready(regex::bytes::Regex::new("x").unwrap());
+        assert!(ready.get().is_match(b"x"));
     }
 }

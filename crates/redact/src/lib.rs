@@ -60,9 +60,6 @@ pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
 /// few bytes.
 pub const MAX_REPORT_FINDINGS: usize = 100_000;
 
-/// Compiled-size cap for built-in patterns (generous; they are ours).
-const BUILTIN_PATTERN_BYTES: usize = 8 << 20;
-
 /// Login names shared by many people or machines: redacting them as words
 /// would shred ordinary prose ("root commit", "admin panel") and identify no
 /// one. Their home paths are still swept.
@@ -268,30 +265,16 @@ impl Scanner {
         for def in rules::builtin() {
             let sev = raise(def.id, def.kind, def.severity, &mut b.errors);
             let meta = b.meta(def.id, def.kind, sev, def.class);
-            // ASCII-only: no built-in needs Unicode classes or word
-            // boundaries, and Unicode `\b` sends the regex crate's DFA to its
-            // slow engines on every non-ASCII line.
-            match RegexBuilder::new(def.pattern)
-                .unicode(false)
-                .size_limit(BUILTIN_PATTERN_BYTES)
-                .build()
-            {
-                Ok(re) => {
-                    let kws: Vec<String> = def.keywords.iter().map(|s| s.to_string()).collect();
-                    let matcher = Matcher::Regex {
-                        re,
-                        group: def.group,
-                        check: def.check,
-                        min_entropy: def.min_entropy,
-                        allow: def.allow.iter().map(|a| a.as_bytes().to_vec()).collect(),
-                        stops: reach::LazyStops::new(Some(def.pattern)),
-                    };
-                    b.rule(meta, matcher, &kws);
-                }
-                Err(e) => b
-                    .errors
-                    .push(format!("built-in rule {} failed to compile: {e}", def.id)),
-            }
+            let kws: Vec<String> = def.keywords.iter().map(|s| s.to_string()).collect();
+            let matcher = Matcher::Regex {
+                re: engine::LazyRegex::builtin(def.pattern),
+                group: def.group,
+                check: def.check,
+                min_entropy: def.min_entropy,
+                allow: def.allow.iter().map(|a| a.as_bytes().to_vec()).collect(),
+                stops: reach::LazyStops::new(Some(def.pattern)),
+            };
+            b.rule(meta, matcher, &kws);
         }
         let sev = raise("private-key", "private-key", Severity::Block, &mut b.errors);
         let m = b.meta("private-key", "private-key", sev, Class::Secret);
@@ -343,7 +326,7 @@ impl Scanner {
                 {
                     Ok(re) => {
                         let m = Matcher::Regex {
-                            re,
+                            re: engine::LazyRegex::ready(re),
                             group: 0,
                             check: Check::None,
                             min_entropy: 0.0,

@@ -335,11 +335,7 @@ mod tests {
             let Some(stops) = stop_bytes(def.pattern) else {
                 continue;
             };
-            let re = regex::bytes::RegexBuilder::new(def.pattern)
-                .unicode(false)
-                .size_limit(8 << 20)
-                .build()
-                .unwrap();
+            let re = crate::engine::compile_builtin(def.pattern).unwrap();
             const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
             for _ in 0..300 {
                 let n = 1 + (rng.next() % 24) as usize;
