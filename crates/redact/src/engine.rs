@@ -3254,4 +3254,26 @@ mod lazy_regex_tests {
         let ready = LazyRegex::ready(regex::bytes::Regex::new("x").unwrap());
         assert!(ready.get().is_match(b"x"));
     }
+
+    #[test]
+    fn a_new_scanner_compiles_nothing_until_asked() {
+        let s = crate::Scanner::new(crate::Identity::default(), None);
+        let cells = |s: &crate::Scanner| {
+            s.engine
+                .rules
+                .iter()
+                .filter_map(|r| match &r.matcher {
+                    Matcher::Regex { re, .. } => Some(re.cell.get().is_some()),
+                    _ => None,
+                })
+                .collect::<Vec<bool>>()
+        };
+        assert!(cells(&s).len() > 100);
+        assert!(cells(&s).iter().all(|c| !c), "built lazily");
+        s.compile_all();
+        assert!(
+            cells(&s).iter().all(|c| *c),
+            "compile_all compiles every one"
+        );
+    }
 }
