@@ -114,7 +114,7 @@ struct Found {
     /// From the layout: a sub-agent file (`agent-<id>.jsonl`).
     sub_agent: bool,
     /// A spilled tool output (`<session>/tool-results/<name>`): the session
-    /// id is the directory's name (see [`spill_ids`]).
+    /// id is the directory's name (see [`lineage::spill_ids`]).
     spill: bool,
 }
 
@@ -468,45 +468,16 @@ fn spills(dir: &Path, project: &str, depth: usize, out: &mut Vec<Found>, rep: &m
     }
 }
 
-/// A spilled file's ids from its place: the session is the name of the
-/// directory holding `tool-results/` (a UUID, as Claude Code names session
-/// directories); the record's agent id is `tool-result-<stem>`, and a stem
-/// that is a tool-use id (`toolu_…`, the harness names some spills after
-/// the call that produced them) is its spawn point.
-fn spill_ids(path: &Path) -> Result<(String, String, Option<String>), String> {
-    let session = path
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .and_then(|n| n.to_str())
-        .unwrap_or("");
-    let uuid_shape = session.len() == 36
-        && session.char_indices().all(|(i, c)| {
-            if [8, 13, 18, 23].contains(&i) {
-                c == '-'
-            } else {
-                c.is_ascii_hexdigit()
-            }
-        });
-    if !uuid_shape {
-        return Err("its directory is not named after a session id".into());
-    }
-    let stem = path
-        .file_stem()
-        .and_then(|n| n.to_str())
-        .ok_or("its file name is not UTF-8")?;
-    let agent = format!("{}{stem}", lineage::TOOL_OUTPUT_AGENT_PREFIX);
-    lineage::check_id("agent_id", Some(&agent)).map_err(|e| e.to_string())?;
-    let spawn = stem.starts_with("toolu_").then(|| stem.to_owned());
-    Ok((session.to_owned(), agent, spawn))
-}
-
 /// Probes a spilled tool output: its ids from its place, its size. Its
 /// bytes are text, not a transcript: no shape check (redaction still
 /// refuses what is not UTF-8).
 fn probe_spill(found: Found, rep: &mut Report) -> Option<Probed> {
     let path = found.path.display().to_string();
-    let (session_id, agent_id, _) = match spill_ids(&found.path) {
+    let lineage::SpillIds {
+        session_id,
+        agent_id,
+        ..
+    } = match lineage::spill_ids(&found.path) {
         Ok(ids) => ids,
         Err(why) => {
             rep.skipped.push(Skipped {
@@ -1222,13 +1193,10 @@ fn store_one(
         ..Default::default()
     };
     if p.found.spill {
-        // Its lineage is its place (`spill_ids`).
-        let spawn = spill_ids(&p.found.path).ok().and_then(|(_, _, s)| s);
-        lineage.agent_type = Some(lineage::TOOL_OUTPUT_AGENT_TYPE.into());
-        if spawn.is_some() {
-            lineage.spawn_attribution = Some(SpawnAttribution::Transcript);
+        // Its lineage is its place (`lineage::spill_ids`).
+        if let Ok(ids) = lineage::spill_ids(&p.found.path) {
+            lineage = lineage::spill_lineage(ids, LineageSource::Ingest);
         }
-        lineage.spawn_tool_use_id = spawn;
     } else if p.agent_id.is_some() {
         match lineage::read_harness_sidecar(&p.found.path) {
             SidecarOutcome::Accepted(sc) if !multiple_claims => {

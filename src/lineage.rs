@@ -227,6 +227,71 @@ fn is_zero(v: &u32) -> bool {
 pub const TOOL_OUTPUT_AGENT_PREFIX: &str = "tool-result-";
 pub const TOOL_OUTPUT_AGENT_TYPE: &str = "tool-result";
 
+/// A spilled tool output's ids (see [`spill_ids`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpillIds {
+    pub session_id: String,
+    pub agent_id: String,
+    pub spawn_tool_use_id: Option<String>,
+}
+
+/// A spilled file's ids from its place: the session is the name of the
+/// directory holding `tool-results/` (a UUID, as Claude Code names session
+/// directories); the record's agent id is `tool-result-<stem>`, and a stem
+/// that is a tool-use id (`toolu_…`, the harness names some spills after
+/// the call that produced them) is its spawn point.
+pub fn spill_ids(path: &Path) -> Result<SpillIds, String> {
+    let session = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    let uuid_shape = session.len() == 36
+        && session.char_indices().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        });
+    if !uuid_shape {
+        return Err("its directory is not named after a session id".into());
+    }
+    let stem = path
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .ok_or("its file name is not UTF-8")?;
+    let agent = format!("{}{stem}", TOOL_OUTPUT_AGENT_PREFIX);
+    check_id("agent_id", Some(&agent)).map_err(|e| e.to_string())?;
+    let spawn = stem.starts_with("toolu_").then(|| stem.to_owned());
+    Ok(SpillIds {
+        session_id: session.to_owned(),
+        agent_id: agent,
+        spawn_tool_use_id: spawn,
+    })
+}
+
+/// The lineage of a spilled tool output: its ids from its place, agent
+/// type [`TOOL_OUTPUT_AGENT_TYPE`], and its tool call as its spawn point
+/// when its name gives one (attributed by the transcript's own id).
+pub fn spill_lineage(ids: SpillIds, source: LineageSource) -> Lineage {
+    let attribution = if ids.spawn_tool_use_id.is_some() {
+        SpawnAttribution::Transcript
+    } else {
+        SpawnAttribution::Unattributed
+    };
+    Lineage {
+        session_id: ids.session_id,
+        agent_id: Some(ids.agent_id),
+        agent_type: Some(TOOL_OUTPUT_AGENT_TYPE.into()),
+        spawn_tool_use_id: ids.spawn_tool_use_id,
+        spawn_attribution: Some(attribution),
+        lineage_source: Some(source),
+        ..Default::default()
+    }
+}
+
 impl Lineage {
     /// A main-thread lineage for `session_id`.
     pub fn main_thread(session_id: &str, source: LineageSource) -> Self {

@@ -249,6 +249,36 @@ pub fn snapshot_file(
     source: &str,
     observe: &mut dyn FnMut(&[u8]),
 ) -> Result<Snapshot, StageError> {
+    snapshot(corpus, session_id, agent_id, source, observe, true)
+}
+
+/// [`snapshot_file`] of a spilled tool output (`<session>/tool-results/`):
+/// text, not a transcript, so its shape is not checked (redaction still
+/// refuses what is not UTF-8).
+pub fn snapshot_spill(
+    corpus: &Corpus,
+    session_id: &str,
+    agent_id: &str,
+    source: &str,
+) -> Result<Snapshot, StageError> {
+    snapshot(
+        corpus,
+        session_id,
+        Some(agent_id),
+        source,
+        &mut |_| {},
+        false,
+    )
+}
+
+fn snapshot(
+    corpus: &Corpus,
+    session_id: &str,
+    agent_id: Option<&str>,
+    source: &str,
+    observe: &mut dyn FnMut(&[u8]),
+    transcript: bool,
+) -> Result<Snapshot, StageError> {
     check_source(session_id, source)?;
     let path = PathBuf::from(source);
     let (file, len) = fsutil::guarded_open(&path)?;
@@ -271,7 +301,7 @@ pub fn snapshot_file(
         write_to.as_deref(),
         writer_for(len),
         &mut |c: &[u8]| {
-            if head.is_none() {
+            if head.is_none() && transcript {
                 head = Some(crate::shape::check_head(c, c.len() < COPY_CHUNK));
             }
             observe(c)

@@ -226,3 +226,72 @@ fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The Stop and SessionEnd hooks stage the session's spilled outputs too
+/// (Claude Code deletes them with the transcript after 30 days): each
+/// once, never a symlink, redacted and stored by the next drain like the
+/// ones `history ingest` finds, which then finds them already stored.
+#[test]
+fn the_stop_hook_stages_a_sessions_spilled_outputs_once() {
+    let env = Env::new();
+    let main = env.main_transcript(S, &main_line(S, &env.repo));
+    let spills = env.claude.join(S).join("tool-results");
+    fs::create_dir_all(&spills).unwrap();
+    fs::write(
+        spills.join("toolu_01PjAbHr3SN2wyVY14uFwFju.txt"),
+        format!("+password={SECRET}\n+ok\n"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", spills.join("passwd.txt")).unwrap();
+    let mut stop = env.end_payload(S, &main);
+    stop["hook_event_name"] = "Stop".into();
+
+    let first = hook_json(&env.hook("stop", &stop));
+    assert_eq!(first["tool_outputs_staged"], 1, "{first:#}");
+    // The next turn's Stop, before any drain: already staged.
+    let second = hook_json(&env.hook("stop", &stop));
+    assert!(second.get("tool_outputs_staged").is_none(), "{second:#}");
+    env.drain();
+    // One written later is staged by the next hook; the stored one is not.
+    fs::write(spills.join("bx04dz8mt.txt"), "a long listing\n").unwrap();
+    let end = hook_json(&env.hook("session-end", &env.end_payload(S, &main)));
+    assert_eq!(end["tool_outputs_staged"], 1, "{end:#}");
+    env.drain();
+
+    let lane = env.lane();
+    let text = record_named(&lane, "toolu_01PjAbHr3SN2wyVY14uFwFju");
+    assert!(text.contains(&format!("session_id: {S}")), "{text}");
+    assert!(text.contains("agent_type: tool-result"), "{text}");
+    assert!(text.contains("lineage_source: hook"), "{text}");
+    assert!(
+        text.contains("spawn_tool_use_id: toolu_01PjAbHr3SN2wyVY14uFwFju"),
+        "{text}"
+    );
+    assert!(text.contains("+password=[REDACTED"), "{text}");
+    assert!(text.ends_with("+ok\n"), "{text}");
+    let plain = record_named(&lane, "bx04dz8mt");
+    assert!(plain.ends_with("---\na long listing\n"), "{plain}");
+    let names: Vec<String> = fs::read_dir(lane.join("records"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "the main thread and two outputs: {names:?}");
+    assert!(!names.iter().any(|n| n.contains("passwd")), "{names:?}");
+    for e in walk_files(&env.abcd_home) {
+        let bytes = fs::read(&e).unwrap();
+        assert!(
+            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+            "{} holds the secret",
+            e.display()
+        );
+    }
+    // `history ingest` afterwards finds them stored.
+    let rep = run(&env);
+    assert_eq!(rep["stored"].as_array().unwrap().len(), 0, "{rep:#}");
+    assert_eq!(
+        rep["already_stored"].as_array().unwrap().len(),
+        3,
+        "{rep:#}"
+    );
+}

@@ -71,6 +71,10 @@ pub struct HookResult {
     pub settled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainSummary>,
+    /// Spilled tool outputs of the session staged by this hook (Stop,
+    /// SessionEnd); absent when there were none new.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_outputs_staged: Option<usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -515,7 +519,86 @@ fn main_thread_stop(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
     resolved.note(ctx, &session_id);
     let outcome = stage::stage_snapshot(&resolved.corpus, &lin, snap);
     report_stage(ctx, &format!("session {session_id}"), outcome);
+    stage_spills(ctx, &resolved.corpus, &session_id, Path::new(path));
     resolved.move_waiting(ctx, home);
+}
+
+/// Stages the session's spilled tool outputs (`<session>/tool-results/`
+/// beside its transcript, the large outputs Claude Code keeps out of the
+/// JSONL and deletes with it after 30 days) that are neither stored nor
+/// staged yet, one entry each, as `history ingest` stores them (see
+/// `lineage::spill_ids`). Claude Code writes each once and never again,
+/// so one already known is not read: a Stop after every turn lists one
+/// directory. Symlinks and other non-regular files are never followed.
+fn stage_spills(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str, transcript: &Path) {
+    let Some(dir) = transcript
+        .parent()
+        .map(|d| d.join(session_id).join("tool-results"))
+    else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        // `DirEntry::file_type` does not follow a symlink.
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let index = corpus.index();
+    let mut staged = 0usize;
+    for f in files {
+        let ids = match lineage::spill_ids(&f) {
+            Ok(ids) if ids.session_id == session_id => ids,
+            Ok(_) => continue,
+            Err(why) => {
+                ctx.warn(format!("{}: not staged ({why})", f.display()));
+                continue;
+            }
+        };
+        let known = index
+            .staged_stem(session_id, Some(&ids.agent_id))
+            .is_ok_and(|s| s.is_some())
+            || index
+                .agent_records(&ids.agent_id)
+                .is_ok_and(|names| names.iter().any(|n| n.contains(session_id)));
+        if known {
+            continue;
+        }
+        let Some(source) = f.to_str() else {
+            ctx.warn(format!(
+                "{}: not staged (its path is not UTF-8)",
+                f.display()
+            ));
+            continue;
+        };
+        let what = format!("spilled tool output {}", ids.agent_id);
+        let snap = match stage::snapshot_spill(corpus, session_id, &ids.agent_id, source) {
+            Ok(s) => s,
+            Err(e) => {
+                ctx.warn(format!(
+                    "the {what} could not be staged ({e}); `abcd history ingest` retries it{}",
+                    over_cap_hint(&e)
+                ));
+                continue;
+            }
+        };
+        let lin = lineage::spill_lineage(ids, LineageSource::Hook);
+        match stage::stage_snapshot(corpus, &lin, snap) {
+            Ok(StageOutcome::Staged { .. } | StageOutcome::Restaged { .. }) => staged += 1,
+            Ok(_) => {}
+            Err(e) if e.is_unprojected() => staged += 1,
+            Err(e) => ctx.warn(format!("the {what} could not be staged ({e})")),
+        }
+    }
+    if staged > 0 {
+        ctx.result.tool_outputs_staged = Some(staged);
+        ctx.say(format!(
+            "staged {staged} spilled tool output(s) of session {session_id}; the next drain redacts and stores them"
+        ));
+    }
 }
 
 fn session_start(ctx: &mut Ctx<'_>, home: &Path, p: &HookPayload) {
