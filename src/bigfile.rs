@@ -261,10 +261,12 @@ struct Filling {
     secrets: u64,
     homes: u64,
     first_line: u64,
+    /// Its number in the file, from 1 (the record's `part`).
+    number: u32,
 }
 
 impl Filling {
-    fn new(first_line: u64) -> Filling {
+    fn new(first_line: u64, number: u32) -> Filling {
         Filling {
             raw: Sha256::new(),
             raw_bytes: 0,
@@ -272,6 +274,7 @@ impl Filling {
             secrets: 0,
             homes: 0,
             first_line,
+            number,
         }
     }
 }
@@ -313,7 +316,7 @@ pub fn capture_file(
     let mut whole = Sha256::new();
     let mut total = 0u64;
     let mut line_no = 0u64;
-    let mut part = Filling::new(1);
+    let mut part = Filling::new(1, 1);
     let mut line = Vec::new();
     let mut out = Outcome {
         session_id: lineage.session_id.clone(),
@@ -372,7 +375,8 @@ pub fn capture_file(
             }
         }
         if part.raw_bytes >= cut {
-            let done = std::mem::replace(&mut part, Filling::new(line_no + 1));
+            let next = Filling::new(line_no + 1, part.number + 1);
+            let done = std::mem::replace(&mut part, next);
             out.redacted_secrets += done.secrets;
             out.redacted_home_paths += done.homes;
             let p = commit_part(corpus, &lineage, kind, &name, done)?;
@@ -435,6 +439,7 @@ fn commit_part(
     meta.source_kind = kind.to_owned();
     meta.redacted_secrets = part.secrets;
     meta.redacted_home_paths = part.homes;
+    meta.part = Some(part.number);
     let locked = corpus.lock()?;
     let (event, r) = decide_part(&locked, meta, body)?;
     if let Some(event) = event {

@@ -382,6 +382,9 @@ struct JsonThread<'a> {
     parent_agent_id: Option<&'a str>,
     spawn_depth: u32,
     record: &'a str,
+    /// The later parts of a transcript stored in parts, in order.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    parts: &'a [String],
     placement: Option<&'a reconstruct::Placement>,
     turns: Vec<JsonTurn<'a>>,
 }
@@ -409,6 +412,7 @@ pub fn json(s: &Session) -> String {
             parent_agent_id: t.record.meta.lineage.parent_agent_id.as_deref(),
             spawn_depth: t.record.meta.lineage.spawn_depth,
             record: &t.record.file,
+            parts: &t.parts,
             placement: t.placement.as_ref(),
             turns: t
                 .turns

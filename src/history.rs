@@ -62,6 +62,9 @@ pub struct RecordView {
     pub redacted_home_paths: u64,
     #[serde(flatten)]
     pub lineage: Lineage,
+    /// Its number in a transcript stored in parts (`bigfile`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
     #[serde(skip)]
     pub captured_at_ns: u64,
 }
@@ -77,6 +80,7 @@ impl From<&RecordMeta> for RecordView {
             redacted_secrets: m.redacted_secrets,
             redacted_home_paths: m.redacted_home_paths,
             lineage: m.lineage.clone(),
+            part: m.part,
             captured_at_ns: m.captured_at_ns,
         }
     }

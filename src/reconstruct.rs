@@ -93,6 +93,9 @@ pub struct Placement {
 #[derive(Debug, Clone)]
 pub struct Thread {
     pub record: Listed,
+    /// A transcript stored in parts (`bigfile`): `record` is its first
+    /// part, these the later ones, in order; the lines are all of theirs.
+    pub parts: Vec<String>,
     pub lines: Vec<Line>,
     pub unparseable: usize,
     pub turns: Vec<Turn>,
@@ -313,6 +316,67 @@ fn place(host: &Thread, agent_id: &str, spawn_id: Option<&str>) -> Option<Placem
     })
 }
 
+/// A thread's record, its body, and the later parts joined into it.
+type Joined = (Listed, Vec<u8>, Vec<String>);
+
+/// One stream's parts by number.
+type Run = BTreeMap<u32, (Listed, Vec<u8>)>;
+
+/// Joins each transcript stored in parts (records with a `part` number,
+/// `bigfile`) into one body, its first part's record standing for it and
+/// the later parts' names beside it; other records pass unchanged. Of two
+/// live records with the same part number (a grown file's last part whose
+/// shorter predecessor is still listed), the longer, then newer, is kept
+/// and the other reported.
+fn join_parts(bodies: Vec<(Listed, Vec<u8>)>) -> (Vec<Joined>, Vec<Dropped>) {
+    let mut out = Vec::new();
+    // Per agent (None: the main thread): its parts by number.
+    let mut runs: BTreeMap<Option<String>, Run> = BTreeMap::new();
+    let mut dropped = Vec::new();
+    for (l, b) in bodies {
+        let Some(n) = l.meta.part else {
+            out.push((l, b, Vec::new()));
+            continue;
+        };
+        let run = runs.entry(l.meta.lineage.agent_id.clone()).or_default();
+        match run.get(&n) {
+            Some(cur)
+                if (cur.1.len(), cur.0.meta.captured_at_ns) >= (b.len(), l.meta.captured_at_ns) =>
+            {
+                dropped.push(Dropped {
+                    record: l.file.clone(),
+                    reason: format!(
+                        "superseded by {} (the same part, longer or newer)",
+                        cur.0.file
+                    ),
+                });
+            }
+            _ => {
+                if let Some((old, _)) = run.insert(n, (l, b)) {
+                    let by = &run[&n].0.file;
+                    dropped.push(Dropped {
+                        record: old.file,
+                        reason: format!("superseded by {by} (the same part, longer or newer)"),
+                    });
+                }
+            }
+        }
+    }
+    for (_, run) in runs {
+        let mut parts = run.into_values();
+        let Some((first, mut body)) = parts.next() else {
+            continue;
+        };
+        let mut names = Vec::new();
+        for (l, b) in parts {
+            body.extend_from_slice(&b);
+            names.push(l.file);
+        }
+        out.push((first, body, names));
+    }
+    (out, dropped)
+}
+
 /// Builds the model of `session_id` from its records.
 pub fn load(corpus: &Corpus, session_id: &str) -> Result<Session, ReconstructError> {
     let bodies = history::session_bodies(corpus, session_id)?;
@@ -337,30 +401,32 @@ pub fn build(
         .partition(|(l, _)| l.meta.lineage.is_tool_output());
     let mut tool_outputs: Vec<String> = outputs.into_iter().map(|(l, _)| l.file).collect();
     tool_outputs.sort();
+    let (bodies, mut dropped) = join_parts(bodies);
     // One record per (session, agent): longest body, then newest capture,
     // then file name.
-    let mut best: BTreeMap<Option<String>, (Listed, Vec<u8>)> = BTreeMap::new();
-    let mut dropped = Vec::new();
-    for (l, b) in bodies {
+    let mut best: BTreeMap<Option<String>, Joined> = BTreeMap::new();
+    for (l, b, parts) in bodies {
         let key = l.meta.lineage.agent_id.clone();
-        let better = |cur: &(Listed, Vec<u8>)| {
+        let better = |cur: &Joined| {
             (b.len(), l.meta.captured_at_ns, &l.file)
                 > (cur.1.len(), cur.0.meta.captured_at_ns, &cur.0.file)
         };
         match best.get(&key) {
-            Some(cur) if !better(cur) => dropped.push(Dropped {
-                record: l.file.clone(),
-                reason: format!("superseded by {} (longer or newer)", cur.0.file),
-            }),
+            Some(cur) if !better(cur) => {
+                dropped.extend(std::iter::once(&l.file).chain(&parts).map(|f| Dropped {
+                    record: f.clone(),
+                    reason: format!("superseded by {} (longer or newer)", cur.0.file),
+                }))
+            }
             Some(cur) => {
-                dropped.push(Dropped {
-                    record: cur.0.file.clone(),
+                dropped.extend(std::iter::once(&cur.0.file).chain(&cur.2).map(|f| Dropped {
+                    record: f.clone(),
                     reason: format!("superseded by {} (longer or newer)", l.file),
-                });
-                best.insert(key, (l, b));
+                }));
+                best.insert(key, (l, b, parts));
             }
             None => {
-                best.insert(key, (l, b));
+                best.insert(key, (l, b, parts));
             }
         }
     }
@@ -368,16 +434,17 @@ pub fn build(
     let root_commit = best
         .values()
         .next()
-        .map(|(l, _)| l.meta.root_commit.clone())
+        .map(|(l, _, _)| l.meta.root_commit.clone())
         .unwrap_or_default();
     let mut threads: Vec<Thread> = best
         .into_values()
-        .map(|(record, body)| {
+        .map(|(record, body, parts)| {
             let p = transcript::parse(&body);
             let turns = group_turns(&p.lines);
             let (started_at, ended_at) = time_bounds(&p.lines);
             Thread {
                 record,
+                parts,
                 lines: p.lines,
                 unparseable: p.unparseable,
                 turns,
@@ -623,16 +690,18 @@ pub fn render_markdown(s: &Session, opts: Options) -> (String, Elided) {
     out.push_str(&format!("- mode: {}\n", opts.mode.as_str()));
     out.push_str(&format!(
         "- main thread: {}\n",
-        if main.is_some() {
-            "present"
+        if let Some(m) = main.filter(|m| !m.parts.is_empty()) {
+            format!("present, stored in {} parts", m.parts.len() + 1)
+        } else if main.is_some() {
+            "present".to_owned()
         } else {
-            "ABSENT (sub-agents only)"
+            "ABSENT (sub-agents only)".to_owned()
         }
     ));
     out.push_str(&format!("- sub-agents: {agents}\n"));
     out.push_str(&format!(
         "- records used: {} of {}\n",
-        s.threads.len(),
+        s.threads.iter().map(|t| 1 + t.parts.len()).sum::<usize>(),
         s.records_found
     ));
     out.push_str(&format!(
@@ -759,6 +828,13 @@ fn agent_section(out: &mut String, s: &Session, t: &Thread, opts: Options, el: &
         ),
         t.record.file
     ));
+    if !t.parts.is_empty() {
+        out.push_str(&format!(
+            "- stored in {} parts; the later ones: {}\n",
+            t.parts.len() + 1,
+            t.parts.join(", ")
+        ));
+    }
     match &t.placement {
         Some(p) => {
             out.push_str(&format!(
@@ -875,6 +951,9 @@ struct AgentJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     lineage_source: Option<String>,
     record: String,
+    /// The later parts of a transcript stored in parts, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    parts: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     started_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -974,6 +1053,7 @@ pub fn telemetry_json(s: &Session, opts: Options, el: &Elided) -> String {
                 spawn_attribution: m.lineage.spawn_attribution.map(|a| a.as_str().to_owned()),
                 lineage_source: m.lineage.lineage_source.map(|a| a.as_str().to_owned()),
                 record: t.record.file.clone(),
+                parts: t.parts.clone(),
                 started_at: t.started_at.clone(),
                 ended_at: t.ended_at.clone(),
                 wall_clock_seconds: t.wall_clock_seconds(),

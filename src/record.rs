@@ -84,6 +84,11 @@ pub struct RecordMeta {
     pub lineage: Lineage,
     pub adopted_project: Option<String>,
     pub context_stamps: Vec<String>,
+    /// The part's number (1-based) when a transcript over `RAW_CAP` was
+    /// stored as a run of records (`bigfile`): its live parts, joined in
+    /// this order, are the transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
 }
 
 impl RecordMeta {
@@ -106,6 +111,7 @@ impl RecordMeta {
             lineage: lineage.clone(),
             adopted_project: None,
             context_stamps: Vec::new(),
+            part: None,
         }
     }
 
@@ -269,6 +275,9 @@ pub fn render(meta: &RecordMeta, body: &[u8]) -> Vec<u8> {
     if !meta.context_stamps.is_empty() {
         line(&mut out, "context_stamps", &meta.context_stamps.join(","));
     }
+    if let Some(n) = meta.part {
+        line(&mut out, "part", &n.to_string());
+    }
     out.extend_from_slice(b"---\n");
     out.extend_from_slice(body);
     if body.last() != Some(&b'\n') {
@@ -399,6 +408,16 @@ pub fn parse(bytes: &[u8]) -> Result<(RecordMeta, &[u8]), RecordError> {
                     .collect()
             })
             .unwrap_or_default(),
+        part: match f.part {
+            None => None,
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad("part", v, "expected a part number from 1"))?,
+            ),
+        },
     };
     Ok((meta, body))
 }
@@ -451,6 +470,7 @@ struct Fields<'a> {
     adopted_project: Option<&'a str>,
     spawn_depth: Option<&'a str>,
     context_stamps: Option<&'a str>,
+    part: Option<&'a str>,
 }
 
 impl<'a> Fields<'a> {
@@ -476,6 +496,7 @@ impl<'a> Fields<'a> {
             "adopted_project" => &mut self.adopted_project,
             "spawn_depth" => &mut self.spawn_depth,
             "context_stamps" => &mut self.context_stamps,
+            "part" => &mut self.part,
             _ => return,
         };
         *slot = v;

@@ -207,6 +207,7 @@ fn record_meta(m: &v1::RecordMeta) -> RecordMeta {
         },
         adopted_project: m.adopted_project.clone(),
         context_stamps: m.context_stamps.clone(),
+        part: None,
     }
 }
 

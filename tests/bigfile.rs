@@ -395,3 +395,71 @@ fn a_hook_given_a_transcript_over_the_cap_says_how_to_capture_it() {
     );
     assert!(record_names(&env.lane()).is_empty());
 }
+
+/// A transcript stored in parts reads back whole: `reconstruct` and
+/// `export` join its live parts in order (each record carries its `part`
+/// number), after the file grew too, and name the parts they used.
+#[test]
+fn reconstruct_and_export_join_a_transcript_stored_in_parts() {
+    let env = Env::new();
+    let file = env.claude.join(format!("{SESSION}.jsonl"));
+    let text = lines(0, 38, &env.repo, 30);
+    fs::write(&file, &text).unwrap();
+    capture(&env, &file);
+    let more = lines(38, 52, &env.repo, 30);
+    let mut f = fs::OpenOptions::new().append(true).open(&file).unwrap();
+    f.write_all(more.as_bytes()).unwrap();
+    drop(f);
+    let grown = capture(&env, &file);
+    let k = parts(&grown).len();
+    assert!(k >= 6, "{grown}");
+    let names: Vec<String> = parts(&grown).into_iter().map(|p| p.0).collect();
+
+    // Each record names its place in the run.
+    for (i, n) in names.iter().enumerate() {
+        let text = fs::read_to_string(env.lane().join("records").join(n)).unwrap();
+        assert!(
+            text.contains(&format!("\npart: {}\n", i + 1)),
+            "{n}: {text}"
+        );
+    }
+    let out = env.abcd(&["history", "reconstruct", SESSION, "--out", "-"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let md = stdout(&out);
+    assert!(
+        md.contains(&format!("- main thread: present, stored in {k} parts")),
+        "{md}"
+    );
+    assert!(md.contains(&format!("- records used: {k} of {k}")), "{md}");
+    // Lines from the first part, a middle one and the grown tail, in order.
+    let at = |needle: &str| {
+        md.find(needle)
+            .unwrap_or_else(|| panic!("{needle} missing from the reconstruction"))
+    };
+    assert!(at("line 0 ") < at("line 20 "));
+    assert!(at("line 20 ") < at("line 51 "));
+    assert!(!md.contains("superseded by"), "no part is superseded: {md}");
+
+    let out = env.abcd(&["history", "export", SESSION, "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let main = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["agent_id"].is_null())
+        .unwrap();
+    assert_eq!(main["record"], names[0].as_str());
+    let later: Vec<&str> = main["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        later,
+        names[1..].iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    let turns = main["turns"].as_array().unwrap().len();
+    assert_eq!(turns, 52, "every line's turn, from every part");
+}
