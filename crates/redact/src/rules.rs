@@ -295,7 +295,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "anthropic-key",
             "anthropic-key",
             &["sk-ant-"],
-            r"sk-ant-(?:api|admin|oat|ort|sid)[0-9]{2}-[A-Za-z0-9_-]{32,}",
+            r"sk-ant-(?:api|admin|oat|ort|sid)[0-9]{2,3}-[A-Za-z0-9_-]{32,}",
         ),
         tok(
             "openrouter-key",
@@ -372,7 +372,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "azure-storage-key",
             "azure-storage-key",
             &["accountkey"],
-            r"(?i)AccountKey\s*=\s*([A-Za-z0-9+/]{86}==)",
+            r"(?i)AccountKey\s*=\s*([A-Za-z0-9+/]{40,}={0,2})",
             Check::None,
         ),
         grp(
@@ -657,7 +657,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "square-token",
             "square-token",
             &["sq0atp-", "sq0csp-", "eaaa"],
-            r"sq0atp-[A-Za-z0-9_-]{22,60}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60}",
+            r"sq0atp-[A-Za-z0-9_-]{22,60}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60,}",
         ),
         tok(
             "postman-token",
@@ -788,7 +788,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "facebook-page-token",
             "facebook-token",
             &["eaa"],
-            r"EAA[A-Z][A-Za-z0-9]{90,}",
+            r"EAA[A-Z][A-Za-z0-9]{40,}",
         ),
         tok(
             "intra42-secret",
@@ -1100,9 +1100,10 @@ pub fn builtin() -> Vec<RuleDef> {
             "password-hash",
             "password-hash",
             &[
-                "$1$", "$5$", "$6$", "$apr1$", "$2a$", "$2b$", "$2y$", "$2x$", "$y$",
+                "$1$", "$5$", "$6$", "$apr1$", "$2a$", "$2b$", "$2y$", "$2x$", "$y$", "$8$",
+                "$krb5",
             ],
-            r"\$(?:[156]|apr1)\$(?:rounds=[0-9]+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}|\$2[abxy]\$[0-9]{2}\$[./A-Za-z0-9]{53}|\$y\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{1,86}\$[./A-Za-z0-9]{43}",
+            r"\$(?:[156]|apr1)\$(?:rounds=[0-9]+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}|\$8\$[./A-Za-z0-9]{14}\$[./A-Za-z0-9]{43}|\$krb5(?:asrep|tgs)\$[0-9]{1,2}\$(?:[^\s:$]{1,256}:)?[a-f0-9]{32}\$[a-f0-9]{64,}|\$2[abxy]\$[0-9]{2}\$[./A-Za-z0-9]{53}|\$y\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{1,86}\$[./A-Za-z0-9]{43}",
         ),
         // --- Keyword-anchored generic secrets ---
         RuleDef {
@@ -1184,6 +1185,7 @@ pub fn builtin() -> Vec<RuleDef> {
     r.push(provider_named());
     r.extend(provider_tokens());
     r.extend(provider_bare_values());
+    r.extend(webhook_urls_and_calls());
     r.extend(network());
     r
 }
@@ -1239,7 +1241,7 @@ fn named_values() -> Vec<RuleDef> {
             "named-telegram",
             &["telegram"],
             "telegram",
-            r"[0-9]{5,16}:A[A-Za-z0-9_-]{34}",
+            r"[0-9]{5,16}:[A-Za-z0-9_-]{35}",
         ),
         (
             "named-sourcegraph",
@@ -1298,6 +1300,54 @@ fn named_values() -> Vec<RuleDef> {
             &["cloudinary"],
             "cloudinary",
             r"[0-9]{15}",
+        ),
+        // A provider's own prefixed format under its name (`beamer = b_…`,
+        // `notion = secret_…`, `storecove_token=storecove_…`): the prefix
+        // alone is too common a word to key on.
+        (
+            "named-azure-devops",
+            &["ado_pat", "devops"],
+            r"ado_pat|devops[ _-]?pat",
+            r"[a-z0-9]{52}|[A-Za-z0-9]{84}",
+        ),
+        ("named-beamer", &["beamer"], "beamer", r"b_[A-Za-z0-9=_-]{44}"),
+        ("named-notion", &["notion"], "notion", r"secret_[A-Za-z0-9]{43}"),
+        (
+            "named-storecove",
+            &["storecove"],
+            "storecove",
+            r"storecove_[A-Za-z0-9]{20,}",
+        ),
+        ("named-closecrm", &["closecrm"], "closecrm", r"api_[A-Za-z0-9]{40,}"),
+        (
+            "named-kickbox",
+            &["kickbox"],
+            "kickbox",
+            r"(?:test|live)_[A-Za-z0-9]{40,}",
+        ),
+        (
+            "named-courier",
+            &["courier"],
+            "courier",
+            r"pk_(?:prod|test)_[A-Za-z0-9]{20,}",
+        ),
+        (
+            "named-gocardless",
+            &["gocardless"],
+            "gocardless",
+            r"live_[A-Za-z0-9_=-]{40}",
+        ),
+        (
+            "named-codeclimate",
+            &["cc_test_reporter_id"],
+            "cc_test_reporter_id",
+            r"[a-f0-9]{64}",
+        ),
+        (
+            "named-cloudflare-service-key",
+            &["x-auth-user-service-key"],
+            "x-auth-user-service-key",
+            r"v1\.0-[a-f0-9]{24,}-[a-f0-9]{100,}(?:-[a-f0-9]{24,})?",
         ),
         (
             "named-uuid-key",
@@ -1387,7 +1437,7 @@ fn provider_named() -> RuleDef {
     let w = PROVIDER_SECRET_WORDS;
     let k = PROVIDER_CLOSING_WORDS;
     let pattern = leak(format!(
-        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?[ _.-]?(?:(?i-u:{w})[ _.-]?){{0,3}}(?i-u:{k})(?:(?:"[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
+        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?(?:[_.-]|[ ]+)?(?:(?i-u:{w})(?:[_.-]|[ ]+)?){{0,3}}(?i-u:{k})(?:(?:"[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
     ));
     RuleDef {
         min_entropy: NO_ENTROPY_FLOOR,
@@ -1434,7 +1484,7 @@ fn provider_tokens() -> Vec<RuleDef> {
         ),
         ("prefect-key", &["pnu_"], r"pnu_[A-Za-z0-9]{36}"),
         ("readme-key", &["rdme_"], r"rdme_[a-z0-9]{70}"),
-        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37,44}"),
+        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37,}"),
         ("typeform-token", &["tfp_"], r"tfp_[A-Za-z0-9_.=-]{40,59}"),
         ("xai-key", &["xai-"], r"xai-[A-Za-z0-9_]{80}"),
         ("square-app-id", &["sq0idp-"], r"sq0idp-[A-Za-z0-9_-]{22}"),
@@ -1493,6 +1543,50 @@ fn provider_tokens() -> Vec<RuleDef> {
         ("nightfall-key", &["nf-"], r"NF-[A-Za-z0-9]{32}"),
         ("okta-token", &["ssws 00"], r"SSWS 00[A-Za-z0-9_-]{40}"),
         ("fullstory-key", &["na1."], r"na1\.[A-Za-z0-9+/]{100}"),
+        (
+            "dropbox-short-lived-token",
+            &["sl."],
+            r"sl\.(?:u\.)?[A-Za-z0-9_-]{130,}",
+        ),
+        ("clickup-token", &["pk_"], r"pk_[0-9]{6,9}_[0-9A-Z]{32}"),
+        (
+            "fleetbase-key",
+            &["flb_live_", "flb_test_"],
+            r"flb_(?:live|test)_[A-Za-z0-9]{20}",
+        ),
+        // Not all digits after the prefix (`GR134894112312312312…` is a
+        // made-up number).
+        (
+            "gitlab-runner-registration-token",
+            &["gr1348941"],
+            r"GR1348941[0-9]*[A-Za-z_-][A-Za-z0-9_-]{10,}",
+        ),
+        // Base64 of `{"k":"…`.
+        ("grafana-api-key", &["eyjrijoi"], r"eyJrIjoi[A-Za-z0-9+/]{40,}={0,2}"),
+        (
+            "sourcegraph-token",
+            &["sgp_"],
+            r"sgp_(?:[a-fA-F0-9]{16}_)?(?:local_)?[a-f0-9]{40}",
+        ),
+        (
+            "salesforce-access-token",
+            &["00d"],
+            r"00D[A-Za-z0-9]{12,15}![A-Za-z0-9_.]{80,}",
+        ),
+        (
+            "tickettailor-key",
+            &["sk_"],
+            r"sk_[0-9]{3,5}_[0-9]{5,7}_[A-Za-z0-9]{32}",
+        ),
+        // Three dotted base64url segments opening with `ey` and a header
+        // that is not `{"` (`eyA` is `{ `): signed tokens of a JWT-like
+        // layout.
+        (
+            "dotted-token",
+            &["eya", "eyh"],
+            r"ey[AH][A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_.-]{20,}",
+        ),
+        ("cratesio-token", &["cio"], r"cio[A-Za-z0-9]{32}"),
     ];
     table
         .iter()
@@ -1501,6 +1595,57 @@ fn provider_tokens() -> Vec<RuleDef> {
             ..tok(id, "provider-token", keywords, pattern)
         })
         .collect()
+}
+
+/// Secrets a URL path or an API call carries in a fixed place: webhook
+/// URLs whose path is the credential, a Telegram notification URL, a
+/// device token in a ThingsBoard telemetry URL, PowerShell's plain-text
+/// `ConvertTo-SecureString`, a TrueNAS API key passed to its login call.
+fn webhook_urls_and_calls() -> Vec<RuleDef> {
+    vec![
+        grp(
+            "tines-webhook",
+            "webhook-url",
+            &[".tines.com/webhook/"],
+            r"\.tines\.com/webhook/([a-f0-9]{32}/[a-f0-9]{32})",
+            Check::None,
+        ),
+        grp(
+            "zapier-webhook",
+            "webhook-url",
+            &["hooks.zapier.com/hooks/catch/"],
+            r"hooks\.zapier\.com/hooks/catch/((?:[0-9]+/)?[A-Za-z0-9]{8,})",
+            Check::None,
+        ),
+        grp(
+            "thingsboard-device-token",
+            "thingsboard-token",
+            &["thingsboard"],
+            r"thingsboard\.cloud/api/v1/([A-Za-z0-9]{20})(?:[^A-Za-z0-9]|$)",
+            Check::None,
+        ),
+        grp(
+            "telegram-notify-url",
+            "telegram-bot-token",
+            &["tgram://"],
+            r"tgram://([0-9]{5,16}:[A-Za-z0-9_-]{35})",
+            Check::None,
+        ),
+        grp(
+            "powershell-plaintext-secure-string",
+            "password",
+            &["convertto-securestring"],
+            r#"(?i)ConvertTo-SecureString\s+(?:-String\s+)?["']([^"'\s]{4,})["']\s+-AsPlainText"#,
+            Check::Password,
+        ),
+        grp(
+            "truenas-api-key",
+            "truenas-key",
+            &["login_with_api_key"],
+            r#"login_with_api_key"[^\[\n]{0,40}\[\s*"([0-9]{1,4}-[A-Za-z0-9]{64})""#,
+            Check::None,
+        ),
+    ]
 }
 
 /// Providers whose name alone labels the value after it (`chartmogul V`,
