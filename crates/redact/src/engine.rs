@@ -1688,6 +1688,11 @@ impl Engine {
                         // `00DE…!AQcA…`: cut at a byte the value holds.
                         && !next.is_some_and(|b| is_alnum(b) || b == b'!')
                 }
+                Check::ProviderValue => {
+                    crate::rules::provider_value_ok(val)
+                        && !elided_after(&v[e..])
+                        && !next.is_some_and(|b| is_alnum(b) || b == b'!')
+                }
                 Check::ProviderToken => {
                     crate::rules::provider_token_ok(val)
                         && !prev.is_some_and(is_alnum)

@@ -53,6 +53,9 @@ pub enum Check {
     /// `example`) and runs of one byte are rejected, not keyboard runs
     /// (see [`provider_token_ok`]).
     ProviderToken,
+    /// The value half of `ProviderNamed` alone, for a rule whose pattern
+    /// names the provider itself (see [`provider_value_ok`]).
+    ProviderValue,
     Ipv4,
     Ipv6,
     Mac,
@@ -519,11 +522,11 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "datadog-key",
             "datadog-key",
-            &["dd_", "datadog"],
+            &["dd_", "dd-", "datadog"],
             concat!(
-                r"(?i)(?:dd|datadog)_?(?:api|app|application)_?key",
+                r"(?i)(?:dd|datadog)[_-]?(?:api|app|application|secret)[_-]?key(?:",
                 assign!(),
-                r"([a-f0-9]{32}|[a-f0-9]{40})"
+                r"|-)([a-f0-9]{32}|[a-f0-9]{40})(?:[^A-Za-z0-9]|$)"
             ),
             Check::None,
         ),
@@ -784,12 +787,18 @@ pub fn builtin() -> Vec<RuleDef> {
             &["facebook", "fb_", "fb-"],
             r"[0-9]{15,16}\|[A-Za-z0-9_-]{27}",
         ),
-        tok(
-            "facebook-page-token",
-            "facebook-token",
-            &["eaa"],
-            r"EAA[A-Z][A-Za-z0-9]{40,}",
-        ),
+        // `EAA` and a capital: a Meta (Facebook, Instagram) access token;
+        // the prefix names the format, so a sequential-looking body is
+        // still one (`Check::ProviderToken`).
+        RuleDef {
+            check: Check::ProviderToken,
+            ..tok(
+                "facebook-page-token",
+                "facebook-token",
+                &["eaa"],
+                r"EAA[A-Z][A-Za-z0-9]{40,}",
+            )
+        },
         tok(
             "intra42-secret",
             "intra42-secret",
@@ -935,6 +944,14 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &["curl", "wget", " -a ", "--auth", " -a"],
             r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{0,64}:([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
+        // A continued command's flag line (`curl … \⏎ -u id:secret`).
+        grp(
+            "continued-user-colon-password",
+            "password",
+            &["-u ", "--user"],
+            r#"^[ \t]*(?:-u|--user)(?:=|[ \t]+)["']?[^\s:"'/]{1,64}:([^\s"'`;&|<>]{4,})"#,
             Check::Password,
         ),
         RuleDef {
@@ -1182,6 +1199,7 @@ pub fn builtin() -> Vec<RuleDef> {
         }
     }
     r.extend(named_values());
+    r.extend(named_formats());
     r.push(provider_named());
     r.extend(provider_tokens());
     r.extend(provider_bare_values());
@@ -1301,41 +1319,11 @@ fn named_values() -> Vec<RuleDef> {
             "cloudinary",
             r"[0-9]{15}",
         ),
-        // A provider's own prefixed format under its name (`beamer = b_…`,
-        // `notion = secret_…`, `storecove_token=storecove_…`): the prefix
-        // alone is too common a word to key on.
         (
             "named-azure-devops",
             &["ado_pat", "devops"],
             r"ado_pat|devops[ _-]?pat",
             r"[a-z0-9]{52}|[A-Za-z0-9]{84}",
-        ),
-        ("named-beamer", &["beamer"], "beamer", r"b_[A-Za-z0-9=_-]{44}"),
-        ("named-notion", &["notion"], "notion", r"secret_[A-Za-z0-9]{43}"),
-        (
-            "named-storecove",
-            &["storecove"],
-            "storecove",
-            r"storecove_[A-Za-z0-9]{20,}",
-        ),
-        ("named-closecrm", &["closecrm"], "closecrm", r"api_[A-Za-z0-9]{40,}"),
-        (
-            "named-kickbox",
-            &["kickbox"],
-            "kickbox",
-            r"(?:test|live)_[A-Za-z0-9]{40,}",
-        ),
-        (
-            "named-courier",
-            &["courier"],
-            "courier",
-            r"pk_(?:prod|test)_[A-Za-z0-9]{20,}",
-        ),
-        (
-            "named-gocardless",
-            &["gocardless"],
-            "gocardless",
-            r"live_[A-Za-z0-9_=-]{40}",
         ),
         (
             "named-codeclimate",
@@ -1359,11 +1347,78 @@ fn named_values() -> Vec<RuleDef> {
     table
         .iter()
         .map(|&(id, keywords, names, value)| {
-            let pattern = leak(format!(
-                r#"(?i)(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
-                assign_q!()
-            ));
-            grp(id, "generic-secret", keywords, pattern, Check::Token)
+            grp(
+                id,
+                "generic-secret",
+                keywords,
+                named_pattern(names, value),
+                Check::Token,
+            )
+        })
+        .collect()
+}
+
+/// `<name>… = <value>` for [`named_values`] and [`named_formats`]: the
+/// provider's name, up to 30 name bytes, an operator, then the value.
+fn named_pattern(names: &str, value: &str) -> &'static str {
+    leak(format!(
+        r#"(?i)(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
+        assign_q!()
+    ))
+}
+
+/// A provider's own prefixed format under its name (`beamer = b_…`,
+/// `notion = secret_…`, `storecove_token=storecove_…`, `kickbox_key=live_…`):
+/// the prefix alone is too common a word to key on, and with the name
+/// before it the prefix names the format, so the value is checked as a
+/// provider token (slot fillers and one-byte runs are placeholders,
+/// keyboard runs are not; see [`provider_token_ok`]).
+fn named_formats() -> Vec<RuleDef> {
+    let table: &[(&'static str, &'static [&'static str], &str, &str)] = &[
+        ("named-beamer", &["beamer"], "beamer", r"b_[A-Za-z0-9=_-]{44}"),
+        ("named-notion", &["notion"], "notion", r"secret_[A-Za-z0-9]{43}"),
+        (
+            "named-storecove",
+            &["storecove"],
+            "storecove",
+            r"storecove_[A-Za-z0-9]{20,}",
+        ),
+        ("named-closecrm", &["closecrm"], "closecrm", r"api_[A-Za-z0-9]{40,}"),
+        (
+            "named-kickbox",
+            &["kickbox"],
+            "kickbox",
+            r"(?:test|live)_[A-Za-z0-9]{40,}",
+        ),
+        (
+            "named-column",
+            &["column"],
+            "column",
+            r"(?:test|live)_[A-Za-z0-9]{20,}",
+        ),
+        (
+            "named-courier",
+            &["courier"],
+            "courier",
+            r"pk_(?:prod|test)_[A-Za-z0-9]{20,}",
+        ),
+        (
+            "named-gocardless",
+            &["gocardless"],
+            "gocardless",
+            r"live_[A-Za-z0-9_=-]{38,44}",
+        ),
+    ];
+    table
+        .iter()
+        .map(|&(id, keywords, names, value)| {
+            grp(
+                id,
+                "generic-secret",
+                keywords,
+                named_pattern(names, value),
+                Check::ProviderToken,
+            )
         })
         .collect()
 }
@@ -1576,7 +1631,7 @@ fn provider_tokens() -> Vec<RuleDef> {
         (
             "tickettailor-key",
             &["sk_"],
-            r"sk_[0-9]{3,5}_[0-9]{5,7}_[A-Za-z0-9]{32}",
+            r"sk_[0-9]{3,5}_[0-9]{5,7}_[A-Za-z0-9]{32,40}",
         ),
         // Three dotted base64url segments opening with `ey` and a header
         // that is not `{"` (`eyA` is `{ `): signed tokens of a JWT-like
@@ -1587,6 +1642,7 @@ fn provider_tokens() -> Vec<RuleDef> {
             r"ey[AH][A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_.-]{20,}",
         ),
         ("cratesio-token", &["cio"], r"cio[A-Za-z0-9]{32}"),
+        ("dfuse-key", &["web_"], r"web_[a-f0-9]{32}"),
     ];
     table
         .iter()
@@ -1649,8 +1705,10 @@ fn webhook_urls_and_calls() -> Vec<RuleDef> {
 }
 
 /// Providers whose name alone labels the value after it (`chartmogul V`,
-/// `wandb V`, `findl=V`, `fastforex-V`): one rule for all, keyed on each
-/// (long, distinctive) name.
+/// `wandb V`, `findl=V`, `fastforex-V`, `paydirtapp ACCESS code V`, with up
+/// to two short words between): one rule for all, keyed on each (long,
+/// distinctive) name. The name is the rule's own, so only the value is
+/// checked (`Check::ProviderValue`; `the-odds-api` begins with `the`).
 fn provider_bare_values() -> Vec<RuleDef> {
     const NAMES: &[&str] = &[
         "chartmogul",
@@ -1688,7 +1746,7 @@ fn provider_bare_values() -> Vec<RuleDef> {
     ];
     let names = NAMES.join("|");
     let pattern = leak(format!(
-        r#"(?i)(?:^|[^A-Za-z0-9_.$-])(?:{names})[A-Za-z0-9]{{0,12}}?(?:[ \t]*[=:][ \t]*|[ \t]+|-|\.)["'`]?([A-Za-z0-9][A-Za-z0-9_+/=.-]{{11,}})"#
+        r#"(?i)(?:^|[^A-Za-z0-9_.$-])(?:{names})[A-Za-z0-9_]{{0,12}}?(?:[ \t]+[A-Za-z]{{1,10}}){{0,2}}?(?:[ \t]*[=:][ \t]*|[ \t]+|-|\.)["'`]?([A-Za-z0-9][A-Za-z0-9_+/=.-]{{11,}})"#
     ));
     vec![RuleDef {
         min_entropy: NO_ENTROPY_FLOOR,
@@ -1697,7 +1755,7 @@ fn provider_bare_values() -> Vec<RuleDef> {
             "generic-secret",
             NAMES,
             pattern,
-            Check::ProviderNamed,
+            Check::ProviderValue,
         )
     }]
 }
@@ -1990,7 +2048,7 @@ pub fn provider_named_ok(pre: &[u8], val: &[u8]) -> bool {
 }
 
 /// The value half of [`provider_named_ok`].
-fn provider_value_ok(val: &[u8]) -> bool {
+pub fn provider_value_ok(val: &[u8]) -> bool {
     // A prefixed token (`sk_…`, `ess_…`, `SB-Mid-…`, `AQ.…`): that format
     // has its own, stricter rule, which decides (a value the provider's
     // format rejects, such as a sandbox or short key, is not caught here).
