@@ -272,7 +272,7 @@ pub fn builtin() -> Vec<RuleDef> {
                     "sk_live_", "sk_test_", "rk_live_", "rk_test_", "rk_prod_", "sk_prod_",
                     "whsec_",
                 ],
-                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9+/]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
+                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9+/]{15,}|whsec_[A-Za-z0-9+/=]{32,}",
             )
         },
         // --- OpenAI / Anthropic / OpenRouter ---
@@ -553,7 +553,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "jwt",
             "jwt",
             &["eyj"],
-            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{0,}",
+            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?",
         ),
         // --- Credentials in URLs and headers ---
         grp(
@@ -1375,15 +1375,30 @@ fn named_pattern(names: &str, value: &str) -> &'static str {
 /// keyboard runs are not; see [`provider_token_ok`]).
 fn named_formats() -> Vec<RuleDef> {
     let table: &[(&'static str, &'static [&'static str], &str, &str)] = &[
-        ("named-beamer", &["beamer"], "beamer", r"b_[A-Za-z0-9=_-]{44}"),
-        ("named-notion", &["notion"], "notion", r"secret_[A-Za-z0-9]{43}"),
+        (
+            "named-beamer",
+            &["beamer"],
+            "beamer",
+            r"b_[A-Za-z0-9=_-]{44}",
+        ),
+        (
+            "named-notion",
+            &["notion"],
+            "notion",
+            r"secret_[A-Za-z0-9]{43}",
+        ),
         (
             "named-storecove",
             &["storecove"],
             "storecove",
             r"storecove_[A-Za-z0-9]{20,}",
         ),
-        ("named-closecrm", &["closecrm"], "closecrm", r"api_[A-Za-z0-9]{40,}"),
+        (
+            "named-closecrm",
+            &["closecrm"],
+            "closecrm",
+            r"api_[A-Za-z0-9]{40,}",
+        ),
         (
             "named-kickbox",
             &["kickbox"],
@@ -1617,7 +1632,11 @@ fn provider_tokens() -> Vec<RuleDef> {
             r"GR1348941[0-9]*[A-Za-z_-][A-Za-z0-9_-]{10,}",
         ),
         // Base64 of `{"k":"…`.
-        ("grafana-api-key", &["eyjrijoi"], r"eyJrIjoi[A-Za-z0-9+/]{40,}={0,2}"),
+        (
+            "grafana-api-key",
+            &["eyjrijoi"],
+            r"eyJrIjoi[A-Za-z0-9+/]{40,}={0,2}",
+        ),
         (
             "sourcegraph-token",
             &["sgp_"],
@@ -1643,6 +1662,13 @@ fn provider_tokens() -> Vec<RuleDef> {
         ),
         ("cratesio-token", &["cio"], r"cio[A-Za-z0-9]{32}"),
         ("dfuse-key", &["web_"], r"web_[a-f0-9]{32}"),
+        // An OAuth client's id: with its secret it is the app's credential
+        // pair, and the suffix makes the format unambiguous.
+        (
+            "google-oauth-client-id",
+            &[".apps.googleusercontent.com"],
+            r"[0-9]{12}-[a-z0-9]{32}\.apps\.googleusercontent\.com",
+        ),
     ];
     table
         .iter()
@@ -2047,13 +2073,32 @@ pub fn provider_named_ok(pre: &[u8], val: &[u8]) -> bool {
     provider_value_ok(val)
 }
 
+/// Heads of credential formats that have a rule of their own here or at a
+/// peer (Stripe-style `sk_`/`rk_`, Elastic `ess_`, Gemini `AQ.`, Persona,
+/// Proof, RunPod, Supabase, Cloudsmith, GitHub, GitLab, Slack, npm, PyPI,
+/// Hugging Face, DigitalOcean, Shopify, Linear, Notion, Sentry, Segment,
+/// Tailscale): the peers list their sandbox, test and short values as
+/// negatives, so that format's rule decides. Stripe's `pk_` keys are
+/// publishable, so no secret format claims `pk_`.
+const KNOWN_TOKEN_HEADS: &[&str] = &[
+    "sk", "rk", "ak", "ess", "essu", "aq", "persona", "prf", "rpa", "sbp", "csa", "csb", "ghp",
+    "gho", "ghu", "ghs", "ghr", "glpat", "xoxb", "xoxp", "xoxa", "xoxe", "npm", "pypi", "hf",
+    "dop", "doo", "shpat", "shpss", "lin", "ntn", "sntrys", "sgp", "tskey", "whsec",
+];
+
 /// The value half of [`provider_named_ok`].
 pub fn provider_value_ok(val: &[u8]) -> bool {
-    // A prefixed token (`sk_…`, `ess_…`, `SB-Mid-…`, `AQ.…`): that format
-    // has its own, stricter rule, which decides (a value the provider's
-    // format rejects, such as a sandbox or short key, is not caught here).
+    // A token with a known format's prefix (`sk_…`, `ess_…`, `AQ.…`): that
+    // format has its own, stricter rule, which decides (a value the format
+    // rejects, such as a sandbox or short key, is not caught here). Any
+    // other head (`pk_…`, `abcd-…`, `scp-test-…`) is part of this
+    // provider's value.
     let head = val.iter().take_while(|b| b.is_ascii_alphabetic()).count();
-    if (2..=8).contains(&head) && matches!(val.get(head), Some(b'_' | b'-' | b'.')) {
+    if matches!(val.get(head), Some(b'_' | b'-' | b'.'))
+        && KNOWN_TOKEN_HEADS
+            .iter()
+            .any(|h| val[..head].eq_ignore_ascii_case(h.as_bytes()))
+    {
         return false;
     }
     // `eyJ….eyJ….signature`: a JWT with a word for a signature.
@@ -2091,7 +2136,7 @@ pub fn provider_value_ok(val: &[u8]) -> bool {
     // `placeholder-consumer-key`, `serviceAccounts`: words, not a value.
     // Twenty letters of one case with no separator are not a word.
     let one_case = val.iter().all(u8::is_ascii_lowercase) || val.iter().all(u8::is_ascii_uppercase);
-    if !digit && (phrase || val.len() < if one_case { 20 } else { 24 }) {
+    if !digit && (phrase || val.len() < if one_case { 20 } else { 24 }) && !random_case(val) {
         return false;
     }
     // All digits: an id or a counter unless long.
@@ -2099,6 +2144,30 @@ pub fn provider_value_ok(val: &[u8]) -> bool {
         return false;
     }
     true
+}
+
+/// `ABCdefGHIjklMNOpqr`: letters whose case changes in runs, with three or
+/// more runs of two or more capitals. An identifier in camel case has
+/// single capitals (`getUserToken`) and at most an acronym or two
+/// (`parseXMLHttpURL`); a random mixed-case string of 16 letters has
+/// several capital runs.
+fn random_case(val: &[u8]) -> bool {
+    if val.len() < 16 || !val.iter().all(u8::is_ascii_alphabetic) {
+        return false;
+    }
+    let mut runs = 0;
+    let mut len = 0;
+    for &b in val.iter().chain(std::iter::once(&b'a')) {
+        if b.is_ascii_uppercase() {
+            len += 1;
+        } else {
+            if len >= 2 {
+                runs += 1;
+            }
+            len = 0;
+        }
+    }
+    runs >= 3
 }
 
 /// Generated patterns live for the program's lifetime; the catalogue is
