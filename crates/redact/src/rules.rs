@@ -244,7 +244,10 @@ pub fn builtin() -> Vec<RuleDef> {
             &["xox"],
             // Legacy `xoxo-`/`xoxs-` tokens are numeric groups (`xoxo-` alone
             // is a word).
-            r"xox[abpre]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
+            // Bot and user tokens (`xoxb-`, `xoxp-`) run to 24 bytes and
+            // more after the type: `xoxb-12345-abcd234`, `xoxp-1234567890`,
+            // `xoxb-xoxb-my-bot-token` are placeholders.
+            r"xox[bp]-[A-Za-z0-9-]{24,}|xox[are]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
         ),
         tok(
             "slack-app-token",
@@ -1987,6 +1990,7 @@ const PROVIDER_VALUE_MARKS: &[&str] = &[
     "secret-value",
     "fake",
     "_secret_",
+    "sandbox",
 ];
 
 /// Is `pre` (the match before the value: a boundary byte, the name and its
