@@ -246,8 +246,10 @@ pub fn builtin() -> Vec<RuleDef> {
             // is a word).
             // Bot and user tokens (`xoxb-`, `xoxp-`) run to 24 bytes and
             // more after the type: `xoxb-12345-abcd234`, `xoxp-1234567890`,
-            // `xoxb-xoxb-my-bot-token` are placeholders.
-            r"xox[bp]-[A-Za-z0-9-]{24,}|xox[are]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
+            // `xoxb-xoxb-my-bot-token` are placeholders. Browser-session
+            // tokens (`xoxc-`, `xoxd-`) are read here too, since a generic
+            // name no longer decides a Slack-shaped value.
+            r"xox[bp]-[A-Za-z0-9-]{24,}|xox[acder]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
         ),
         tok(
             "slack-app-token",
