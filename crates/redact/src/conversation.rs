@@ -95,8 +95,28 @@ pub struct Conversation {
     marked: Vec<(String, Reads)>,
     /// The previous line was an opening tag named like a secret.
     element_open: bool,
+    /// The previous line was a label naming a secret (`eventbrite private
+    /// access key`, `API token:`) and nothing else.
+    label_open: bool,
     /// Inside a YAML `data:` block: the indentation of its `data:` line.
     data_indent: Option<usize>,
+}
+
+/// A line that only labels a secret: a few words ending in a secret's
+/// name, with at most a colon after it.
+static SECRET_LABEL: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i-u)^[A-Za-z][A-Za-z0-9_. -]{0,60}\b(?:secret|token|api[ _-]?key|access[ _-]?key|private[ _-]?key|secret[ _-]?key)[ \t]*:?$",
+    )
+    .ok()
+});
+
+/// Cheap test before [`SECRET_LABEL`]: the line ends in `key`, `token` or
+/// `secret`, with an optional colon.
+fn ends_like_label(t: &[u8]) -> bool {
+    let t = t.strip_suffix(b":").unwrap_or(t).trim_ascii_end();
+    let ends = |w: &[u8]| t.len() >= w.len() && t[t.len() - w.len()..].eq_ignore_ascii_case(w);
+    t.len() <= 72 && (ends(b"key") || ends(b"token") || ends(b"secret"))
 }
 
 static SECRET_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -149,6 +169,21 @@ impl Conversation {
         }
         (open && !t.is_empty() && !t.iter().any(|&b| b.is_ascii_whitespace() || b == b'<'))
             .then_some(t)
+    }
+
+    /// The value on the line after a label naming a secret (`eventbrite
+    /// private access key` / `V`): a single word, not yet classified.
+    pub fn label_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let t = line.trim_ascii();
+        let open = std::mem::replace(&mut self.label_open, false);
+        if t.is_empty() {
+            return None;
+        }
+        if ends_like_label(t) {
+            self.label_open = SECRET_LABEL.as_ref().is_some_and(|re| re.is_match(t));
+            return None;
+        }
+        (open && !t.iter().any(|&b| b.is_ascii_whitespace())).then_some(t)
     }
 
     /// Reads one transcript line: remembers the ids of secret-reading

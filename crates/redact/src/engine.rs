@@ -935,7 +935,7 @@ fn is_versioned_name(v: &[u8]) -> bool {
 const REFERENCE_SUFFIXES: &[&str] = &[
     "id", "ids", "name", "names", "url", "uri", "path", "file", "type", "label", "count", "length",
     "len", "size", "ttl", "timeout", "expiry", "expires", "header", "field", "env", "var",
-    "prefix", "policy", "hint", "format", "mode", "version", "ref", "arn",
+    "prefix", "policy", "hint", "format", "mode", "version", "ref", "arn", "secrets",
 ];
 
 /// Words that only begin with a secret's name (`master-keying`,
@@ -1019,6 +1019,37 @@ fn names_a_reference(pre: &[u8]) -> bool {
         || PUBLIC_PREFIXES.iter().any(|w| is(parts[0], w))
 }
 
+/// `busybox@`, `anonymous@`, `ftp@`: the password of an anonymous FTP
+/// login, which by convention (RFC 1635) is an e-mail address or a
+/// program's name and `@` — public, hard-coded in every client.
+fn anonymous_login_password(v: &[u8]) -> bool {
+    v.len() >= 2
+        && v.ends_with(b"@")
+        && v[0].is_ascii_lowercase()
+        && v[..v.len() - 1]
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || matches!(b, b'-' | b'.'))
+}
+
+/// `clm52649:AgencyIdentificationCodeContentType`: a namespace prefix and
+/// a type name of three or more capitalised words (XML Schema `type=`),
+/// not a token.
+fn qualified_type_name(v: &[u8]) -> bool {
+    let mut it = v.splitn(3, |&b| b == b':');
+    let (Some(ns), Some(name), None) = (it.next(), it.next(), it.next()) else {
+        return false;
+    };
+    !ns.is_empty()
+        && ns[0].is_ascii_alphabetic()
+        && ns.iter().all(u8::is_ascii_alphanumeric)
+        && name.first().is_some_and(u8::is_ascii_uppercase)
+        && name.iter().all(u8::is_ascii_alphabetic)
+        && name.iter().filter(|b| b.is_ascii_uppercase()).count() >= 3
+        && !name
+            .windows(2)
+            .any(|w| w[0].is_ascii_uppercase() && w[1].is_ascii_uppercase())
+}
+
 /// Classifies the value of a keyword-anchored assignment.
 pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
     if (!password && (is_elided(v) || jwt_word_signature(v))) || is_sops_ciphertext(v) {
@@ -1064,7 +1095,20 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
         return false;
     }
     if password {
-        return true;
+        return !anonymous_login_password(v);
+    }
+    // A Slack token's shape is known: the Slack rule decides
+    // (`"token1": "xoxp-1234567890"` is a placeholder it rejects).
+    if v.len() > 5 && v.starts_with(b"xox") && v[3].is_ascii_lowercase() && v[4] == b'-' {
+        return false;
+    }
+    // `lsv2_pt_short`, `os_v2_app_short`: a prefix with a word saying the
+    // value was cut for an example.
+    if l.ends_with(b"_short") || l.ends_with(b"-short") {
+        return false;
+    }
+    if qualified_type_name(v) {
+        return false;
     }
     if is_versioned_name(v) {
         return false;
@@ -1740,6 +1784,11 @@ impl Engine {
                     crate::rules::provider_named_ok(&v[m.start()..s], val)
                         && !elided_after(&v[e..])
                         // `00DE…!AQcA…`: cut at a byte the value holds.
+                        && !next.is_some_and(|b| is_alnum(b) || b == b'!')
+                }
+                Check::ProviderValue => {
+                    crate::rules::provider_value_ok(val)
+                        && !elided_after(&v[e..])
                         && !next.is_some_and(|b| is_alnum(b) || b == b'!')
                 }
                 Check::ProviderToken => {

@@ -688,6 +688,11 @@ impl Scanner {
                 found.push((v.to_vec(), self.generic_meta));
             }
         }
+        if let Some(v) = conversation.label_value(line) {
+            if engine::generic_ok(v, None, false, engine::MIN_TOKEN_ENTROPY) {
+                found.push((v.to_vec(), self.generic_meta));
+            }
+        }
         if let Some(v) = conversation.yaml_data_value(line) {
             let mut buf = Vec::new();
             if engine::base64_text(v, &mut buf) {

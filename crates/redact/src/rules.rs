@@ -53,6 +53,9 @@ pub enum Check {
     /// `example`) and runs of one byte are rejected, not keyboard runs
     /// (see [`provider_token_ok`]).
     ProviderToken,
+    /// The value half of `ProviderNamed` alone, for a rule whose pattern
+    /// names the provider itself (see [`provider_value_ok`]).
+    ProviderValue,
     Ipv4,
     Ipv6,
     Mac,
@@ -241,7 +244,12 @@ pub fn builtin() -> Vec<RuleDef> {
             &["xox"],
             // Legacy `xoxo-`/`xoxs-` tokens are numeric groups (`xoxo-` alone
             // is a word).
-            r"xox[abpre]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
+            // Bot and user tokens (`xoxb-`, `xoxp-`) run to 24 bytes and
+            // more after the type: `xoxb-12345-abcd234`, `xoxp-1234567890`,
+            // `xoxb-xoxb-my-bot-token` are placeholders. Browser-session
+            // tokens (`xoxc-`, `xoxd-`) are read here too, since a generic
+            // name no longer decides a Slack-shaped value.
+            r"xox[bp]-[A-Za-z0-9-]{24,}|xox[acder]-[A-Za-z0-9-]{10,}|xox[os]-[0-9]+-[A-Za-z0-9-]{8,}",
         ),
         tok(
             "slack-app-token",
@@ -269,7 +277,7 @@ pub fn builtin() -> Vec<RuleDef> {
                     "sk_live_", "sk_test_", "rk_live_", "rk_test_", "rk_prod_", "sk_prod_",
                     "whsec_",
                 ],
-                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9+/]{20,}|whsec_[A-Za-z0-9+/=]{32,}",
+                r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9+/]{15,}|whsec_[A-Za-z0-9+/=]{32,}",
             )
         },
         // --- OpenAI / Anthropic / OpenRouter ---
@@ -295,7 +303,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "anthropic-key",
             "anthropic-key",
             &["sk-ant-"],
-            r"sk-ant-(?:api|admin|oat|ort|sid)[0-9]{2}-[A-Za-z0-9_-]{32,}",
+            r"sk-ant-(?:api|admin|oat|ort|sid)[0-9]{2,3}-[A-Za-z0-9_-]{32,}",
         ),
         tok(
             "openrouter-key",
@@ -372,7 +380,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "azure-storage-key",
             "azure-storage-key",
             &["accountkey"],
-            r"(?i)AccountKey\s*=\s*([A-Za-z0-9+/]{86}==)",
+            r"(?i)AccountKey\s*=\s*([A-Za-z0-9+/]{40,}={0,2})",
             Check::None,
         ),
         grp(
@@ -519,11 +527,11 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "datadog-key",
             "datadog-key",
-            &["dd_", "datadog"],
+            &["dd_", "dd-", "datadog"],
             concat!(
-                r"(?i)(?:dd|datadog)_?(?:api|app|application)_?key",
+                r"(?i)(?:dd|datadog)[_-]?(?:api|app|application|secret)[_-]?key(?:",
                 assign!(),
-                r"([a-f0-9]{32}|[a-f0-9]{40})"
+                r"|-)([a-f0-9]{32}|[a-f0-9]{40})(?:[^A-Za-z0-9]|$)"
             ),
             Check::None,
         ),
@@ -550,7 +558,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "jwt",
             "jwt",
             &["eyj"],
-            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{0,}",
+            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?",
         ),
         // --- Credentials in URLs and headers ---
         grp(
@@ -657,7 +665,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "square-token",
             "square-token",
             &["sq0atp-", "sq0csp-", "eaaa"],
-            r"sq0atp-[A-Za-z0-9_-]{22,60}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60}",
+            r"sq0atp-[A-Za-z0-9_-]{22,60}|sq0csp-[A-Za-z0-9_-]{43}|EAAA[A-Za-z0-9_-]{60,}",
         ),
         tok(
             "postman-token",
@@ -784,12 +792,18 @@ pub fn builtin() -> Vec<RuleDef> {
             &["facebook", "fb_", "fb-"],
             r"[0-9]{15,16}\|[A-Za-z0-9_-]{27}",
         ),
-        tok(
-            "facebook-page-token",
-            "facebook-token",
-            &["eaa"],
-            r"EAA[A-Z][A-Za-z0-9]{90,}",
-        ),
+        // `EAA` and a capital: a Meta (Facebook, Instagram) access token;
+        // the prefix names the format, so a sequential-looking body is
+        // still one (`Check::ProviderToken`).
+        RuleDef {
+            check: Check::ProviderToken,
+            ..tok(
+                "facebook-page-token",
+                "facebook-token",
+                &["eaa"],
+                r"EAA[A-Z][A-Za-z0-9]{40,}",
+            )
+        },
         tok(
             "intra42-secret",
             "intra42-secret",
@@ -935,6 +949,14 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &["curl", "wget", " -a ", "--auth", " -a"],
             r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{0,64}:([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
+        // A continued command's flag line (`curl … \⏎ -u id:secret`).
+        grp(
+            "continued-user-colon-password",
+            "password",
+            &["-u ", "--user"],
+            r#"^[ \t]*(?:-u|--user)(?:=|[ \t]+)["']?[^\s:"'/]{1,64}:([^\s"'`;&|<>]{4,})"#,
             Check::Password,
         ),
         RuleDef {
@@ -1100,9 +1122,10 @@ pub fn builtin() -> Vec<RuleDef> {
             "password-hash",
             "password-hash",
             &[
-                "$1$", "$5$", "$6$", "$apr1$", "$2a$", "$2b$", "$2y$", "$2x$", "$y$",
+                "$1$", "$5$", "$6$", "$apr1$", "$2a$", "$2b$", "$2y$", "$2x$", "$y$", "$8$",
+                "$krb5",
             ],
-            r"\$(?:[156]|apr1)\$(?:rounds=[0-9]+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}|\$2[abxy]\$[0-9]{2}\$[./A-Za-z0-9]{53}|\$y\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{1,86}\$[./A-Za-z0-9]{43}",
+            r"\$(?:[156]|apr1)\$(?:rounds=[0-9]+\$)?[./A-Za-z0-9]{1,16}\$[./A-Za-z0-9]{22,86}|\$8\$[./A-Za-z0-9]{14}\$[./A-Za-z0-9]{43}|\$krb5(?:asrep|tgs)\$[0-9]{1,2}\$(?:[^\s:$]{1,256}:)?[a-f0-9]{32}\$[a-f0-9]{64,}|\$2[abxy]\$[0-9]{2}\$[./A-Za-z0-9]{53}|\$y\$[./A-Za-z0-9]{1,8}\$[./A-Za-z0-9]{1,86}\$[./A-Za-z0-9]{43}",
         ),
         // --- Keyword-anchored generic secrets ---
         RuleDef {
@@ -1181,9 +1204,11 @@ pub fn builtin() -> Vec<RuleDef> {
         }
     }
     r.extend(named_values());
+    r.extend(named_formats());
     r.push(provider_named());
     r.extend(provider_tokens());
     r.extend(provider_bare_values());
+    r.extend(webhook_urls_and_calls());
     r.extend(network());
     r
 }
@@ -1239,7 +1264,7 @@ fn named_values() -> Vec<RuleDef> {
             "named-telegram",
             &["telegram"],
             "telegram",
-            r"[0-9]{5,16}:A[A-Za-z0-9_-]{34}",
+            r"[0-9]{5,16}:[A-Za-z0-9_-]{35}",
         ),
         (
             "named-sourcegraph",
@@ -1300,6 +1325,24 @@ fn named_values() -> Vec<RuleDef> {
             r"[0-9]{15}",
         ),
         (
+            "named-azure-devops",
+            &["ado_pat", "devops"],
+            r"ado_pat|devops[ _-]?pat",
+            r"[a-z0-9]{52}|[A-Za-z0-9]{84}",
+        ),
+        (
+            "named-codeclimate",
+            &["cc_test_reporter_id"],
+            "cc_test_reporter_id",
+            r"[a-f0-9]{64}",
+        ),
+        (
+            "named-cloudflare-service-key",
+            &["x-auth-user-service-key"],
+            "x-auth-user-service-key",
+            r"v1\.0-[a-f0-9]{24,}-[a-f0-9]{100,}(?:-[a-f0-9]{24,})?",
+        ),
+        (
             "named-uuid-key",
             &["hubspot", "messagebird", "snyk"],
             "hubspot|messagebird|snyk",
@@ -1309,11 +1352,93 @@ fn named_values() -> Vec<RuleDef> {
     table
         .iter()
         .map(|&(id, keywords, names, value)| {
-            let pattern = leak(format!(
-                r#"(?i)(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
-                assign_q!()
-            ));
-            grp(id, "generic-secret", keywords, pattern, Check::Token)
+            grp(
+                id,
+                "generic-secret",
+                keywords,
+                named_pattern(names, value),
+                Check::Token,
+            )
+        })
+        .collect()
+}
+
+/// `<name>… = <value>` for [`named_values`] and [`named_formats`]: the
+/// provider's name, up to 30 name bytes, an operator, then the value.
+fn named_pattern(names: &str, value: &str) -> &'static str {
+    leak(format!(
+        r#"(?i)(?:{names})[A-Za-z0-9_.-]{{0,30}}(?:{}|>)\s*["'`]?(?-i:({value}))(?:["'`\s;,<]|$)"#,
+        assign_q!()
+    ))
+}
+
+/// A provider's own prefixed format under its name (`beamer = b_…`,
+/// `notion = secret_…`, `storecove_token=storecove_…`, `kickbox_key=live_…`):
+/// the prefix alone is too common a word to key on, and with the name
+/// before it the prefix names the format, so the value is checked as a
+/// provider token (slot fillers and one-byte runs are placeholders,
+/// keyboard runs are not; see [`provider_token_ok`]).
+fn named_formats() -> Vec<RuleDef> {
+    let table: &[(&'static str, &'static [&'static str], &str, &str)] = &[
+        (
+            "named-beamer",
+            &["beamer"],
+            "beamer",
+            r"b_[A-Za-z0-9=_-]{44}",
+        ),
+        (
+            "named-notion",
+            &["notion"],
+            "notion",
+            r"secret_[A-Za-z0-9]{43}",
+        ),
+        (
+            "named-storecove",
+            &["storecove"],
+            "storecove",
+            r"storecove_[A-Za-z0-9]{20,}",
+        ),
+        (
+            "named-closecrm",
+            &["closecrm"],
+            "closecrm",
+            r"api_[A-Za-z0-9]{40,}",
+        ),
+        (
+            "named-kickbox",
+            &["kickbox"],
+            "kickbox",
+            r"(?:test|live)_[A-Za-z0-9]{40,}",
+        ),
+        (
+            "named-column",
+            &["column"],
+            "column",
+            r"(?:test|live)_[A-Za-z0-9]{20,}",
+        ),
+        (
+            "named-courier",
+            &["courier"],
+            "courier",
+            r"pk_(?:prod|test)_[A-Za-z0-9]{20,}",
+        ),
+        (
+            "named-gocardless",
+            &["gocardless"],
+            "gocardless",
+            r"live_[A-Za-z0-9_=-]{38,44}",
+        ),
+    ];
+    table
+        .iter()
+        .map(|&(id, keywords, names, value)| {
+            grp(
+                id,
+                "generic-secret",
+                keywords,
+                named_pattern(names, value),
+                Check::ProviderToken,
+            )
         })
         .collect()
 }
@@ -1387,7 +1512,7 @@ fn provider_named() -> RuleDef {
     let w = PROVIDER_SECRET_WORDS;
     let k = PROVIDER_CLOSING_WORDS;
     let pattern = leak(format!(
-        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?[ _.-]?(?:(?i-u:{w})[ _.-]?){{0,3}}(?i-u:{k})(?:(?:"[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
+        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?(?:[_.-]|[ ]+)?(?:(?i-u:{w})(?:[_.-]|[ ]+)?){{0,3}}(?i-u:{k})(?:(?:"[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
     ));
     RuleDef {
         min_entropy: NO_ENTROPY_FLOOR,
@@ -1434,7 +1559,7 @@ fn provider_tokens() -> Vec<RuleDef> {
         ),
         ("prefect-key", &["pnu_"], r"pnu_[A-Za-z0-9]{36}"),
         ("readme-key", &["rdme_"], r"rdme_[a-z0-9]{70}"),
-        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37,44}"),
+        ("replicate-token", &["r8_"], r"r8_[A-Za-z0-9]{37,}"),
         ("typeform-token", &["tfp_"], r"tfp_[A-Za-z0-9_.=-]{40,59}"),
         ("xai-key", &["xai-"], r"xai-[A-Za-z0-9_]{80}"),
         ("square-app-id", &["sq0idp-"], r"sq0idp-[A-Za-z0-9_-]{22}"),
@@ -1493,6 +1618,62 @@ fn provider_tokens() -> Vec<RuleDef> {
         ("nightfall-key", &["nf-"], r"NF-[A-Za-z0-9]{32}"),
         ("okta-token", &["ssws 00"], r"SSWS 00[A-Za-z0-9_-]{40}"),
         ("fullstory-key", &["na1."], r"na1\.[A-Za-z0-9+/]{100}"),
+        (
+            "dropbox-short-lived-token",
+            &["sl."],
+            r"sl\.(?:u\.)?[A-Za-z0-9_-]{130,}",
+        ),
+        ("clickup-token", &["pk_"], r"pk_[0-9]{6,9}_[0-9A-Z]{32}"),
+        (
+            "fleetbase-key",
+            &["flb_live_", "flb_test_"],
+            r"flb_(?:live|test)_[A-Za-z0-9]{20}",
+        ),
+        // Not all digits after the prefix (`GR134894112312312312…` is a
+        // made-up number).
+        (
+            "gitlab-runner-registration-token",
+            &["gr1348941"],
+            r"GR1348941[0-9]*[A-Za-z_-][A-Za-z0-9_-]{10,}",
+        ),
+        // Base64 of `{"k":"…`.
+        (
+            "grafana-api-key",
+            &["eyjrijoi"],
+            r"eyJrIjoi[A-Za-z0-9+/]{40,}={0,2}",
+        ),
+        (
+            "sourcegraph-token",
+            &["sgp_"],
+            r"sgp_(?:[a-fA-F0-9]{16}_)?(?:local_)?[a-f0-9]{40}",
+        ),
+        (
+            "salesforce-access-token",
+            &["00d"],
+            r"00D[A-Za-z0-9]{12,15}![A-Za-z0-9_.]{80,}",
+        ),
+        (
+            "tickettailor-key",
+            &["sk_"],
+            r"sk_[0-9]{3,5}_[0-9]{5,7}_[A-Za-z0-9]{32,40}",
+        ),
+        // Three dotted base64url segments opening with `ey` and a header
+        // that is not `{"` (`eyA` is `{ `): signed tokens of a JWT-like
+        // layout.
+        (
+            "dotted-token",
+            &["eya", "eyh"],
+            r"ey[AH][A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_.-]{20,}",
+        ),
+        ("cratesio-token", &["cio"], r"cio[A-Za-z0-9]{32}"),
+        ("dfuse-key", &["web_"], r"web_[a-f0-9]{32}"),
+        // An OAuth client's id: with its secret it is the app's credential
+        // pair, and the suffix makes the format unambiguous.
+        (
+            "google-oauth-client-id",
+            &[".apps.googleusercontent.com"],
+            r"[0-9]{12}-[a-z0-9]{32}\.apps\.googleusercontent\.com",
+        ),
     ];
     table
         .iter()
@@ -1503,9 +1684,62 @@ fn provider_tokens() -> Vec<RuleDef> {
         .collect()
 }
 
+/// Secrets a URL path or an API call carries in a fixed place: webhook
+/// URLs whose path is the credential, a Telegram notification URL, a
+/// device token in a ThingsBoard telemetry URL, PowerShell's plain-text
+/// `ConvertTo-SecureString`, a TrueNAS API key passed to its login call.
+fn webhook_urls_and_calls() -> Vec<RuleDef> {
+    vec![
+        grp(
+            "tines-webhook",
+            "webhook-url",
+            &[".tines.com/webhook/"],
+            r"\.tines\.com/webhook/([a-f0-9]{32}/[a-f0-9]{32})",
+            Check::None,
+        ),
+        grp(
+            "zapier-webhook",
+            "webhook-url",
+            &["hooks.zapier.com/hooks/catch/"],
+            r"hooks\.zapier\.com/hooks/catch/((?:[0-9]+/)?[A-Za-z0-9]{8,})",
+            Check::None,
+        ),
+        grp(
+            "thingsboard-device-token",
+            "thingsboard-token",
+            &["thingsboard"],
+            r"thingsboard\.cloud/api/v1/([A-Za-z0-9]{20})(?:[^A-Za-z0-9]|$)",
+            Check::None,
+        ),
+        grp(
+            "telegram-notify-url",
+            "telegram-bot-token",
+            &["tgram://"],
+            r"tgram://([0-9]{5,16}:[A-Za-z0-9_-]{35})",
+            Check::None,
+        ),
+        grp(
+            "powershell-plaintext-secure-string",
+            "password",
+            &["convertto-securestring"],
+            r#"(?i)ConvertTo-SecureString\s+(?:-String\s+)?["']([^"'\s]{4,})["']\s+-AsPlainText"#,
+            Check::Password,
+        ),
+        grp(
+            "truenas-api-key",
+            "truenas-key",
+            &["login_with_api_key"],
+            r#"login_with_api_key"[^\[\n]{0,40}\[\s*"([0-9]{1,4}-[A-Za-z0-9]{64})""#,
+            Check::None,
+        ),
+    ]
+}
+
 /// Providers whose name alone labels the value after it (`chartmogul V`,
-/// `wandb V`, `findl=V`, `fastforex-V`): one rule for all, keyed on each
-/// (long, distinctive) name.
+/// `wandb V`, `findl=V`, `fastforex-V`, `paydirtapp ACCESS code V`, with up
+/// to two short words between): one rule for all, keyed on each (long,
+/// distinctive) name. The name is the rule's own, so only the value is
+/// checked (`Check::ProviderValue`; `the-odds-api` begins with `the`).
 fn provider_bare_values() -> Vec<RuleDef> {
     const NAMES: &[&str] = &[
         "chartmogul",
@@ -1543,7 +1777,7 @@ fn provider_bare_values() -> Vec<RuleDef> {
     ];
     let names = NAMES.join("|");
     let pattern = leak(format!(
-        r#"(?i)(?:^|[^A-Za-z0-9_.$-])(?:{names})[A-Za-z0-9]{{0,12}}?(?:[ \t]*[=:][ \t]*|[ \t]+|-|\.)["'`]?([A-Za-z0-9][A-Za-z0-9_+/=.-]{{11,}})"#
+        r#"(?i)(?:^|[^A-Za-z0-9_.$-])(?:{names})[A-Za-z0-9_]{{0,12}}?(?:[ \t]+[A-Za-z]{{1,10}}){{0,2}}?(?:[ \t]*[=:][ \t]*|[ \t]+|-|\.)["'`]?([A-Za-z0-9][A-Za-z0-9_+/=.-]{{11,}})"#
     ));
     vec![RuleDef {
         min_entropy: NO_ENTROPY_FLOOR,
@@ -1552,7 +1786,7 @@ fn provider_bare_values() -> Vec<RuleDef> {
             "generic-secret",
             NAMES,
             pattern,
-            Check::ProviderNamed,
+            Check::ProviderValue,
         )
     }]
 }
@@ -1758,6 +1992,7 @@ const PROVIDER_VALUE_MARKS: &[&str] = &[
     "secret-value",
     "fake",
     "_secret_",
+    "sandbox",
 ];
 
 /// Is `pre` (the match before the value: a boundary byte, the name and its
@@ -1844,13 +2079,32 @@ pub fn provider_named_ok(pre: &[u8], val: &[u8]) -> bool {
     provider_value_ok(val)
 }
 
+/// Heads of credential formats that have a rule of their own here or at a
+/// peer (Stripe-style `sk_`/`rk_`, Elastic `ess_`, Gemini `AQ.`, Persona,
+/// Proof, RunPod, Supabase, Cloudsmith, GitHub, GitLab, Slack, npm, PyPI,
+/// Hugging Face, DigitalOcean, Shopify, Linear, Notion, Sentry, Segment,
+/// Tailscale): the peers list their sandbox, test and short values as
+/// negatives, so that format's rule decides. Stripe's `pk_` keys are
+/// publishable, so no secret format claims `pk_`.
+const KNOWN_TOKEN_HEADS: &[&str] = &[
+    "sk", "rk", "ak", "ess", "essu", "aq", "persona", "prf", "rpa", "sbp", "csa", "csb", "ghp",
+    "gho", "ghu", "ghs", "ghr", "glpat", "xoxb", "xoxp", "xoxa", "xoxe", "npm", "pypi", "hf",
+    "dop", "doo", "shpat", "shpss", "lin", "ntn", "sntrys", "sgp", "tskey", "whsec",
+];
+
 /// The value half of [`provider_named_ok`].
-fn provider_value_ok(val: &[u8]) -> bool {
-    // A prefixed token (`sk_…`, `ess_…`, `SB-Mid-…`, `AQ.…`): that format
-    // has its own, stricter rule, which decides (a value the provider's
-    // format rejects, such as a sandbox or short key, is not caught here).
+pub fn provider_value_ok(val: &[u8]) -> bool {
+    // A token with a known format's prefix (`sk_…`, `ess_…`, `AQ.…`): that
+    // format has its own, stricter rule, which decides (a value the format
+    // rejects, such as a sandbox or short key, is not caught here). Any
+    // other head (`pk_…`, `abcd-…`, `scp-test-…`) is part of this
+    // provider's value.
     let head = val.iter().take_while(|b| b.is_ascii_alphabetic()).count();
-    if (2..=8).contains(&head) && matches!(val.get(head), Some(b'_' | b'-' | b'.')) {
+    if matches!(val.get(head), Some(b'_' | b'-' | b'.'))
+        && KNOWN_TOKEN_HEADS
+            .iter()
+            .any(|h| val[..head].eq_ignore_ascii_case(h.as_bytes()))
+    {
         return false;
     }
     // `eyJ….eyJ….signature`: a JWT with a word for a signature.
@@ -1888,7 +2142,7 @@ fn provider_value_ok(val: &[u8]) -> bool {
     // `placeholder-consumer-key`, `serviceAccounts`: words, not a value.
     // Twenty letters of one case with no separator are not a word.
     let one_case = val.iter().all(u8::is_ascii_lowercase) || val.iter().all(u8::is_ascii_uppercase);
-    if !digit && (phrase || val.len() < if one_case { 20 } else { 24 }) {
+    if !digit && (phrase || val.len() < if one_case { 20 } else { 24 }) && !random_case(val) {
         return false;
     }
     // All digits: an id or a counter unless long.
@@ -1896,6 +2150,30 @@ fn provider_value_ok(val: &[u8]) -> bool {
         return false;
     }
     true
+}
+
+/// `ABCdefGHIjklMNOpqr`: letters whose case changes in runs, with three or
+/// more runs of two or more capitals. An identifier in camel case has
+/// single capitals (`getUserToken`) and at most an acronym or two
+/// (`parseXMLHttpURL`); a random mixed-case string of 16 letters has
+/// several capital runs.
+fn random_case(val: &[u8]) -> bool {
+    if val.len() < 16 || !val.iter().all(u8::is_ascii_alphabetic) {
+        return false;
+    }
+    let mut runs = 0;
+    let mut len = 0;
+    for &b in val.iter().chain(std::iter::once(&b'a')) {
+        if b.is_ascii_uppercase() {
+            len += 1;
+        } else {
+            if len >= 2 {
+                runs += 1;
+            }
+            len = 0;
+        }
+    }
+    runs >= 3
 }
 
 /// Generated patterns live for the program's lifetime; the catalogue is

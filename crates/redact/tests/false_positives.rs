@@ -207,3 +207,43 @@ fn an_empty_assignment_does_not_take_the_next_line() {
         ],
     );
 }
+
+/// Session 8: Slack placeholders (bot and user tokens shorter than any
+/// Slack issues, a repeated type, a word phrase), an anonymous-FTP password,
+/// an XML Schema type name under a token's name, a value whose tail says it
+/// was cut short, and a name that counts secrets rather than holding one.
+/// Controls: real-shaped Slack tokens, a human password ending in `@`, a
+/// token-shaped value under the same names.
+#[test]
+fn placeholders_and_public_values_of_session_8() {
+    let clean = vec![
+        "xoxb-12345-abcd234".to_string(),
+        "xoxb-xoxb-my-bot-token".to_string(),
+        "\"token1\": \"xoxp-1234567890\"".to_string(),
+        "xoxb-abcdef-abcdef".to_string(),
+        "server->user = \"anonymous\";\nserver->password = \"busybox@\";".to_string(),
+        "ftp_password = \"anonymous@\"".to_string(),
+        "telegram_api_token = \"token:\"clm52649:AgencyIdentificationCodeContentType\"\""
+            .to_string(),
+        "LANGSMITH_API_KEY=lsv2_pt_short".to_string(),
+        "ONESIGNAL_API_KEY=os_v2_app_short".to_string(),
+        "  keyVaultToStoreSecrets: cmp2-qat-1208358310".to_string(),
+    ];
+    let bot = format!(
+        "xoxb-{}-{}-{}",
+        rs(1, "0123456789", 12),
+        rs(2, "0123456789", 13),
+        rs(3, ALNUM, 24)
+    );
+    let human = "Winter2021@".to_string();
+    let tok = rs(4, ALNUM, 32);
+    let dirty = vec![
+        (bot.clone(), bot.clone()),
+        (format!("\"token1\": \"{bot}\""), bot),
+        (format!("server->password = \"{human}\";"), human),
+        (format!("telegram_api_token = \"{tok}\""), tok.clone()),
+        (format!("LANGSMITH_API_KEY=lsv2_pt_{tok}"), tok.clone()),
+        (format!("  vaultSecret: {tok}"), tok),
+    ];
+    check(&clean, &dirty);
+}

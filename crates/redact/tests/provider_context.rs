@@ -81,8 +81,10 @@ fn provider_named_values_are_secrets_even_when_sequential() {
         "zentrafy_secret = \"placeholder-secret-value\"".to_string(),
         format!("zentrafy_key = {}", "0".repeat(32)),
         format!("zentrafy_key = example{}", rs(2, ALNUM, 20)),
-        // A prefixed token is left to its own format's rule.
+        // A known format's prefix is left to that format's rule (a short
+        // `sk-` key is not one), and a sandbox key is a test key.
         format!("zentrafy_key = zz_sandbox_{}", rs(3, ALNUM, 24)),
+        format!("zentrafy_key = sk-{}", rs(6, ALNUM, 22)),
         // A name and a version; a JWT with a word for a signature.
         "\"bucket_key\": \"SalesResults-1.2\"".to_string(),
         format!(
