@@ -25,6 +25,20 @@ const MAX_YEAR: i64 = 9999;
 
 /// Current time in nanoseconds since the Unix epoch, honouring
 /// [`TEST_NOW_ENV`]. A clock before 1970 reads as 0 rather than panicking.
+/// CPU time this thread has used, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`):
+/// what a piece of work cost when other threads share the cores.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 pub fn now_unix_ns() -> u64 {
     now_with_override(std::env::var(TEST_NOW_ENV).ok().as_deref())
 }

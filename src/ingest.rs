@@ -42,6 +42,7 @@ use thiserror::Error;
 
 use crate::bigfile;
 use crate::capture::{self, CaptureError};
+use crate::clock;
 use crate::corpus::{Corpus, CorpusError};
 use crate::fsutil;
 use crate::lineage::{self, Lineage, LineageSource, SidecarOutcome, SpawnAttribution};
@@ -327,7 +328,9 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     pub orphans: Vec<Orphan>,
     pub failed: Vec<Failed>,
-    /// Nanoseconds spent redacting (the split the benchmark reports).
+    /// CPU nanoseconds spent redacting, summed over the redaction threads
+    /// (the split the benchmark reports; a streamed big file counts its
+    /// elapsed time).
     pub redact_ns: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -866,116 +869,123 @@ pub fn run(
     // `opts.jobs` others; the captures reach the journal in file order.
     let jobs = opts.jobs.unwrap_or_else(default_jobs);
     let mut flight = Flight::default();
-    pool::run(jobs, redact_job, |pool| -> Result<(), IngestError> {
-        for p in probed {
-            let path = p.found.path.display().to_string();
-            let mut place = session_place.get(&p.session_id).cloned();
-            if !matches!(place, Some(Place::Repo { .. }) | Some(Place::Ambiguous(_))) {
-                // The store's own session notes, then the file's own cwd.
-                let prior = place.clone();
-                place = match store::session_store(home, &p.session_id) {
-                    Ok(sha) => Some(Place::Lane {
-                        root_sha: sha,
-                        via: "store",
-                    }),
-                    Err(_) => match p.cwd.as_deref().map(|c| resolver.cwd(c)) {
-                        Some(Ok(info)) => Some(Place::Repo {
-                            info,
-                            via: "file-cwd",
+    // The queue is bounded by bytes (`Flight`) more than by count: the
+    // redaction threads keep working through a batch's journaling here.
+    pool::run(
+        jobs,
+        QUEUED_FILES,
+        redact_job,
+        |pool| -> Result<(), IngestError> {
+            for p in probed {
+                let path = p.found.path.display().to_string();
+                let mut place = session_place.get(&p.session_id).cloned();
+                if !matches!(place, Some(Place::Repo { .. }) | Some(Place::Ambiguous(_))) {
+                    // The store's own session notes, then the file's own cwd.
+                    let prior = place.clone();
+                    place = match store::session_store(home, &p.session_id) {
+                        Ok(sha) => Some(Place::Lane {
+                            root_sha: sha,
+                            via: "store",
                         }),
-                        Some(Err(e)) => Some(Place::Orphan(e)),
-                        None => prior.or(Some(Place::Orphan("no cwd on its lines".into()))),
-                    },
-                };
-            }
-            let (root_sha, root, via) = match place {
-                Some(Place::Repo { info, via }) => (info.root_sha, Some(info.root), via),
-                Some(Place::Lane { root_sha, via }) => (root_sha, None, via),
-                Some(Place::Ambiguous(why)) => {
-                    rep.skipped.push(Skipped {
-                        path,
-                        reason: "ambiguous-owner".into(),
-                        session_id: Some(p.session_id),
-                        detail: Some(why),
-                    });
-                    done += 1;
-                    progress(done, total);
-                    continue;
-                }
-                place @ (Some(Place::Orphan(_)) | None) => {
-                    let why = match place {
-                        Some(Place::Orphan(w)) => w,
-                        _ => "unplaced".into(),
+                        Err(_) => match p.cwd.as_deref().map(|c| resolver.cwd(c)) {
+                            Some(Ok(info)) => Some(Place::Repo {
+                                info,
+                                via: "file-cwd",
+                            }),
+                            Some(Err(e)) => Some(Place::Orphan(e)),
+                            None => prior.or(Some(Place::Orphan("no cwd on its lines".into()))),
+                        },
                     };
-                    match &into {
-                        Some(info) if opts.adopt.iter().any(|a| a == &p.found.project) => {
-                            (info.root_sha.clone(), Some(info.root.clone()), "adopted")
-                        }
-                        _ => {
-                            rep.orphans.push(Orphan {
-                                path,
-                                project: p.found.project.clone(),
-                                session_id: Some(p.session_id),
-                                why,
-                            });
-                            done += 1;
-                            progress(done, total);
-                            continue;
+                }
+                let (root_sha, root, via) = match place {
+                    Some(Place::Repo { info, via }) => (info.root_sha, Some(info.root), via),
+                    Some(Place::Lane { root_sha, via }) => (root_sha, None, via),
+                    Some(Place::Ambiguous(why)) => {
+                        rep.skipped.push(Skipped {
+                            path,
+                            reason: "ambiguous-owner".into(),
+                            session_id: Some(p.session_id),
+                            detail: Some(why),
+                        });
+                        done += 1;
+                        progress(done, total);
+                        continue;
+                    }
+                    place @ (Some(Place::Orphan(_)) | None) => {
+                        let why = match place {
+                            Some(Place::Orphan(w)) => w,
+                            _ => "unplaced".into(),
+                        };
+                        match &into {
+                            Some(info) if opts.adopt.iter().any(|a| a == &p.found.project) => {
+                                (info.root_sha.clone(), Some(info.root.clone()), "adopted")
+                            }
+                            _ => {
+                                rep.orphans.push(Orphan {
+                                    path,
+                                    project: p.found.project.clone(),
+                                    session_id: Some(p.session_id),
+                                    why,
+                                });
+                                done += 1;
+                                progress(done, total);
+                                continue;
+                            }
                         }
                     }
+                };
+                if let Some(info) = &into {
+                    if info.root_sha != root_sha {
+                        rep.skipped.push(Skipped {
+                            path,
+                            reason: "owned-elsewhere".into(),
+                            session_id: Some(p.session_id),
+                            detail: Some(format!("belongs to the repository with root {root_sha}")),
+                        });
+                        done += 1;
+                        progress(done, total);
+                        continue;
+                    }
                 }
-            };
-            if let Some(info) = &into {
-                if info.root_sha != root_sha {
-                    rep.skipped.push(Skipped {
-                        path,
-                        reason: "owned-elsewhere".into(),
-                        session_id: Some(p.session_id),
-                        detail: Some(format!("belongs to the repository with root {root_sha}")),
-                    });
-                    done += 1;
-                    progress(done, total);
-                    continue;
+                let multiple_claims = p
+                    .agent_id
+                    .as_ref()
+                    .map(|a| {
+                        agent_files
+                            .get(&(p.session_id.clone(), a.clone()))
+                            .copied()
+                            .unwrap_or(0)
+                            > 1
+                    })
+                    .unwrap_or(false);
+                if p.big {
+                    // Streamed on this thread, after every earlier file.
+                    flight.take(pool, true, &corpora, &mut pending, &mut rep);
                 }
+                let job = store_one(
+                    home,
+                    &mut corpora,
+                    &mut scanners,
+                    &mut pending,
+                    &root_sha,
+                    root.as_deref(),
+                    via,
+                    p,
+                    multiple_claims,
+                    opts.dry_run,
+                    &mut rep,
+                )?;
+                if let Some(job) = job {
+                    flight.submit(pool, job, &corpora, &mut pending, &mut rep);
+                }
+                flight.take(pool, false, &corpora, &mut pending, &mut rep);
+                done += 1;
+                progress(done, total);
             }
-            let multiple_claims = p
-                .agent_id
-                .as_ref()
-                .map(|a| {
-                    agent_files
-                        .get(&(p.session_id.clone(), a.clone()))
-                        .copied()
-                        .unwrap_or(0)
-                        > 1
-                })
-                .unwrap_or(false);
-            if p.big {
-                // Streamed on this thread, after every earlier file.
-                flight.take(pool, true, &corpora, &mut pending, &mut rep);
-            }
-            let job = store_one(
-                home,
-                &mut corpora,
-                &mut scanners,
-                &mut pending,
-                &root_sha,
-                root.as_deref(),
-                via,
-                p,
-                multiple_claims,
-                opts.dry_run,
-                &mut rep,
-            )?;
-            if let Some(job) = job {
-                flight.submit(pool, job, &corpora, &mut pending, &mut rep);
-            }
-            flight.take(pool, false, &corpora, &mut pending, &mut rep);
-            done += 1;
-            progress(done, total);
-        }
-        flight.take(pool, true, &corpora, &mut pending, &mut rep);
-        Ok(())
-    })?;
+            flight.take(pool, true, &corpora, &mut pending, &mut rep);
+            Ok(())
+        },
+    )?;
     // Sorted, so the report's order does not depend on hashing.
     let mut rest: Vec<(String, Pending)> = pending.into_iter().collect();
     rest.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1019,8 +1029,14 @@ fn cached_record(
 const BATCH_FILES: usize = 64;
 
 /// Bytes of source read and handed to the redaction threads, not yet
-/// taken back, beyond which the reader waits.
-const IN_FLIGHT_BYTES: u64 = 256 << 20;
+/// taken back, beyond which the reader waits: more than a batch
+/// (`BATCH_BYTES`), so the redaction threads have work while this one
+/// journals one.
+const IN_FLIGHT_BYTES: u64 = 96 << 20;
+
+/// Files read and waiting for a redaction thread, at most (the channel
+/// allocates a slot for each up front).
+const QUEUED_FILES: usize = 1024;
 
 /// Redaction threads when `--jobs` is not given: one per core.
 pub fn default_jobs() -> usize {
@@ -1384,7 +1400,8 @@ impl Flight {
 
 /// What a redaction thread does with a [`Job`]; no lock is held.
 fn redact_job(job: Job) -> Redacted {
-    let t0 = std::time::Instant::now();
+    // CPU time, not elapsed: the threads share the cores with the reader.
+    let t0 = clock::thread_cpu_ns();
     let prepared = capture::prepare_digested(
         &job.scanner,
         &job.lineage,
@@ -1395,7 +1412,7 @@ fn redact_job(job: Job) -> Redacted {
     );
     Redacted {
         prepared,
-        ns: t0.elapsed().as_nanos() as u64,
+        ns: clock::thread_cpu_ns().saturating_sub(t0),
         entry: job.entry,
     }
 }

@@ -85,10 +85,12 @@ impl<J, R> Pool<J, R> {
 }
 
 /// Runs `body` with a pool of `workers` threads (at least one) applying
-/// `work` to each submitted job; at most `workers` jobs wait unstarted.
-/// Results not taken when `body` returns are dropped.
+/// `work` to each submitted job; at most `queue` jobs (at least one) wait
+/// unstarted, and `submit` blocks beyond. Results not taken when `body`
+/// returns are dropped.
 pub fn run<J, R, T>(
     workers: usize,
+    queue: usize,
     work: impl Fn(J) -> R + Sync,
     body: impl FnOnce(&mut Pool<J, R>) -> T,
 ) -> T
@@ -97,7 +99,7 @@ where
     R: Send,
 {
     let workers = workers.max(1);
-    let (tx, jobs) = sync_channel::<(u64, J)>(workers);
+    let (tx, jobs) = sync_channel::<(u64, J)>(queue.max(1));
     let jobs = Arc::new(Mutex::new(jobs));
     let (done_tx, rx) = channel();
     std::thread::scope(|s| {
@@ -150,6 +152,7 @@ mod tests {
         // Later jobs finish first (less work), yet come back in order.
         let got = run(
             3,
+            3,
             |n: u64| {
                 let mut x = 0u64;
                 for i in 0..(200 - n) * 2_000 {
@@ -178,6 +181,7 @@ mod tests {
     #[test]
     fn a_panicking_job_is_reported_in_its_place() {
         let got = run(
+            2,
             2,
             |n: u32| {
                 if n == 3 {
@@ -211,7 +215,7 @@ mod tests {
 
     #[test]
     fn nothing_in_flight_means_next_is_none() {
-        let none = run(1, |n: u8| n, |pool| pool.wait().is_none());
+        let none = run(1, 1, |n: u8| n, |pool| pool.wait().is_none());
         assert!(none);
     }
 }
