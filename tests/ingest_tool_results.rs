@@ -124,14 +124,7 @@ fn spilled_tool_outputs_are_captured_with_their_session() {
         plain.ends_with("---\na long listing\nline two\n"),
         "{plain}"
     );
-    for e in walk_files(&env.abcd_home) {
-        let bytes = fs::read(&e).unwrap();
-        assert!(
-            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-            "{} holds the secret",
-            e.display()
-        );
-    }
+    assert_secret_nowhere(&env);
 
     // Idempotent: nothing new on a second run.
     let again = run(&env);
@@ -211,6 +204,18 @@ fn spilled_tool_outputs_are_not_sub_agents() {
     assert_eq!(j["tool_outputs"].as_array().unwrap().len(), 2, "{j:#}");
 }
 
+/// No file of the store holds [`SECRET`].
+fn assert_secret_nowhere(env: &Env) {
+    for e in walk_files(&env.abcd_home) {
+        let bytes = fs::read(&e).unwrap();
+        assert!(
+            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+            "{} holds the secret",
+            e.display()
+        );
+    }
+}
+
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -278,14 +283,7 @@ fn the_stop_hook_stages_a_sessions_spilled_outputs_once() {
         .collect();
     assert_eq!(names.len(), 3, "the main thread and two outputs: {names:?}");
     assert!(!names.iter().any(|n| n.contains("passwd")), "{names:?}");
-    for e in walk_files(&env.abcd_home) {
-        let bytes = fs::read(&e).unwrap();
-        assert!(
-            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-            "{} holds the secret",
-            e.display()
-        );
-    }
+    assert_secret_nowhere(&env);
     // `history ingest` afterwards finds them stored.
     let rep = run(&env);
     assert_eq!(rep["stored"].as_array().unwrap().len(), 0, "{rep:#}");

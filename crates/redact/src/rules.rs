@@ -1349,6 +1349,15 @@ fn named_values() -> Vec<RuleDef> {
             r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
         ),
     ];
+    named_rules(table, Check::Token)
+}
+
+/// A table of `(id, keywords, names, value)` as `generic-secret` rules of
+/// [`named_pattern`]s, each value checked by `check`.
+fn named_rules(
+    table: &[(&'static str, &'static [&'static str], &str, &str)],
+    check: Check,
+) -> Vec<RuleDef> {
     table
         .iter()
         .map(|&(id, keywords, names, value)| {
@@ -1357,7 +1366,7 @@ fn named_values() -> Vec<RuleDef> {
                 "generic-secret",
                 keywords,
                 named_pattern(names, value),
-                Check::Token,
+                check,
             )
         })
         .collect()
@@ -1429,18 +1438,7 @@ fn named_formats() -> Vec<RuleDef> {
             r"live_[A-Za-z0-9_=-]{38,44}",
         ),
     ];
-    table
-        .iter()
-        .map(|&(id, keywords, names, value)| {
-            grp(
-                id,
-                "generic-secret",
-                keywords,
-                named_pattern(names, value),
-                Check::ProviderToken,
-            )
-        })
-        .collect()
+    named_rules(table, Check::ProviderToken)
 }
 
 /// Words that make a name a secret's name when they follow a provider's

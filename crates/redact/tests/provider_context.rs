@@ -8,30 +8,6 @@
 mod common;
 use common::*;
 
-/// Every `(text, secret)` in `dirty` loses its secret and every text in
-/// `clean` comes out unchanged, bare and as a JSON-escaped `tool_result`.
-fn check(dirty: &[(String, String)], clean: &[String]) {
-    let s = scanner();
-    let mut failures = Vec::new();
-    for (text, secret) in dirty {
-        for input in [text.clone(), json_line(text)] {
-            let r = s.redact(&input).expect("redacts");
-            if r.text.contains(secret.as_str()) || r.text.contains(&json_string(secret)) {
-                failures.push(format!("missed: {input}\n  -> {}", r.text));
-            }
-        }
-    }
-    for text in clean {
-        for input in [text.clone(), json_line(text)] {
-            let r = s.redact(&input).expect("redacts");
-            if r.text.contains("[REDACTED:") {
-                failures.push(format!("flagged: {input}\n  -> {}", r.text));
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
 /// Keyboard-run values a generic name does not make secrets (`abcdefg`,
 /// `a1b2c3` runs), built from pieces.
 fn runs() -> Vec<String> {
@@ -98,7 +74,7 @@ fn provider_named_values_are_secrets_even_when_sequential() {
         "zentrafy_token = getAccessTokenFromStore".to_string(),
         "zentrafy_token = abcdefghijklmnopqrs".to_string(),
     ];
-    check(&dirty, &clean);
+    check_table(&dirty, &clean);
 }
 
 #[test]
@@ -125,7 +101,7 @@ fn provider_names_label_a_bare_value() {
         format!("wandb {}", "x".repeat(40)),
         "findl=12345".to_string(),
     ];
-    check(&dirty, &clean);
+    check_table(&dirty, &clean);
 }
 
 #[test]
@@ -196,7 +172,7 @@ fn provider_prefixed_tokens_are_redacted() {
         // Glued to a longer word: not the token.
         format!("xbkua_{}", rs(73, ALNUM, 40)),
     ];
-    check(&dirty, &clean);
+    check_table(&dirty, &clean);
 }
 
 #[test]
@@ -220,5 +196,5 @@ fn psexec_passwords_are_redacted() {
         "psexec \\\\host -u User -p $Password -i calc.exe".to_string(),
         "PsExec.exe \\\\host -u DOM\\me -p %PW% -c tool.bat".to_string(),
     ];
-    check(&dirty, &clean);
+    check_table(&dirty, &clean);
 }

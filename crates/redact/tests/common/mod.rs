@@ -79,3 +79,27 @@ pub fn assert_no_findings<S: AsRef<str>>(s: &Scanner, inputs: impl IntoIterator<
         assert!(f.is_empty(), "{f:?} on {input}");
     }
 }
+
+/// Every `(text, secret)` in `dirty` loses its secret and every text in
+/// `clean` comes out unchanged, bare and as a JSON-escaped `tool_result`.
+pub fn check_table(dirty: &[(String, String)], clean: &[String]) {
+    let s = scanner();
+    let mut failures = Vec::new();
+    for (text, secret) in dirty {
+        for input in [text.clone(), json_line(text)] {
+            let r = s.redact(&input).expect("redacts");
+            if r.text.contains(secret.as_str()) || r.text.contains(&json_string(secret)) {
+                failures.push(format!("missed: {input}\n  -> {}", r.text));
+            }
+        }
+    }
+    for text in clean {
+        for input in [text.clone(), json_line(text)] {
+            let r = s.redact(&input).expect("redacts");
+            if r.text.contains("[REDACTED:") {
+                failures.push(format!("flagged: {input}\n  -> {}", r.text));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
