@@ -257,10 +257,22 @@ fn the_stop_hook_stages_a_sessions_spilled_outputs_once() {
     let second = hook_json(&env.hook("stop", &stop));
     assert!(second.get("tool_outputs_staged").is_none(), "{second:#}");
     env.drain();
-    // One written later is staged by the next hook; the stored one is not.
+    // One written later is staged by the next hook; the stored one is not
+    // read again (Claude Code never rewrites one: were it read, these new
+    // bytes would be staged too).
     fs::write(spills.join("bx04dz8mt.txt"), "a long listing\n").unwrap();
+    fs::write(
+        spills.join("toolu_01PjAbHr3SN2wyVY14uFwFju.txt"),
+        "rewritten\n",
+    )
+    .unwrap();
     let end = hook_json(&env.hook("session-end", &env.end_payload(S, &main)));
     assert_eq!(end["tool_outputs_staged"], 1, "{end:#}");
+    fs::write(
+        spills.join("toolu_01PjAbHr3SN2wyVY14uFwFju.txt"),
+        format!("+password={SECRET}\n+ok\n"),
+    )
+    .unwrap();
     env.drain();
 
     let lane = env.lane();

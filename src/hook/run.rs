@@ -548,6 +548,9 @@ fn stage_spills(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str, transcript
         .collect();
     files.sort();
     let index = corpus.index();
+    // One read for every output already stored (record names end in
+    // `-agent-<id>.md`), not one per file.
+    let stored = index.session_records(session_id).unwrap_or_default();
     let mut staged = 0usize;
     for f in files {
         let ids = match lineage::spill_ids(&f) {
@@ -558,12 +561,11 @@ fn stage_spills(ctx: &mut Ctx<'_>, corpus: &Corpus, session_id: &str, transcript
                 continue;
             }
         };
-        let known = index
-            .staged_stem(session_id, Some(&ids.agent_id))
-            .is_ok_and(|s| s.is_some())
+        let suffix = format!("-agent-{}.md", ids.agent_id);
+        let known = stored.iter().any(|n| n.ends_with(&suffix))
             || index
-                .agent_records(&ids.agent_id)
-                .is_ok_and(|names| names.iter().any(|n| n.contains(session_id)));
+                .staged_stem(session_id, Some(&ids.agent_id))
+                .is_ok_and(|s| s.is_some());
         if known {
             continue;
         }
