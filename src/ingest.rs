@@ -1359,7 +1359,7 @@ struct Flight {
 }
 
 impl Flight {
-    /// Hands `job` out, first waiting for earlier ones while more than
+    /// Hands `job` out, first taking back the oldest ones while more than
     /// `IN_FLIGHT_BYTES` would be in flight: memory stays bounded.
     fn submit(
         &mut self,
@@ -1370,8 +1370,10 @@ impl Flight {
         rep: &mut Report,
     ) {
         let bytes = job.raw.len() as u64;
-        if self.bytes + bytes > IN_FLIGHT_BYTES {
-            self.take(pool, true, corpora, pending, rep);
+        // Only as many as make room: the others keep the threads busy.
+        while self.bytes + bytes > IN_FLIGHT_BYTES {
+            let Some(r) = pool.wait() else { break };
+            self.taken(r, corpora, pending, rep);
         }
         self.jobs.push_back((job.entry.path.clone(), bytes));
         self.bytes += bytes;
@@ -1391,10 +1393,21 @@ impl Flight {
         loop {
             let next = if wait { pool.wait() } else { pool.ready() };
             let Some(r) = next else { break };
-            let (path, bytes) = self.jobs.pop_front().unwrap_or_default();
-            self.bytes -= bytes;
-            take_redacted(r, path, corpora, pending, rep);
+            self.taken(r, corpora, pending, rep);
         }
+    }
+
+    /// The oldest job's result, taken back (see [`take_redacted`]).
+    fn taken(
+        &mut self,
+        r: Result<Redacted, pool::Panicked>,
+        corpora: &HashMap<String, (Corpus, Option<PathBuf>)>,
+        pending: &mut HashMap<String, Pending>,
+        rep: &mut Report,
+    ) {
+        let (path, bytes) = self.jobs.pop_front().unwrap_or_default();
+        self.bytes -= bytes;
+        take_redacted(r, path, corpora, pending, rep);
     }
 }
 
