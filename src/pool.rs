@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// A job whose work panicked; the message, where it was a string.
 #[derive(Debug)]
@@ -100,11 +100,11 @@ where
 {
     let workers = workers.max(1);
     let (tx, jobs) = sync_channel::<(u64, J)>(queue.max(1));
-    let jobs = Arc::new(Mutex::new(jobs));
+    let jobs = Mutex::new(jobs);
     let (done_tx, rx) = channel();
     std::thread::scope(|s| {
         for _ in 0..workers {
-            let jobs = Arc::clone(&jobs);
+            let jobs = &jobs;
             let done_tx = done_tx.clone();
             let work = &work;
             s.spawn(move || loop {
