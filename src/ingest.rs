@@ -264,10 +264,16 @@ fn write_cache(home: &Path, m: &HashMap<String, CacheEntry>) -> Result<(), fsuti
 /// A cached entry still describes the file: same metadata, and the file
 /// had settled before it was read.
 fn trusted(e: &CacheEntry, now: &Seen) -> bool {
-    let s = &e.seen;
-    (s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns)
+    unchanged_since(&e.seen, now)
+}
+
+/// `then` and `now` describe the same bytes: the same file with the same
+/// size and times, and `then` taken when those bytes had settled (see
+/// [`SETTLED_NS`]).
+fn unchanged_since(then: &Seen, now: &Seen) -> bool {
+    (then.dev, then.ino, then.size, then.mtime_ns, then.ctime_ns)
         == (now.dev, now.ino, now.size, now.mtime_ns, now.ctime_ns)
-        && s.ctime_ns < s.at_ns - SETTLED_NS
+        && then.ctime_ns < then.at_ns - SETTLED_NS
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -352,6 +358,9 @@ impl Report {
 /// by one file and one batch, and the file is read again when stored).
 struct Probed {
     found: Found,
+    /// The file's metadata taken before the probe read it (`None` for a
+    /// streamed file or one that vanished).
+    seen: Option<Seen>,
     size: u64,
     /// Over the in-memory cap: streamed when stored (`bigfile`).
     big: bool,
@@ -515,6 +524,7 @@ fn probe_spill(found: Found, rep: &mut Report) -> Option<Probed> {
     };
     Some(Probed {
         found,
+        seen: None,
         size,
         big: false,
         session_id,
@@ -614,6 +624,7 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
             None
         }
     };
+    let probe_seen = seen(&found.path);
     let (raw, size, big) = if bigfile::streamed(hint) {
         head(rep)?
     } else {
@@ -705,6 +716,7 @@ fn probe(found: Found, rep: &mut Report) -> Option<Probed> {
     }
     Some(Probed {
         found,
+        seen: probe_seen.filter(|_| !big),
         size,
         big,
         session_id,
@@ -1260,9 +1272,18 @@ fn store_one(
         }
     };
     // A spilled output carries no ids of its own: its place gave them.
+    // Bytes the probe read carry the probed ids without a second look when
+    // the file, looked at after this read, is as it was before the probe's
+    // (settled then: any change since would have moved its ctime).
     let same = p.found.spill
+        || p.seen.is_some_and(|then| {
+            self::seen(&p.found.path).is_some_and(|now| unchanged_since(&then, &now))
+        })
         || crate::shape::read_ids(&raw).is_ok_and(|ids| {
-            ids.session_id.as_deref() == Some(p.session_id.as_str()) && ids.agent_id == p.agent_id
+            ids.session_id.as_deref() == Some(p.session_id.as_str())
+                && ids.agent_id == p.agent_id
+                && ids.distinct_sessions <= 1
+                && ids.distinct_agents <= 1
         });
     if !same {
         rep.failed.push(Failed {
@@ -1601,6 +1622,28 @@ fn race_point(path: &Path) {
             };
             if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
                 let _ = f.write_all(first);
+            }
+        }
+        // Another session's line appended: the ids the probe saw are no
+        // longer the file's.
+        "reid" => {
+            use std::io::Write;
+            let Ok(head) = fsutil::guarded_read_head(path, 1 << 20) else {
+                return;
+            };
+            let Some(ids) = crate::shape::read_ids(&head)
+                .ok()
+                .and_then(|i| i.session_id)
+            else {
+                return;
+            };
+            let Some(first) = memchr::memchr(b'\n', &head).map(|i| &head[..=i]) else {
+                return;
+            };
+            let other = String::from_utf8_lossy(first)
+                .replace(&ids, "00000000-0000-4000-8000-00000000beef");
+            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
+                let _ = f.write_all(other.as_bytes());
             }
         }
         _ => {}

@@ -1,5 +1,6 @@
 //! The rest of issue 11's bad-input list, through the real binary, each
-//! forced deterministically: a file that vanishes or grows between its
+//! forced deterministically: a file that vanishes, grows or changes its ids
+//! between its
 //! probe and its read (the debug-only race point `ABCD_TEST_INGEST_RACE`),
 //! an unreadable file, thousands of session ids in one file, and a SIGKILL
 //! in the middle of a streamed (big-file) ingest. The others on the list
@@ -91,6 +92,37 @@ fn a_file_that_vanishes_between_probe_and_read_is_reported_and_the_rest_stored()
         let (code, rep) = run(&env, &[LATER]);
         assert_eq!(code, Some(0), "{rep:#}");
         assert_eq!(rep["files"], 1);
+    }
+}
+
+#[test]
+fn a_file_whose_ids_change_between_probe_and_read_is_refused_settled_or_not() {
+    // Settled (`LATER`), the capture may take the probed ids on the
+    // file's metadata alone: it must look at that metadata after its read,
+    // or the appended line of another session would be stored under the
+    // probed id. Unsettled, it reads the ids again.
+    for settled in [true, false] {
+        let env = Env::new();
+        env.main_transcript(A, &transcript(A, &env.repo, 40));
+        env.main_transcript(B, &transcript(B, &env.repo, 40));
+        let race = format!("reid:{A}.jsonl");
+        let mut vars = vec![("ABCD_TEST_INGEST_RACE", race.as_str())];
+        if settled {
+            vars.push(LATER);
+        }
+        let (code, rep) = run(&env, &vars);
+        assert_eq!(code, Some(1), "settled={settled}: {rep:#}");
+        assert_eq!(count(&rep, "failed"), 1, "{rep:#}");
+        let f = &rep["failed"][0];
+        assert!(f["path"].as_str().unwrap().ends_with(&format!("{A}.jsonl")));
+        assert!(
+            f["error"].as_str().unwrap().contains("changed its ids"),
+            "{rep:#}"
+        );
+        assert_eq!(count(&rep, "stored"), 1, "{rep:#}");
+        assert_eq!(rep["stored"][0]["session_id"], B);
+        assert!(record_names(&env.lane()).iter().all(|r| !r.contains(A)));
+        verify_clean(&env);
     }
 }
 

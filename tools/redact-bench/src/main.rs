@@ -8,6 +8,7 @@
 //! redact-bench gen-varied FILE [--mb N] [--seed S]          the second, varied corpus (see varied.rs)
 //! redact-bench speed [--mb N] [--seed S] [--no-newline|--varied] [--runs N]   MB/s of redact_stream, one thread
 //! redact-bench redact [FILE|-] [--report]                  = abcd redact
+//! redact-bench parts FILE… [--runs N]                      MB/s of redact_parts (the capture path), one thread
 //! redact-bench score DIR --redacted FILE | --report FILE [--name N]
 //! ```
 
@@ -52,6 +53,7 @@ fn main() {
         Some("quality") => quality(&args),
         Some("speed") => speed(&args),
         Some("score") => score(&args),
+        Some("parts") => parts(&args),
         Some("redact") => {
             let file = args
                 .get(1)
@@ -308,5 +310,58 @@ fn score(args: &[String]) -> i32 {
         return 3;
     };
     let _ = print_score(&name, &s, &mut std::io::stdout());
+    0
+}
+
+/// The capture path: each file redacted whole by `Scanner::redact_parts`
+/// (as `history capture` and `history ingest` do), with the identity of
+/// the current user. Prints the median and best of `--runs` passes over
+/// all files.
+fn parts(args: &[String]) -> i32 {
+    let files: Vec<&String> = args[1..]
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || args[*i] != "--runs"))
+        .map(|(_, a)| a)
+        .collect();
+    let runs: usize = arg(args, "--runs", 5);
+    let mut texts = Vec::new();
+    for f in &files {
+        match std::fs::read(f) {
+            Ok(b) => texts.push(String::from_utf8_lossy(&b).into_owned()),
+            Err(e) => {
+                eprintln!("parts: {f}: {e}");
+                return 3;
+            }
+        }
+    }
+    let bytes: usize = texts.iter().map(String::len).sum();
+    if bytes == 0 {
+        eprintln!("parts: FILE… required (non-empty)");
+        return 3;
+    }
+    let scanner = abcd_redact::Scanner::new(abcd_redact::Identity::discover(None), None);
+    scanner.compile_all();
+    let mut secs = Vec::new();
+    let mut findings = 0;
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        findings = 0;
+        for text in &texts {
+            let r = scanner.redact_parts(&[text]);
+            findings += r.map(|v| v[0].findings.len()).unwrap_or(0);
+        }
+        secs.push(t.elapsed().as_secs_f64());
+    }
+    secs.sort_by(f64::total_cmp);
+    let mb = bytes as f64 / 1e6;
+    println!(
+        "redact_parts: {} files, {mb:.1} MB: median {:.3} s = {:.1} MB/s, best {:.3} s = {:.1} MB/s, {findings} findings",
+        texts.len(),
+        secs[secs.len() / 2],
+        mb / secs[secs.len() / 2],
+        secs[0],
+        mb / secs[0]
+    );
     0
 }
