@@ -355,6 +355,65 @@ pub enum Gate {
     /// bytes of its class starting with a letter or digit. Prose (`the
     /// secret is wrong`) fails here without running the regex.
     ValueAfter(usize),
+    /// `netrc-password`: both alternatives of its pattern hold `password`
+    /// followed by `\s` (ASCII), its one keyword; an occurrence followed
+    /// by anything else (`"password":`, `passwords`) cannot be part of a
+    /// match.
+    SpaceAfter,
+    /// `registry-login-password`: every match holds `<tool>\s+login\b`,
+    /// with `<tool>` one of these words (ASCII case-insensitive); the
+    /// keyword is `login`, so an occurrence not preceded by ASCII
+    /// whitespace and one of them, or followed by a word byte, is not in a
+    /// match.
+    AfterWord(&'static [&'static str]),
+    /// `base64-encoded-secrets`, `yaml-data-base64`: every match holds a
+    /// run of at least this many bytes of `[A-Za-z0-9+/]`; a segment with
+    /// no such run cannot hold one (the run is measured once per segment,
+    /// when a rule with this gate is first asked).
+    Base64Run(usize),
+}
+
+/// Bytes of the base64 alphabet without padding (`[A-Za-z0-9+/]`).
+fn is_b64_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'+' || b == b'/'
+}
+
+/// The longest run of [`is_b64_byte`] bytes in `v`, counted up to `cap`.
+fn b64_run(v: &[u8], cap: usize) -> usize {
+    let (mut run, mut best) = (0usize, 0usize);
+    for &b in v {
+        if is_b64_byte(b) {
+            run += 1;
+            if run > best {
+                best = run;
+                if best >= cap {
+                    break;
+                }
+            }
+        } else {
+            run = 0;
+        }
+    }
+    best
+}
+
+/// `\s+` then one of `words` (ASCII case-insensitive) ends right before
+/// `at`, and the byte at `end` (if any) is not a word byte (`\b`).
+fn word_before(v: &[u8], at: usize, end: usize, words: &[&str]) -> bool {
+    if v.get(end)
+        .is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return false;
+    }
+    let mut i = at;
+    while i > 0 && is_ascii_space(v[i - 1]) {
+        i -= 1;
+    }
+    i < at
+        && words.iter().any(|w| {
+            let w = w.as_bytes();
+            i >= w.len() && v[i - w.len()..i].eq_ignore_ascii_case(w)
+        })
 }
 
 /// A line's scan keeps copies of at most this many segment bytes for verify
@@ -1620,6 +1679,13 @@ impl Engine {
             Gate::Assign(min_value) => self.kw_ungated[pi] || a.may_follow(v, m, min_value),
             Gate::UserinfoAt => userinfo_may_follow(v, m.end),
             Gate::ValueAfter(min_value) => value_follows(v, m.end, min_value),
+            Gate::SpaceAfter => v.get(m.end).is_some_and(|&b| is_ascii_space(b)),
+            Gate::AfterWord(words) => word_before(v, m.start, m.end, words),
+            Gate::Base64Run(min) => {
+                *a.b64_run
+                    .get_or_insert_with(|| b64_run(v, crate::rules::MAX_BASE64_RUN_GATE))
+                    >= min
+            }
             Gate::NotOwnHome => !self.home.as_ref().is_some_and(|h| {
                 let tail = &v[m.start..];
                 tail.starts_with(h) && !tail.get(h.len()).is_some_and(|&b| is_alnum(b))
@@ -2158,6 +2224,9 @@ struct AssignGate {
     /// occurrences come in end order, so one ending inside the same run
     /// reuses the answer and the gate stays linear in `v`.
     run: Option<(usize, usize, usize, bool)>,
+    /// `None` until a [`Gate::Base64Run`] rule asks: the segment's longest
+    /// base64 run (up to `rules::MAX_BASE64_RUN_GATE`).
+    b64_run: Option<usize>,
 }
 
 impl AssignGate {
@@ -2957,6 +3026,161 @@ mod tests {
         }
         // The random texts must exercise the matching side too.
         assert!(matched > 500, "only {matched} random matches");
+    }
+
+    /// Whether one of rule `id`'s keywords occurs in `v` (it is triggered
+    /// without a gate).
+    fn engine_triggers(scanner: &crate::Scanner, id: &str, v: &[u8]) -> bool {
+        let e = &scanner.engine;
+        let r = e
+            .rules
+            .iter()
+            .position(|r| e.metas[r.meta].id == id)
+            .unwrap();
+        let mut kws = Vec::new();
+        e.keywords.find_all(v, &mut LaneBufs::default(), &mut kws);
+        kws.iter().any(|m| e.kw_rules[m.pattern].contains(&r))
+    }
+
+    /// Whether the real engine's gate lets rule `id` run on segment `v`:
+    /// some occurrence of one of its keywords passes, as in `scan_view`.
+    fn engine_gate_passes(scanner: &crate::Scanner, id: &str, v: &[u8]) -> bool {
+        let e = &scanner.engine;
+        let r = e
+            .rules
+            .iter()
+            .position(|r| e.metas[r.meta].id == id)
+            .unwrap();
+        let mut kws = Vec::new();
+        e.keywords.find_all(v, &mut LaneBufs::default(), &mut kws);
+        let mut a = AssignGate::default();
+        kws.iter().any(|m| {
+            e.kw_rules[m.pattern].contains(&r) && e.gate_passes(e.gates[r], m.pattern, v, m, &mut a)
+        })
+    }
+
+    /// The gates of `netrc-password`, `registry-login-password`,
+    /// `base64-encoded-secrets` and `yaml-data-base64` may only skip
+    /// segments where the rule's own (compiled) pattern cannot match:
+    /// random texts from the fragments that decide them, and edges.
+    #[test]
+    fn shape_and_neighbour_gates_never_hide_a_match() {
+        let scanner = crate::Scanner::new(crate::Identity::default(), None);
+        let ids = [
+            "netrc-password",
+            "registry-login-password",
+            "base64-encoded-secrets",
+            "yaml-data-base64",
+        ];
+        let res: Vec<Regex> = ids
+            .iter()
+            .map(|id| {
+                let def = crate::rules::builtin()
+                    .into_iter()
+                    .find(|d| d.id == *id)
+                    .unwrap();
+                compile_builtin(def.pattern).unwrap()
+            })
+            .collect();
+        for (id, re) in ids.iter().zip(&res) {
+            let e = &scanner.engine;
+            let r = e.rules.iter().position(|r| e.metas[r.meta].id == *id);
+            assert!(
+                r.is_some_and(|r| e.gates[r] != Gate::None),
+                "{id} has a gate"
+            );
+            // The plumbing each gate exists for is skipped.
+            let skipped: &[u8] = match *id {
+                "netrc-password" => b"{\"password\":\"x\",\"machine\":1,\"login\":2}",
+                "registry-login-password" => b"please login to the site with -p hunter22",
+                _ => b"metadata: {\"a\": 1, \"b\": \"short words only\"}",
+            };
+            assert!(!engine_gate_passes(&scanner, id, skipped), "{id}");
+            assert!(!re.is_match(skipped), "{id}");
+        }
+        let parts: &[&[u8]] = &[
+            b"password",
+            b"PassWord",
+            b"machine",
+            b"login",
+            b"LOGIN",
+            b"docker",
+            b"Podman",
+            b"helm",
+            b"registry",
+            b"nerdctl",
+            b"oras",
+            b"x",
+            b"-p",
+            b"--password",
+            b"=",
+            b" ",
+            b"\t",
+            b"\n",
+            b"\x0b",
+            b"\x0c",
+            b"\r",
+            b"_",
+            b".",
+            b"\"",
+            b"'",
+            b":",
+            b"data:",
+            b"echo",
+            b"-n",
+            b"base64 -d",
+            b"abcdEFGH",
+            b"ijklMNOP",
+            b"0123+/45",
+            b"==",
+            b"/",
+            b"+",
+            b"-",
+            b"hunter22",
+            b"s3cr3tPW",
+            b"\xC3\xA9",
+            b"key",
+            b"  ",
+            b"docker login",
+            b"helm registry login",
+            b"podman\tlogin",
+            b"xdocker login",
+            b" -p ",
+            b" --password=",
+            b"dockerlogin",
+            b"login-",
+            b"\n  data:\n  token: ",
+            b"\n\tkey:",
+            b"QUJDREVGR0hJSktMTU5P",
+            b"QUJDREVGR0g",
+        ];
+        let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = || rng.next();
+        let mut matched = [0usize; 4];
+        for _ in 0..300_000 {
+            let n = 2 + (next() % 12) as usize;
+            let v: Vec<u8> = (0..n)
+                .flat_map(|_| {
+                    parts[(next() % parts.len() as u64) as usize]
+                        .iter()
+                        .copied()
+                })
+                .collect();
+            for (i, (id, re)) in ids.iter().zip(&res).enumerate() {
+                if re.is_match(&v) && engine_triggers(&scanner, id, &v) {
+                    matched[i] += 1;
+                    assert!(
+                        engine_gate_passes(&scanner, id, &v),
+                        "{id} {:?}",
+                        String::from_utf8_lossy(&v)
+                    );
+                }
+            }
+        }
+        // The random texts exercise the matching side of every rule.
+        for (id, m) in ids.iter().zip(matched) {
+            assert!(m > 200, "only {m} random matches of {id}");
+        }
     }
 
     /// The fused gate must agree with the two separate shape checks it

@@ -374,6 +374,10 @@ impl Scanner {
                 "credential-url" => Gate::UserinfoAt,
                 "other-home" => Gate::NotOwnHome,
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
+                "netrc-password" => Gate::SpaceAfter,
+                "registry-login-password" => Gate::AfterWord(rules::REGISTRY_LOGIN_TOOLS),
+                "base64-encoded-secrets" => Gate::Base64Run(24),
+                "yaml-data-base64" => Gate::Base64Run(12),
                 _ => Gate::None,
             })
             .collect();

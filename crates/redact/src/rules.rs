@@ -186,6 +186,16 @@ pub const WINDOWED_RULES: &[&str] = &[
     "bearer-token",
 ];
 
+/// The longest base64 run a [`crate::engine::Gate::Base64Run`] asks for
+/// (`base64-encoded-secrets`' `{24,}`).
+pub const MAX_BASE64_RUN_GATE: usize = 24;
+
+/// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
+/// reads (`helm registry login` ends in `registry`).
+pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
+    "docker", "podman", "buildah", "skopeo", "registry", "oras", "nerdctl",
+];
+
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
 
 pub fn builtin() -> Vec<RuleDef> {
@@ -1056,7 +1066,8 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "netrc-password",
             "password",
-            &["machine", "login", "password"],
+            // Every match holds `password\s` (see `Gate::SpaceAfter`).
+            &["password"],
             r#"(?i)\b(?:machine\s+[^\s]+\s+(?:login\s+[^\s]+\s+)?|login\s+[^\s]+\s+)password\s+([^\s"'`]{4,})|(?m)^[ \t]*password[ \t]+([^\s"'`]{3,}[^\s"'`.,!?])[ \t]*$"#,
             Check::Password,
         ),
