@@ -46,14 +46,16 @@ pub fn run_redact_command(
         return EXIT_REFUSED;
     };
     let stdin;
+    // Lines are redacted where they lie in the reader's buffer (see
+    // `redact_stream`): a large one keeps most lines whole in it.
     let reader: Box<dyn std::io::BufRead> = match input {
         None => {
             stdin = std::io::stdin();
-            Box::new(stdin.lock())
+            Box::new(BufReader::with_capacity(1 << 20, stdin.lock()))
         }
         Some(p) if p == Path::new("-") => {
             stdin = std::io::stdin();
-            Box::new(stdin.lock())
+            Box::new(BufReader::with_capacity(1 << 20, stdin.lock()))
         }
         Some(p) => match std::fs::File::open(p) {
             Ok(f) => Box::new(BufReader::with_capacity(1 << 20, f)),

@@ -629,15 +629,10 @@ impl Scanner {
         let mut lines = self.line_redactor()?;
         let mut report = Report::default();
         let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = read_line_capped(&mut r, &mut line, report.lines + 1)?;
-            if n == 0 {
-                break;
-            }
+        let mut one = |l: &[u8], report: &mut Report| -> Result<(), RedactError> {
             report.lines += 1;
-            report.bytes_in += n as u64;
-            let out = lines.line(&line)?;
+            report.bytes_in += l.len() as u64;
+            let out = lines.line(l)?;
             w.write_all(out)
                 .map_err(|e| io_err("writing redacted output", e))?;
             report.bytes_out += out.len() as u64;
@@ -647,6 +642,36 @@ impl Scanner {
                     report.findings.push(f.clone());
                 }
             }
+            Ok(())
+        };
+        loop {
+            // A whole line in the reader's buffer is redacted where it
+            // lies; one cut by the buffer's end is gathered first.
+            let whole = loop {
+                match r.fill_buf() {
+                    Ok(a) => break memchr::memchr(b'\n', a).map(|p| p + 1),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io_err("reading input", e)),
+                }
+            };
+            if let Some(n) = whole {
+                if n > MAX_LINE_BYTES {
+                    return Err(RedactError::LineTooLong {
+                        line: report.lines + 1,
+                        cap: MAX_LINE_BYTES,
+                    });
+                }
+                let avail = r.fill_buf().map_err(|e| io_err("reading input", e))?;
+                one(&avail[..n], &mut report)?;
+                r.consume(n);
+                continue;
+            }
+            line.clear();
+            let n = read_line_capped(&mut r, &mut line, report.lines + 1)?;
+            if n == 0 {
+                break;
+            }
+            one(&line, &mut report)?;
         }
         w.flush()
             .map_err(|e| io_err("flushing redacted output", e))?;
