@@ -366,11 +366,25 @@ pub enum Gate {
     /// whitespace and one of them, or followed by a word byte, is not in a
     /// match.
     AfterWord(&'static [&'static str]),
-    /// `base64-encoded-secrets`, `yaml-data-base64`: every match holds a
-    /// run of at least this many bytes of `[A-Za-z0-9+/]`; a segment with
-    /// no such run cannot hold one (the run is measured once per segment,
-    /// when a rule with this gate is first asked).
-    Base64Run(usize),
+    /// `base64-encoded-secrets` (`echo`: true), `yaml-data-base64`: every
+    /// match's value is a run of at least `min` bytes of `[A-Za-z0-9+/]`
+    /// that starts right after an optional quote and ASCII whitespace
+    /// after a `:` (or, with `echo`, after `echo` or `-n` and whitespace);
+    /// the byte before the value is never of the run's class, so the value
+    /// starts a maximal run. A segment with no such run cannot hold a
+    /// match (looked for once per segment, when a rule first asks).
+    Base64Value { min: usize, echo: bool },
+    /// `session-cookie`: every match is `NAME=VALUE` with a session word
+    /// (`sess`, `sid`, `auth`, `token`, `csrf`, `jwt`, `remember`, ASCII
+    /// case-insensitive) in the name run (`[A-Za-z0-9_.-]`) that ends at
+    /// the `=`, and eight value bytes that are not `;`, `,`, a quote or
+    /// ASCII whitespace; its keyword (`cookie`) need not be in the match,
+    /// so the whole segment is looked at, once.
+    CookiePair,
+    /// `byte-string-secret`: after its keyword `bytes` every match has
+    /// ASCII whitespace then `=` (its other keywords, `&str`, `&[u8`,
+    /// `&'static`, always pass).
+    BytesAssigned,
 }
 
 /// Bytes of the base64 alphabet without padding (`[A-Za-z0-9+/]`).
@@ -378,23 +392,77 @@ fn is_b64_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'+' || b == b'/'
 }
 
-/// The longest run of [`is_b64_byte`] bytes in `v`, counted up to `cap`.
-fn b64_run(v: &[u8], cap: usize) -> usize {
-    let (mut run, mut best) = (0usize, 0usize);
-    for &b in v {
-        if is_b64_byte(b) {
-            run += 1;
-            if run > best {
-                best = run;
-                if best >= cap {
-                    break;
-                }
+/// Whether `v` holds a [`Gate::Base64Value`] candidate: a maximal run of
+/// at least `min` base64 bytes preceded, past an optional quote and ASCII
+/// whitespace, by `:` (or, with `echo`, by whitespace after `echo`/`-n`).
+fn b64_value(v: &[u8], min: usize, echo: bool) -> bool {
+    let mut i = 0;
+    while i < v.len() {
+        if !is_b64_byte(v[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < v.len() && is_b64_byte(v[i]) {
+            i += 1;
+        }
+        if i - start < min {
+            continue;
+        }
+        let mut j = start;
+        if j > 0 && matches!(v[j - 1], b'"' | b'\'') {
+            j -= 1;
+        }
+        let spaced = j;
+        while j > 0 && is_ascii_space(v[j - 1]) {
+            j -= 1;
+        }
+        if j > 0 && v[j - 1] == b':' {
+            return true;
+        }
+        if echo && j < spaced {
+            let before = &v[..j];
+            let ends = |w: &[u8]| {
+                before.len() >= w.len() && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
+            };
+            if ends(b"echo") || ends(b"-n") {
+                return true;
             }
-        } else {
-            run = 0;
         }
     }
-    best
+    false
+}
+
+/// Whether `v` holds a [`Gate::CookiePair`] candidate.
+fn cookie_pair(v: &[u8]) -> bool {
+    const WORDS: [&[u8]; 7] = [
+        b"sess",
+        b"sid",
+        b"auth",
+        b"token",
+        b"csrf",
+        b"jwt",
+        b"remember",
+    ];
+    memchr::memchr_iter(b'=', v).any(|eq| {
+        let value = v[eq + 1..]
+            .iter()
+            .take(8)
+            .take_while(|&&b| !(is_ascii_space(b) || matches!(b, b';' | b'"' | b'\'' | b',')))
+            .count();
+        if value < 8 {
+            return false;
+        }
+        let mut n = eq;
+        while n > 0 && (v[n - 1].is_ascii_alphanumeric() || matches!(v[n - 1], b'_' | b'.' | b'-'))
+        {
+            n -= 1;
+        }
+        let name = &v[n..eq];
+        WORDS
+            .iter()
+            .any(|w| name.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+    })
 }
 
 /// `\s+` then one of `words` (ASCII case-insensitive) ends right before
@@ -1681,10 +1749,13 @@ impl Engine {
             Gate::ValueAfter(min_value) => value_follows(v, m.end, min_value),
             Gate::SpaceAfter => v.get(m.end).is_some_and(|&b| is_ascii_space(b)),
             Gate::AfterWord(words) => word_before(v, m.start, m.end, words),
-            Gate::Base64Run(min) => {
-                *a.b64_run
-                    .get_or_insert_with(|| b64_run(v, crate::rules::MAX_BASE64_RUN_GATE))
-                    >= min
+            Gate::Base64Value { min, echo } => {
+                *a.b64_value[usize::from(echo)].get_or_insert_with(|| b64_value(v, min, echo))
+            }
+            Gate::CookiePair => *a.cookie_pair.get_or_insert_with(|| cookie_pair(v)),
+            Gate::BytesAssigned => {
+                !v[m.start..m.end].eq_ignore_ascii_case(b"bytes")
+                    || v[m.end..].iter().find(|&&b| !is_ascii_space(b)) == Some(&b'=')
             }
             Gate::NotOwnHome => !self.home.as_ref().is_some_and(|h| {
                 let tail = &v[m.start..];
@@ -2224,9 +2295,12 @@ struct AssignGate {
     /// occurrences come in end order, so one ending inside the same run
     /// reuses the answer and the gate stays linear in `v`.
     run: Option<(usize, usize, usize, bool)>,
-    /// `None` until a [`Gate::Base64Run`] rule asks: the segment's longest
-    /// base64 run (up to `rules::MAX_BASE64_RUN_GATE`).
-    b64_run: Option<usize>,
+    /// `None` until a [`Gate::Base64Value`] rule asks (one per `echo`):
+    /// whether the segment holds a candidate value. One `min` per `echo`
+    /// (the engine's two rules).
+    b64_value: [Option<bool>; 2],
+    /// `None` until a [`Gate::CookiePair`] rule asks.
+    cookie_pair: Option<bool>,
 }
 
 impl AssignGate {
@@ -3071,6 +3145,8 @@ mod tests {
             "registry-login-password",
             "base64-encoded-secrets",
             "yaml-data-base64",
+            "session-cookie",
+            "byte-string-secret",
         ];
         let res: Vec<Regex> = ids
             .iter()
@@ -3093,7 +3169,9 @@ mod tests {
             let skipped: &[u8] = match *id {
                 "netrc-password" => b"{\"password\":\"x\",\"machine\":1,\"login\":2}",
                 "registry-login-password" => b"please login to the site with -p hunter22",
-                _ => b"metadata: {\"a\": 1, \"b\": \"short words only\"}",
+                "session-cookie" => b"set the cookie path=/ for sessions; max-age=3600",
+                "byte-string-secret" => b"key_len: usize, // 32 bytes of key material",
+                _ => b"metadata: {\"a\": 1, \"b\": \"x\"} at 0123456789abcdef0123456789abcdef",
             };
             assert!(!engine_gate_passes(&scanner, id, skipped), "{id}");
             assert!(!re.is_match(skipped), "{id}");
@@ -3153,11 +3231,34 @@ mod tests {
             b"\n\tkey:",
             b"QUJDREVGR0hJSktMTU5P",
             b"QUJDREVGR0g",
+            b"cookie",
+            b"Cookie: ",
+            b"sessid",
+            b"X-Auth",
+            b"csrf_token",
+            b"JWT",
+            b"remember_me",
+            b";",
+            b",",
+            b"abc123XYZ",
+            b"bytes",
+            b"BYTES",
+            b"&str",
+            b"&[u8; 32]",
+            b"&'static ",
+            b"SECRET_KEY",
+            b"API_TOKEN: &str = \"",
+            b"api_key: bytes = b\"",
+            b"KEY: &[u8; 32] =",
+            b"password: &'static str",
+            b"hunter22xyz\"",
+            b"b\"",
+            b"r#\"",
         ];
         let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
         let mut next = || rng.next();
-        let mut matched = [0usize; 4];
-        for _ in 0..300_000 {
+        let mut matched = [0usize; 6];
+        for _ in 0..600_000 {
             let n = 2 + (next() % 12) as usize;
             let v: Vec<u8> = (0..n)
                 .flat_map(|_| {

@@ -376,8 +376,16 @@ impl Scanner {
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
                 "netrc-password" => Gate::SpaceAfter,
                 "registry-login-password" => Gate::AfterWord(rules::REGISTRY_LOGIN_TOOLS),
-                "base64-encoded-secrets" => Gate::Base64Run(24),
-                "yaml-data-base64" => Gate::Base64Run(12),
+                "base64-encoded-secrets" => Gate::Base64Value {
+                    min: 24,
+                    echo: true,
+                },
+                "yaml-data-base64" => Gate::Base64Value {
+                    min: 12,
+                    echo: false,
+                },
+                "session-cookie" => Gate::CookiePair,
+                "byte-string-secret" => Gate::BytesAssigned,
                 _ => Gate::None,
             })
             .collect();

@@ -186,10 +186,6 @@ pub const WINDOWED_RULES: &[&str] = &[
     "bearer-token",
 ];
 
-/// The longest base64 run a [`crate::engine::Gate::Base64Run`] asks for
-/// (`base64-encoded-secrets`' `{24,}`).
-pub const MAX_BASE64_RUN_GATE: usize = 24;
-
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
 /// reads (`helm registry login` ends in `registry`).
 pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
