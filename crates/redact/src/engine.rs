@@ -371,9 +371,12 @@ pub enum Gate {
     /// that starts right after an optional quote and ASCII whitespace
     /// after a `:` (or, with `echo`, after `echo` or `-n` and whitespace);
     /// the byte before the value is never of the run's class, so the value
-    /// starts a maximal run. A segment with no such run cannot hold a
-    /// match (looked for once per segment, when a rule first asks).
-    Base64Value { min: usize, echo: bool },
+    /// starts a maximal run. With `eol` (`yaml-data-base64`, whose value
+    /// ends its line) the run is followed by at most two `=`, an optional
+    /// quote, spaces or tabs and the end of the line. A segment with no
+    /// such run cannot hold a match (looked for once per segment, when a
+    /// rule first asks).
+    Base64Value { min: usize, echo: bool, eol: bool },
     /// `session-cookie`: every match is `NAME=VALUE` with a session word
     /// (`sess`, `sid`, `auth`, `token`, `csrf`, `jwt`, `remember`, ASCII
     /// case-insensitive) in the name run (`[A-Za-z0-9_.-]`) that ends at
@@ -395,7 +398,7 @@ fn is_b64_byte(b: u8) -> bool {
 /// Whether `v` holds a [`Gate::Base64Value`] candidate: a maximal run of
 /// at least `min` base64 bytes preceded, past an optional quote and ASCII
 /// whitespace, by `:` (or, with `echo`, by whitespace after `echo`/`-n`).
-fn b64_value(v: &[u8], min: usize, echo: bool) -> bool {
+fn b64_value(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
     let mut i = 0;
     while i < v.len() {
         if !is_b64_byte(v[i]) {
@@ -408,6 +411,23 @@ fn b64_value(v: &[u8], min: usize, echo: bool) -> bool {
         }
         if i - start < min {
             continue;
+        }
+        if eol {
+            let mut k = i;
+            let mut pad = 0;
+            while pad < 2 && v.get(k) == Some(&b'=') {
+                k += 1;
+                pad += 1;
+            }
+            if matches!(v.get(k), Some(b'"' | b'\'')) {
+                k += 1;
+            }
+            while matches!(v.get(k), Some(b' ' | b'\t')) {
+                k += 1;
+            }
+            if !matches!(v.get(k), None | Some(b'\n')) {
+                continue;
+            }
         }
         let mut j = start;
         if j > 0 && matches!(v[j - 1], b'"' | b'\'') {
@@ -1749,8 +1769,8 @@ impl Engine {
             Gate::ValueAfter(min_value) => value_follows(v, m.end, min_value),
             Gate::SpaceAfter => v.get(m.end).is_some_and(|&b| is_ascii_space(b)),
             Gate::AfterWord(words) => word_before(v, m.start, m.end, words),
-            Gate::Base64Value { min, echo } => {
-                *a.b64_value[usize::from(echo)].get_or_insert_with(|| b64_value(v, min, echo))
+            Gate::Base64Value { min, echo, eol } => {
+                *a.b64_value[usize::from(echo)].get_or_insert_with(|| b64_value(v, min, echo, eol))
             }
             Gate::CookiePair => *a.cookie_pair.get_or_insert_with(|| cookie_pair(v)),
             Gate::BytesAssigned => {
@@ -2296,8 +2316,8 @@ struct AssignGate {
     /// reuses the answer and the gate stays linear in `v`.
     run: Option<(usize, usize, usize, bool)>,
     /// `None` until a [`Gate::Base64Value`] rule asks (one per `echo`):
-    /// whether the segment holds a candidate value. One `min` per `echo`
-    /// (the engine's two rules).
+    /// whether the segment holds a candidate value. One `min` and `eol`
+    /// per `echo` (the engine's two rules).
     b64_value: [Option<bool>; 2],
     /// `None` until a [`Gate::CookiePair`] rule asks.
     cookie_pair: Option<bool>,

@@ -379,10 +379,12 @@ impl Scanner {
                 "base64-encoded-secrets" => Gate::Base64Value {
                     min: 24,
                     echo: true,
+                    eol: false,
                 },
                 "yaml-data-base64" => Gate::Base64Value {
                     min: 12,
                     echo: false,
+                    eol: true,
                 },
                 "session-cookie" => Gate::CookiePair,
                 "byte-string-secret" => Gate::BytesAssigned,
