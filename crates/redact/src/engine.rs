@@ -535,6 +535,12 @@ pub struct Scratch {
     /// Set on verify's scratch: nothing reads its cache, and on a
     /// newline-free file the copy would cost another line's worth of memory.
     pub no_record: bool,
+    /// With `pre_kw_set`, set by the caller for the next scan only: the
+    /// raw line's keyword matches, found by a walk over a block of lines
+    /// (see `LineRedactor`); if the line is not JSON, the scan of the raw
+    /// line takes them instead of walking it again.
+    pub pre_kw: Vec<KwMatch>,
+    pub pre_kw_set: bool,
     seg_index: usize,
     /// `views` hold the views of the text this scratch scanned last (set
     /// by a full scan, cleared at the start of every scan).
@@ -1427,6 +1433,8 @@ impl Engine {
         let first = hits.len();
         scratch.cache.clear();
         scratch.seg_index = 0;
+        let use_pre = std::mem::take(&mut scratch.pre_kw_set);
+        let pre_kw = std::mem::take(&mut scratch.pre_kw);
         let prebuilt = std::mem::take(&mut scratch.prebuilt);
         scratch.views_valid = false;
         for r in scratch.allowed_rec.iter_mut() {
@@ -1457,6 +1465,7 @@ impl Engine {
                     found,
                     hits,
                     0,
+                    (use_pre && layer == 0).then_some(&pre_kw[..]),
                 );
                 if ends_line && layer == 0 {
                     *pem_open = MAX_PEM_LINES;
@@ -1505,6 +1514,7 @@ impl Engine {
                         found,
                         hits,
                         0,
+                        None,
                     );
                 }
                 at = at.max(b);
@@ -1519,6 +1529,7 @@ impl Engine {
                     found,
                     hits,
                     0,
+                    None,
                 );
             }
             if hits.len() > layer_first {
@@ -1544,6 +1555,7 @@ impl Engine {
         }
         scratch.views = views;
         scratch.views_valid = true;
+        scratch.pre_kw = pre_kw;
     }
 
     /// Hits for every occurrence of the values `known` gained since it held
@@ -1587,6 +1599,7 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
         depth: u8,
+        pre_kw: Option<&[KwMatch]>,
     ) -> bool {
         let mut pem_to_end = false;
         let mut triggered = std::mem::take(&mut scratch.triggered);
@@ -1627,12 +1640,13 @@ impl Engine {
         }
         let mut kw = std::mem::take(&mut scratch.kw);
         kw.clear();
-        match prior {
-            Some(p) => {
+        match (prior, pre_kw) {
+            (Some(p), _) => {
                 self.keywords
                     .find_all_reusing(&p.bytes, &p.kws, v, &mut scratch.lanes, &mut kw)
             }
-            None => self.keywords.find_all(v, &mut scratch.lanes, &mut kw),
+            (None, Some(pre)) => kw.extend_from_slice(pre),
+            (None, None) => self.keywords.find_all(v, &mut scratch.lanes, &mut kw),
         }
         if !scratch.no_record {
             if scratch.cache.bytes + v.len() <= MAX_REUSE_BYTES {
@@ -2161,6 +2175,7 @@ impl Engine {
                     &mut inner_found,
                     &mut inner,
                     1,
+                    None,
                 );
                 // The most specific inner rule (catalogue order) names the payload.
                 if let Some(h) = inner.iter().min_by_key(|h| h.meta) {

@@ -58,6 +58,11 @@ pub struct Keywords {
     /// Longest keyword; a lane warms up over `max_len - 1` bytes.
     max_len: usize,
     patterns_len: usize,
+    /// No keyword is empty or holds a newline: no match crosses a line
+    /// end, and the walk leaves every `\n` in the start state (a byte no
+    /// keyword holds leads there from every state), so a walk over many
+    /// lines finds on each exactly what a walk over that line alone finds.
+    line_local: bool,
 }
 
 /// Per-lane match buffers, reused across lines.
@@ -167,6 +172,7 @@ impl Keywords {
             stride,
             max_len: dfa.max_pattern_len().max(1),
             patterns_len: dfa.patterns_len(),
+            line_local: patterns.iter().all(|p| !p.is_empty() && !p.contains('\n')),
         })
     }
 
@@ -238,6 +244,12 @@ impl Keywords {
         for l in &bufs.lanes {
             out.extend_from_slice(l);
         }
+    }
+
+    /// See the field: whether [`Keywords::find_all`] over a block of lines
+    /// gives each line's matches (shifted).
+    pub fn line_local(&self) -> bool {
+        self.line_local
     }
 
     /// As [`Keywords::find_all`] for `v`, given the matches `prev` that
@@ -418,6 +430,66 @@ mod tests {
                 pattern: m.pattern().as_usize(),
             })
             .collect()
+    }
+
+    /// A walk over a block of lines gives each line exactly the matches a
+    /// walk over that line alone gives (shifted), when no keyword is empty
+    /// or holds a newline; and a keyword set that breaks that says so.
+    #[test]
+    fn a_block_walk_gives_each_line_its_own_matches() {
+        let pats: Vec<String> = [
+            "sk-",
+            "token",
+            "ken",
+            "/home/zed",
+            "pass",
+            "password",
+            "a",
+            " / ",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let kw = Keywords::new(&pats).unwrap();
+        assert!(kw.line_local());
+        assert!(!Keywords::new(&["a\nb".to_string()]).unwrap().line_local());
+        assert!(!Keywords::new(&[String::new(), "x".into()])
+            .unwrap()
+            .line_local());
+        let parts: &[&str] = &[
+            "sk-", "tok", "en", "token", "/home/", "zed", "pass", "word", " / ", "\n", "\n", "x",
+            "ä", "a", "  ",
+        ];
+        let mut rng = crate::testkit::XorShift(0xD1B5_4A32_D192_ED03);
+        let mut bufs = LaneBufs::default();
+        for _ in 0..3000 {
+            let n = 1 + (rng.next() % 200) as usize;
+            let mut block: String = (0..n)
+                .map(|_| parts[(rng.next() % parts.len() as u64) as usize])
+                .collect();
+            block.push('\n');
+            let b = block.as_bytes();
+            let mut all = Vec::new();
+            kw.find_all(b, &mut bufs, &mut all);
+            let mut off = 0;
+            for line in block.split_inclusive('\n') {
+                let body = &line.as_bytes()[..line.len() - 1];
+                let mut own = Vec::new();
+                kw.find_all(body, &mut bufs, &mut own);
+                let lo = all.partition_point(|m| m.end <= off);
+                let hi = all.partition_point(|m| m.end <= off + body.len());
+                let shifted: Vec<KwMatch> = all[lo..hi]
+                    .iter()
+                    .map(|m| KwMatch {
+                        start: m.start - off,
+                        end: m.end - off,
+                        pattern: m.pattern,
+                    })
+                    .collect();
+                assert_eq!(shifted, own, "{line:?} in {block:?}");
+                off += line.len();
+            }
+        }
     }
 
     /// The lane walk must agree with the library's overlapping iterator,

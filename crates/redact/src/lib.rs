@@ -47,7 +47,7 @@ pub use rules::Severity;
 
 use conversation::Conversation;
 use engine::{Engine, Gate, Hit, IdentitySet, Known, Matcher, Meta, Needle, Rule, Scratch};
-use keywords::Keywords;
+use keywords::{Keywords, KwMatch, LaneBufs};
 use rules::{Check, Class};
 
 /// Lines longer than this are refused rather than held in memory (a
@@ -639,40 +639,31 @@ impl Scanner {
         let mut lines = self.line_redactor()?;
         let mut report = Report::default();
         let mut line = Vec::new();
-        let mut one = |l: &[u8], report: &mut Report| -> Result<(), RedactError> {
-            report.lines += 1;
-            report.bytes_in += l.len() as u64;
-            let out = lines.line(l)?;
-            w.write_all(out)
-                .map_err(|e| io_err("writing redacted output", e))?;
-            report.bytes_out += out.len() as u64;
-            for f in lines.findings() {
-                report.finding_count += 1;
-                if report.findings.len() < MAX_REPORT_FINDINGS {
-                    report.findings.push(f.clone());
-                }
-            }
-            Ok(())
-        };
         loop {
-            // A whole line in the reader's buffer is redacted where it
-            // lies; one cut by the buffer's end is gathered first.
+            // The whole lines in the reader's buffer are redacted where they
+            // lie, as one block (see `LineRedactor::begin_block`); a line cut
+            // by the buffer's end is gathered first.
             let whole = loop {
                 match r.fill_buf() {
-                    Ok(a) => break memchr::memchr(b'\n', a).map(|p| p + 1),
+                    Ok(a) => break memchr::memrchr(b'\n', a).map(|p| p + 1),
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(io_err("reading input", e)),
                 }
             };
             if let Some(n) = whole {
-                if n > MAX_LINE_BYTES {
-                    return Err(RedactError::LineTooLong {
-                        line: report.lines + 1,
-                        cap: MAX_LINE_BYTES,
-                    });
-                }
                 let avail = r.fill_buf().map_err(|e| io_err("reading input", e))?;
-                one(&avail[..n], &mut report)?;
+                let region = &avail[..n];
+                lines.begin_block(region);
+                for l in split_lines(region) {
+                    if l.len() > MAX_LINE_BYTES {
+                        return Err(RedactError::LineTooLong {
+                            line: report.lines + 1,
+                            cap: MAX_LINE_BYTES,
+                        });
+                    }
+                    emit_line(&mut lines, l, &mut w, &mut report)?;
+                }
+                lines.end_block();
                 r.consume(n);
                 continue;
             }
@@ -681,7 +672,7 @@ impl Scanner {
             if n == 0 {
                 break;
             }
-            one(&line, &mut report)?;
+            emit_line(&mut lines, &line, &mut w, &mut report)?;
         }
         w.flush()
             .map_err(|e| io_err("flushing redacted output", e))?;
@@ -708,6 +699,9 @@ impl Scanner {
             conversation: Conversation::default(),
             said: Vec::new(),
             findings: Vec::new(),
+            block: None,
+            block_kws: Vec::new(),
+            lanes: LaneBufs::default(),
         })
     }
 
@@ -1118,9 +1112,70 @@ pub struct LineRedactor<'s> {
     conversation: Conversation,
     said: Vec<Vec<u8>>,
     findings: Vec<Finding>,
+    /// The block of lines `begin_block` walked (its address and length),
+    /// and the keyword matches of that walk, ordered by end.
+    block: Option<(usize, usize)>,
+    block_kws: Vec<KwMatch>,
+    lanes: LaneBufs,
 }
 
+/// A block shorter than this is not walked as one (the lines' own walks
+/// cost no more).
+const MIN_BLOCK_BYTES: usize = 256;
+
 impl LineRedactor<'_> {
+    /// Walks the keyword automaton once over `region`, whole lines each
+    /// ending in `\n` that the caller then hands to [`LineRedactor::line`]
+    /// one by one, until [`LineRedactor::end_block`]. Each line that is not
+    /// JSON takes its raw text's keyword matches from this walk instead of
+    /// walking itself: on short lines a walk of its own runs one lane at
+    /// memory latency, the block's four (see `keywords`). Exact because no
+    /// keyword crosses a line end (`Keywords::line_local`; otherwise this
+    /// does nothing). A block whose first line is JSON (a transcript,
+    /// whose lines are scanned through their decoded views) is not walked.
+    pub fn begin_block(&mut self, region: &[u8]) {
+        self.end_block();
+        let kw = &self.scanner.engine.keywords;
+        if !kw.line_local()
+            || region.len() < MIN_BLOCK_BYTES
+            || region.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        {
+            return;
+        }
+        kw.find_all(region, &mut self.lanes, &mut self.block_kws);
+        self.block = Some((region.as_ptr() as usize, region.len()));
+    }
+
+    /// Forgets the block of [`LineRedactor::begin_block`] (its bytes may
+    /// change from here on).
+    pub fn end_block(&mut self) {
+        self.block = None;
+        self.block_kws.clear();
+    }
+
+    /// The matches of the block walk on `line` (a slice of the block),
+    /// into the scratch for the next scan.
+    fn take_block_matches(&mut self, line: &[u8], body_len: usize) {
+        let Some((p, n)) = self.block else {
+            return;
+        };
+        let a = line.as_ptr() as usize;
+        if a < p || a + line.len() > p + n {
+            return;
+        }
+        let off = a - p;
+        let lo = self.block_kws.partition_point(|m| m.end <= off);
+        let hi = self.block_kws.partition_point(|m| m.end <= off + body_len);
+        let pre = &mut self.scratch.pre_kw;
+        pre.clear();
+        pre.extend(self.block_kws[lo..hi].iter().map(|m| KwMatch {
+            start: m.start - off,
+            end: m.end - off,
+            pattern: m.pattern,
+        }));
+        self.scratch.pre_kw_set = true;
+    }
+
     /// Redacts one line (`line` includes its newline, if it has one) and
     /// returns the output to write. `Err` refuses this line, and the text
     /// it belongs to; the lines before it were each verified. Lines longer
@@ -1138,6 +1193,7 @@ impl LineRedactor<'_> {
         let (body, nl) = strip_nl(line);
         self.hits.clear();
         self.found.clear();
+        self.take_block_matches(line, body.len());
         s.engine.scan_line(
             body,
             &mut self.scratch,
@@ -1213,6 +1269,28 @@ impl LineRedactor<'_> {
     pub fn lines(&self) -> usize {
         self.lines
     }
+}
+
+/// One line of [`Scanner::redact_stream`]: redacted, written, counted.
+fn emit_line(
+    lines: &mut LineRedactor<'_>,
+    l: &[u8],
+    w: &mut impl Write,
+    report: &mut Report,
+) -> Result<(), RedactError> {
+    report.lines += 1;
+    report.bytes_in += l.len() as u64;
+    let out = lines.line(l)?;
+    w.write_all(out)
+        .map_err(|e| io_err("writing redacted output", e))?;
+    report.bytes_out += out.len() as u64;
+    for f in lines.findings() {
+        report.finding_count += 1;
+        if report.findings.len() < MAX_REPORT_FINDINGS {
+            report.findings.push(f.clone());
+        }
+    }
+    Ok(())
 }
 
 /// `read_until` with the line cap enforced while reading, so a newline-free
