@@ -208,15 +208,32 @@ fn main() {
     let mut mb = 200usize;
     let mut files = 2100usize;
     let mut generate_only = false;
+    const USAGE: &str = "usage: ingest-bench [--bin PATH] [--mb N] [--files N] [--generate-only]";
+    let usage = |why: &str| -> ! {
+        eprintln!("ingest-bench: {why}\n{USAGE}");
+        std::process::exit(2)
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut val = || args.next().expect("a value");
+        let mut val = |name: &str| {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{name} needs a value")))
+        };
+        let mut num = |name: &str| {
+            let v = val(name);
+            v.parse::<usize>()
+                .unwrap_or_else(|_| usage(&format!("{name} takes a number, not {v:?}")))
+        };
         match a.as_str() {
-            "--bin" => bin = PathBuf::from(val()),
-            "--mb" => mb = val().parse().expect("--mb N"),
-            "--files" => files = val().parse().expect("--files N"),
+            "--bin" => bin = PathBuf::from(val("--bin")),
+            "--mb" => mb = num("--mb"),
+            "--files" => files = num("--files"),
             "--generate-only" => generate_only = true,
-            _ => panic!("usage: ingest-bench [--bin PATH] [--mb N] [--files N] [--generate-only]"),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            other => usage(&format!("unknown argument {other:?}")),
         }
     }
     let bin = fs::canonicalize(&bin).expect("the abcd binary (build it: cargo build --release)");
