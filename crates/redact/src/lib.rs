@@ -1123,6 +1123,20 @@ pub struct LineRedactor<'s> {
 /// cost no more).
 const MIN_BLOCK_BYTES: usize = 256;
 
+/// Whether most of the first lines of `region` are JSON objects (scanned
+/// through their decoded views, so a walk of their raw bytes would be
+/// wasted): a transcript, not a config file that opens a `{` now and then.
+fn mostly_json(region: &[u8]) -> bool {
+    let (mut json, mut seen) = (0, 0);
+    for line in split_lines(region).take(16) {
+        seen += 1;
+        if line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+            json += 1;
+        }
+    }
+    json * 4 >= seen * 3
+}
+
 impl LineRedactor<'_> {
     /// Walks the keyword automaton once over `region`, whole lines each
     /// ending in `\n` that the caller then hands to [`LineRedactor::line`]
@@ -1131,15 +1145,13 @@ impl LineRedactor<'_> {
     /// walking itself: on short lines a walk of its own runs one lane at
     /// memory latency, the block's four (see `keywords`). Exact because no
     /// keyword crosses a line end (`Keywords::line_local`; otherwise this
-    /// does nothing). A block whose first line is JSON (a transcript,
-    /// whose lines are scanned through their decoded views) is not walked.
+    /// does nothing). A block whose first lines are mostly JSON (a
+    /// transcript, whose lines are scanned through their decoded views) is
+    /// not walked.
     pub fn begin_block(&mut self, region: &[u8]) {
         self.end_block();
         let kw = &self.scanner.engine.keywords;
-        if !kw.line_local()
-            || region.len() < MIN_BLOCK_BYTES
-            || region.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-        {
+        if !kw.line_local() || region.len() < MIN_BLOCK_BYTES || mostly_json(region) {
             return;
         }
         kw.find_all(region, &mut self.lanes, &mut self.block_kws);
