@@ -3111,17 +3111,10 @@ mod tests {
             generic_regex("generic-password"),
         ];
         let mut rng = crate::testkit::XorShift(0x2545_F491_4F6C_DD1Du64);
-        let mut next = || rng.next();
         let mut matched = 0;
         for _ in 0..20_000 {
-            let n = 2 + (next() % 10) as usize;
-            let v: Vec<u8> = (0..n)
-                .flat_map(|_| {
-                    parts[(next() % parts.len() as u64) as usize]
-                        .iter()
-                        .copied()
-                })
-                .collect();
+            let n = 2 + (rng.next() % 10) as usize;
+            let v: Vec<u8> = rng.concat(parts, n);
             for (id, re) in ["generic-secret", "generic-password"].iter().zip(&res) {
                 if re.is_match(&v) {
                     matched += 1;
@@ -3279,17 +3272,10 @@ mod tests {
             b"r#\"",
         ];
         let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
-        let mut next = || rng.next();
         let mut matched = [0usize; 6];
         for _ in 0..600_000 {
-            let n = 2 + (next() % 12) as usize;
-            let v: Vec<u8> = (0..n)
-                .flat_map(|_| {
-                    parts[(next() % parts.len() as u64) as usize]
-                        .iter()
-                        .copied()
-                })
-                .collect();
+            let n = 2 + (rng.next() % 12) as usize;
+            let v: Vec<u8> = rng.concat(parts, n);
             for (i, (id, re)) in ids.iter().zip(&res).enumerate() {
                 if re.is_match(&v) && engine_runs(&scanner, id, &v, false) {
                     matched[i] += 1;
@@ -3375,21 +3361,14 @@ mod tests {
             b"::1",
         ];
         let mut rng = crate::testkit::XorShift(0x1234_5678_9ABC_DEF1u64);
-        let mut next = || rng.next();
         // Up to 29 random parts, joined.
-        fn text(next: &mut impl FnMut() -> u64, parts: &[&[u8]]) -> Vec<u8> {
-            let n = (next() % 30) as usize;
-            (0..n)
-                .flat_map(|_| {
-                    parts[(next() % parts.len() as u64) as usize]
-                        .iter()
-                        .copied()
-                })
-                .collect()
+        fn text(rng: &mut crate::testkit::XorShift, parts: &[&[u8]]) -> Vec<u8> {
+            let n = (rng.next() % 30) as usize;
+            rng.concat(parts, n)
         }
         let (mut macs, mut v6s) = (0, 0);
         for _ in 0..20_000 {
-            let c = text(&mut next, parts);
+            let c = text(&mut rng, parts);
             let want = (maybe_mac(&c), maybe_ipv6(&c));
             macs += usize::from(want.0);
             v6s += usize::from(want.1);
@@ -3409,14 +3388,14 @@ mod tests {
         }
         let mut checked = 0;
         for _ in 0..20_000 {
-            let prev = text(&mut next, parts);
+            let prev = text(&mut rng, parts);
             if shape_gates(&prev) != (false, false) {
                 continue;
             }
             let mut v = prev.clone();
-            let at = (next() as usize) % (v.len() + 1);
-            let cut = ((next() % 20) as usize).min(v.len() - at);
-            let put = parts[(next() % parts.len() as u64) as usize];
+            let at = (rng.next() as usize) % (v.len() + 1);
+            let cut = ((rng.next() % 20) as usize).min(v.len() - at);
+            let put = parts[(rng.next() % parts.len() as u64) as usize];
             v.splice(at..at + cut, put.iter().copied());
             checked += 1;
             assert_eq!(
@@ -3580,16 +3559,9 @@ mod tests {
     fn member_search_equals_substring_search() {
         let parts: &[&[u8]] = &[b"\"", b":", b"\":\"", b"a", b"\":1", b" ", b":\"", b"\"\""];
         let mut rng = crate::testkit::XorShift(0x5851_F42D_4C95_7F2Du64);
-        let mut next = || rng.next();
         for _ in 0..3000 {
-            let n = (next() % 60) as usize;
-            let v: Vec<u8> = (0..n)
-                .flat_map(|_| {
-                    parts[(next() % parts.len() as u64) as usize]
-                        .iter()
-                        .copied()
-                })
-                .collect();
+            let n = (rng.next() % 60) as usize;
+            let v: Vec<u8> = rng.concat(parts, n);
             for at in 0..=v.len() {
                 let want = memchr::memmem::find(&v[at..], b"\":\"").map(|i| at + i);
                 assert_eq!(next_member(&v, at), want, "{v:?} at {at}");

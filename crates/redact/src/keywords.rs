@@ -573,21 +573,14 @@ mod tests {
         // break the longest keyword at either end of the shared stretches.
         let frags: &[&[u8]] = &[b"/home/ze", b"d", b"x", b"token", b"ab", b"c", b"~/", b" "];
         let mut rng = crate::testkit::XorShift(0x94D0_49BB_1331_11EBu64);
-        let mut next = || rng.next();
         for _ in 0..5000 {
-            let n = (next() % 80) as usize;
-            let base: Vec<u8> = (0..n)
-                .flat_map(|_| {
-                    frags[(next() % frags.len() as u64) as usize]
-                        .iter()
-                        .copied()
-                })
-                .collect();
+            let n = (rng.next() % 80) as usize;
+            let base: Vec<u8> = rng.concat(frags, n);
             let mut v = base.clone();
-            for _ in 0..1 + next() % 3 {
-                let at = (next() as usize) % (v.len() + 1);
-                let cut = ((next() % 3) as usize).min(v.len() - at);
-                let put = frags[(next() % frags.len() as u64) as usize];
+            for _ in 0..1 + rng.next() % 3 {
+                let at = (rng.next() as usize) % (v.len() + 1);
+                let cut = ((rng.next() % 3) as usize).min(v.len() - at);
+                let put = frags[(rng.next() % frags.len() as u64) as usize];
                 v.splice(at..at + cut, put.iter().copied());
             }
             let mut prev = Vec::new();

@@ -413,28 +413,21 @@ mod tests {
         ];
         let puts: &[&[u8]] = &[b"~", b"[REDACTED:github-token]", b"[x]"];
         let mut rng = crate::testkit::XorShift(0xA076_1D64_78BD_642Fu64);
-        let mut next = || rng.next();
         let (mut accepted, mut layered) = (0, 0);
         let (mut old_v, mut built, mut derived) =
             (Views::default(), Views::default(), Views::default());
         for _ in 0..30_000 {
-            let n = 1 + (next() % 14) as usize;
-            let old: Vec<u8> = (0..n)
-                .flat_map(|_| {
-                    parts[(next() % parts.len() as u64) as usize]
-                        .iter()
-                        .copied()
-                })
-                .collect();
+            let n = 1 + (rng.next() % 14) as usize;
+            let old: Vec<u8> = rng.concat(parts, n);
             let mut edits: Vec<(usize, usize, &[u8])> = Vec::new();
             let mut at = 0;
-            for _ in 0..(next() % 3) {
-                let s = at + (next() % 12) as usize;
-                let e = s + 1 + (next() % 10) as usize;
+            for _ in 0..(rng.next() % 3) {
+                let s = at + (rng.next() % 12) as usize;
+                let e = s + 1 + (rng.next() % 10) as usize;
                 if e > old.len() {
                     break;
                 }
-                edits.push((s, e, puts[(next() % puts.len() as u64) as usize]));
+                edits.push((s, e, puts[(rng.next() % puts.len() as u64) as usize]));
                 at = e;
             }
             let mut new = Vec::new();
