@@ -318,11 +318,11 @@ fn score(args: &[String]) -> i32 {
 /// the current user. Prints the median and best of `--runs` passes over
 /// all files.
 fn parts(args: &[String]) -> i32 {
-    let files: Vec<&String> = args[1..]
-        .iter()
-        .enumerate()
-        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || args[*i] != "--runs"))
-        .map(|(_, a)| a)
+    // Every argument but `--runs` and its value names a file.
+    let files: Vec<&String> = args
+        .windows(2)
+        .filter(|w| !w[1].starts_with("--") && w[0] != "--runs")
+        .map(|w| &w[1])
         .collect();
     let runs: usize = arg(args, "--runs", 5);
     let mut texts = Vec::new();
