@@ -214,7 +214,7 @@ pub fn prepare_digested(
     ];
     let mut parts: Vec<&str> = vec![text];
     parts.extend_from_slice(&scalars);
-    let out = scanner.redact_parts(&parts).map_err(refusal)?;
+    let mut out = scanner.redact_parts(&parts).map_err(refusal)?;
     let mut secrets = 0u64;
     let mut homes = 0u64;
     for r in &out {
@@ -240,7 +240,8 @@ pub fn prepare_digested(
         }
     }
     let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    let mut body = out[0].text.clone();
+    // Taken, not cloned: a body is the size of its transcript.
+    let mut body = std::mem::take(&mut out[0].text);
     if !body.ends_with('\n') {
         body.push('\n');
     }

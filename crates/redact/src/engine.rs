@@ -398,22 +398,34 @@ fn is_b64_byte(b: u8) -> bool {
 /// Whether `v` holds a [`Gate::Base64Value`] candidate: a maximal run of
 /// at least `min` base64 bytes preceded, past an optional quote and ASCII
 /// whitespace, by `:` (or, with `echo`, by whitespace after `echo`/`-n`).
+///
+/// Walked from the anchors, not over every byte: a run that qualifies
+/// starts right after `:` (or `echo`/`-n`), spaces and one optional quote,
+/// none of them base64 bytes, so the run that starts there is maximal and
+/// every qualifying run is found from its anchor (memchr finds those).
 fn b64_value(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
-    let mut i = 0;
-    while i < v.len() {
-        if !is_b64_byte(v[i]) {
-            i += 1;
-            continue;
+    // The run after the anchor ending at `at`: spaces (at least one when
+    // `spaced`), an optional quote, then at least `min` base64 bytes that
+    // (with `eol`) end the line past optional padding, quote and blanks.
+    let run_after = |at: usize, spaced: bool| {
+        let mut k = at;
+        while k < v.len() && is_ascii_space(v[k]) {
+            k += 1;
         }
-        let start = i;
-        while i < v.len() && is_b64_byte(v[i]) {
-            i += 1;
+        if spaced && k == at {
+            return false;
         }
-        if i - start < min {
-            continue;
+        if matches!(v.get(k), Some(b'"' | b'\'')) {
+            k += 1;
+        }
+        let start = k;
+        while k < v.len() && is_b64_byte(v[k]) {
+            k += 1;
+        }
+        if k - start < min {
+            return false;
         }
         if eol {
-            let mut k = i;
             let mut pad = 0;
             while pad < 2 && v.get(k) == Some(&b'=') {
                 k += 1;
@@ -426,31 +438,26 @@ fn b64_value(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
                 k += 1;
             }
             if !matches!(v.get(k), None | Some(b'\n')) {
-                continue;
+                return false;
             }
         }
-        let mut j = start;
-        if j > 0 && matches!(v[j - 1], b'"' | b'\'') {
-            j -= 1;
-        }
-        let spaced = j;
-        while j > 0 && is_ascii_space(v[j - 1]) {
-            j -= 1;
-        }
-        if j > 0 && v[j - 1] == b':' {
-            return true;
-        }
-        if echo && j < spaced {
-            let before = &v[..j];
-            let ends = |w: &[u8]| {
-                before.len() >= w.len() && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
-            };
-            if ends(b"echo") || ends(b"-n") {
-                return true;
-            }
-        }
+        true
+    };
+    if memchr::memchr_iter(b':', v).any(|p| run_after(p + 1, false)) {
+        return true;
     }
-    false
+    // `echo` is found by its `c` (rarer in text than its other letters).
+    echo && memchr::memchr3_iter(b'c', b'C', b'-', v).any(|p| {
+        let (start, word): (usize, &[u8]) = if v[p] == b'-' {
+            (p, b"-n")
+        } else if p > 0 {
+            (p - 1, b"echo")
+        } else {
+            return false;
+        };
+        let end = start + word.len();
+        end <= v.len() && v[start..end].eq_ignore_ascii_case(word) && run_after(end, true)
+    })
 }
 
 /// Whether `v` holds a [`Gate::CookiePair`] candidate.
@@ -3003,6 +3010,120 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`b64_value`] as first written, a walk over every maximal run: the
+    /// anchored version must agree with it.
+    fn b64_value_by_runs(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
+        let mut i = 0;
+        while i < v.len() {
+            if !is_b64_byte(v[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < v.len() && is_b64_byte(v[i]) {
+                i += 1;
+            }
+            if i - start < min {
+                continue;
+            }
+            if eol {
+                let mut k = i;
+                let mut pad = 0;
+                while pad < 2 && v.get(k) == Some(&b'=') {
+                    k += 1;
+                    pad += 1;
+                }
+                if matches!(v.get(k), Some(b'"' | b'\'')) {
+                    k += 1;
+                }
+                while matches!(v.get(k), Some(b' ' | b'\t')) {
+                    k += 1;
+                }
+                if !matches!(v.get(k), None | Some(b'\n')) {
+                    continue;
+                }
+            }
+            let mut j = start;
+            if j > 0 && matches!(v[j - 1], b'"' | b'\'') {
+                j -= 1;
+            }
+            let spaced = j;
+            while j > 0 && is_ascii_space(v[j - 1]) {
+                j -= 1;
+            }
+            if j > 0 && v[j - 1] == b':' {
+                return true;
+            }
+            if echo && j < spaced {
+                let before = &v[..j];
+                let ends = |w: &[u8]| {
+                    before.len() >= w.len()
+                        && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
+                };
+                if ends(b"echo") || ends(b"-n") {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn b64_value_from_anchors_agrees_with_the_run_walk() {
+        let mut rng = crate::testkit::XorShift(0xb64_0001);
+        let parts: &[&[u8]] = &[
+            b":",
+            b": ",
+            b"\t",
+            b"\n",
+            b"\"",
+            b"'",
+            b"=",
+            b"==",
+            b" ",
+            b"echo",
+            b"ECHO",
+            b"Echo ",
+            b"-n",
+            b"-N",
+            b"x-n",
+            b"ech",
+            b"o",
+            b"n",
+            b"AbC+/09",
+            b"QUJDREVGR0hJSktMTU5PUA",
+            b"a",
+            b"+/",
+            b"data",
+            "é".as_bytes(),
+            b"{",
+            b",",
+            b"-",
+        ];
+        let mut agreed = [0usize; 2];
+        for _ in 0..200_000 {
+            let n = (rng.next() % 24) as usize;
+            let v = rng.concat(parts, n);
+            for (min, echo, eol) in [
+                (24, true, false),
+                (12, false, true),
+                (4, true, true),
+                (1, false, false),
+            ] {
+                let want = b64_value_by_runs(&v, min, echo, eol);
+                assert_eq!(
+                    b64_value(&v, min, echo, eol),
+                    want,
+                    "{:?} min {min} echo {echo} eol {eol}",
+                    String::from_utf8_lossy(&v)
+                );
+                agreed[usize::from(want)] += 1;
+            }
+        }
+        // Both answers occur often enough for the agreement to mean something.
+        assert!(agreed[0] > 10_000 && agreed[1] > 10_000, "{agreed:?}");
+    }
 
     /// Whether `AssignGate` lets rule `id` run on `v`, as `scan_view`
     /// decides it.

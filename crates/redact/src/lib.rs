@@ -1027,15 +1027,21 @@ fn verify_windows(
     for &(s, e) in changed {
         // Snapping looks at most VERIFY_CONTEXT further out, so the work
         // per change stays bounded on lines with no structural members.
+        // Only a `"` can start a member: memchr finds the candidates, so
+        // the snap costs a few vector steps inside a long string value
+        // instead of a test per byte.
         let a0 = s.saturating_sub(VERIFY_CONTEXT);
-        let a = (a0.saturating_sub(VERIFY_CONTEXT)..=a0)
-            .rev()
+        let lo = a0.saturating_sub(VERIFY_CONTEXT);
+        let a = memchr::memrchr_iter(b'"', &line[lo..(a0 + 1).min(line.len())])
+            .map(|i| lo + i)
             .find(|&i| is_start(i))
-            .map_or(a0.saturating_sub(VERIFY_CONTEXT), |i| i - 1);
+            .map_or(lo, |i| i - 1);
         let b0 = (e + VERIFY_CONTEXT).min(line.len());
-        let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
+        let hi = (b0 + VERIFY_CONTEXT).min(line.len());
+        let b = memchr::memchr_iter(b'"', &line[b0..hi])
+            .map(|i| b0 + i)
             .find(|&i| is_start(i))
-            .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
+            .map_or(hi, |i| i - 1);
         // Never cut an allowlisted value (a signature, an image): leave it
         // out whole, exactly as stage one did.
         // `allowed` is sorted and disjoint: binary search keeps this
@@ -1401,6 +1407,91 @@ pub mod fuzzing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The member snap of [`verify_windows`] as it was written first, a test
+    /// per byte: the memchr version must give the same windows.
+    fn verify_windows_bytewise(
+        line: &[u8],
+        changed: &[(usize, usize)],
+        allowed: &[(usize, usize)],
+    ) -> Vec<(usize, usize)> {
+        let is_start =
+            |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        for &(s, e) in changed {
+            let a0 = s.saturating_sub(VERIFY_CONTEXT);
+            let a = (a0.saturating_sub(VERIFY_CONTEXT)..=a0)
+                .rev()
+                .find(|&i| is_start(i))
+                .map_or(a0.saturating_sub(VERIFY_CONTEXT), |i| i - 1);
+            let b0 = (e + VERIFY_CONTEXT).min(line.len());
+            let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
+                .find(|&i| is_start(i))
+                .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
+            let inside = |x: usize| {
+                let i = allowed.partition_point(|&(s0, _)| s0 < x);
+                (i > 0 && x < allowed[i - 1].1).then(|| allowed[i - 1])
+            };
+            let a = inside(a).map_or(a, |(_, e0)| e0);
+            let b = inside(b).map_or(b, |(s0, _)| s0);
+            if a >= b {
+                continue;
+            }
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn verify_windows_snap_to_the_same_members_as_a_byte_walk() {
+        let mut rng = testkit::XorShift(0x5eed_1234);
+        let parts: &[&[u8]] = &[
+            b"\"",
+            b"{\"",
+            b",\"",
+            b"[\"",
+            b"\\\"",
+            b"x",
+            b"ab cd ",
+            b"\\n",
+            b"}",
+            b"]",
+            b":",
+            b",",
+            "é".as_bytes(),
+            b"0123456789abcdef",
+        ];
+        for round in 0..3000 {
+            let n = 1 + (rng.next() % 900) as usize;
+            let line = rng.concat(parts, n);
+            if line.is_empty() {
+                continue;
+            }
+            let len = line.len();
+            let mut changed = Vec::new();
+            let mut at = (rng.next() % (len as u64).min(4000)) as usize;
+            while at < len && changed.len() < 6 {
+                let end = (at + 1 + (rng.next() % 40) as usize).min(len);
+                changed.push((at, end));
+                at = end + (rng.next() % 3000) as usize;
+            }
+            let mut allowed = Vec::new();
+            let mut at = (rng.next() % 2000) as usize;
+            while at < len && allowed.len() < 4 && round % 2 == 0 {
+                let end = (at + 1 + (rng.next() % 600) as usize).min(len);
+                allowed.push((at, end));
+                at = end + 1 + (rng.next() % 2000) as usize;
+            }
+            assert_eq!(
+                verify_windows(&line, &changed, &allowed),
+                verify_windows_bytewise(&line, &changed, &allowed),
+                "round {round}"
+            );
+        }
+    }
 
     fn meta(placeholder: &[u8]) -> engine::Meta {
         engine::Meta {
