@@ -43,10 +43,52 @@ fn next_member(v: &[u8], at: usize) -> Option<usize> {
 }
 static F_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b";base64,"));
 static F_TYPE_B64: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br#""type":"base64""#));
-/// Home-directory prefixes, searched in one pass.
-static HOMES_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
-    AhoCorasick::new([&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"]).ok()
-});
+static F_HOME: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"/home/"));
+static F_USERS: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"Users"));
+
+/// The home-directory prefixes in `v` (`/home/`, `/Users/`, `\Users\`,
+/// `/Users\`) as `(start, end)`, leftmost first and never overlapping.
+/// Two memmem searches for the prefixes' rare parts: a search keyed on
+/// their first byte stops at every `/` and `\`, which JSON-escaped
+/// transcript text is full of.
+fn home_prefixes(v: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    // The next `/home/` at or after `at`.
+    let home = move |at: usize| F_HOME.find(&v[at..]).map(|p| (at + p, at + p + 6));
+    // The next `/Users/`, `\Users\` or `/Users\` starting at or after `at`.
+    let users = move |at: usize| {
+        let mut q = at + 1;
+        while q <= v.len() {
+            let p = q + F_USERS.find(&v[q..])?;
+            let after = v.get(p + 5).copied();
+            if matches!(
+                (v[p - 1], after),
+                (b'/', Some(b'/' | b'\\')) | (b'\\', Some(b'\\'))
+            ) {
+                return Some((p - 1, p + 6));
+            }
+            q = p + 1;
+        }
+        None
+    };
+    // Each search's next candidate is kept while it lies at or after the
+    // last match's end, so each search walks the line once.
+    let mut at = 0;
+    let (mut h, mut u) = (home(0), users(0));
+    std::iter::from_fn(move || {
+        if h.is_some_and(|(p, _)| p < at) {
+            h = home(at);
+        }
+        if u.is_some_and(|(p, _)| p < at) {
+            u = users(at);
+        }
+        let next = match (h, u) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        at = next.1;
+        Some(next)
+    })
+}
 static PLACEHOLDER_AC: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
@@ -2096,11 +2138,8 @@ impl Engine {
     }
 
     fn run_other_home(&self, v: &[u8], layer: L, views: &Views, meta: usize, hits: &mut Vec<Hit>) {
-        let Some(ac) = HOMES_AC.as_ref() else { return };
         {
-            for m in ac.find_iter(v) {
-                let p = m.start();
-                let s = m.end();
+            for (p, s) in home_prefixes(v) {
                 let len = v[s..]
                     .iter()
                     .take(65)
@@ -3067,6 +3106,30 @@ mod tests {
             }
         }
         false
+    }
+
+    #[test]
+    fn home_prefixes_are_the_matches_of_one_automaton_over_all_four() {
+        let ac = AhoCorasick::new([&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"]).unwrap();
+        let mut rng = crate::testkit::XorShift(0x40e5);
+        let parts: &[&[u8]] = &[
+            b"/", b"\\", b"Users", b"home", b"/home/", b"/Users/", b"\\Users\\", b"/Users\\", b"x",
+            b"U", b"sers", b"hom", b"e/", "é".as_bytes(),
+        ];
+        let mut seen = 0;
+        for _ in 0..100_000 {
+            let n = (rng.next() % 16) as usize;
+            let v = rng.concat(parts, n);
+            let want: Vec<(usize, usize)> = ac.find_iter(&v).map(|m| (m.start(), m.end())).collect();
+            seen += want.len();
+            assert_eq!(
+                home_prefixes(&v).collect::<Vec<_>>(),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(&v)
+            );
+        }
+        assert!(seen > 50_000, "{seen}");
     }
 
     #[test]
