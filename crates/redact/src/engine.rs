@@ -3113,14 +3113,27 @@ mod tests {
         let ac = AhoCorasick::new([&b"/Users/"[..], b"/home/", b"\\Users\\", b"/Users\\"]).unwrap();
         let mut rng = crate::testkit::XorShift(0x40e5);
         let parts: &[&[u8]] = &[
-            b"/", b"\\", b"Users", b"home", b"/home/", b"/Users/", b"\\Users\\", b"/Users\\", b"x",
-            b"U", b"sers", b"hom", b"e/", "é".as_bytes(),
+            b"/",
+            b"\\",
+            b"Users",
+            b"home",
+            b"/home/",
+            b"/Users/",
+            b"\\Users\\",
+            b"/Users\\",
+            b"x",
+            b"U",
+            b"sers",
+            b"hom",
+            b"e/",
+            "é".as_bytes(),
         ];
         let mut seen = 0;
         for _ in 0..100_000 {
             let n = (rng.next() % 16) as usize;
             let v = rng.concat(parts, n);
-            let want: Vec<(usize, usize)> = ac.find_iter(&v).map(|m| (m.start(), m.end())).collect();
+            let want: Vec<(usize, usize)> =
+                ac.find_iter(&v).map(|m| (m.start(), m.end())).collect();
             seen += want.len();
             assert_eq!(
                 home_prefixes(&v).collect::<Vec<_>>(),
