@@ -152,6 +152,20 @@ fn has_long_run(v: &[u8]) -> bool {
     false
 }
 
+/// `xoxp-1234-1234-1234-<hex>`: a Slack token whose id groups repeat one
+/// number was typed to fill a slot — a workspace, a user and a token are
+/// different ids. Slack's shape only: other providers' UUID-shaped keys
+/// (`12345678-1234-1234-1234-…`) are how several peers write positives.
+fn slack_repeated_ids(v: &[u8]) -> bool {
+    if !(v.len() > 5 && v.starts_with(b"xox") && v[4] == b'-') {
+        return false;
+    }
+    let groups: Vec<&[u8]> = v[5..].split(|&b| b == b'-').collect();
+    groups
+        .windows(2)
+        .any(|w| !w[0].is_empty() && w[0] == w[1] && w[0].iter().all(u8::is_ascii_digit))
+}
+
 /// `eyJ….eyJ….signature`: a JWT whose signature segment is a lowercase
 /// word was written by hand for an example. A real signature is base64url
 /// of 32 or more bytes (an unsigned token has an empty one, still a token).
@@ -1920,6 +1934,7 @@ impl Engine {
                         && !ends_with_here(val)
                         && !elided_after(&v[e..])
                         && !jwt_word_signature(val)
+                        && !slack_repeated_ids(val)
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }

@@ -247,3 +247,29 @@ fn placeholders_and_public_values_of_session_8() {
     ];
     check(&clean, &dirty);
 }
+
+/// `xoxp-1234-1234-1234-<hex>`: a Slack token whose id groups repeat one
+/// number is a slot filled for an example (the peers list it as a
+/// negative). Controls: the same shape with distinct ids, and a
+/// UUID-shaped key of another kind whose groups repeat, both redacted.
+#[test]
+fn slack_tokens_whose_ids_repeat_one_number_are_placeholders() {
+    let hex = rs(5, "0123456789abcdef", 32);
+    let clean = vec![
+        format!("\"token3\": \"xoxp-1234-1234-1234-{hex}\""),
+        format!("xoxb-5555555555-5555555555-{}", rs(6, ALNUM, 24)),
+    ];
+    let real = format!(
+        "xoxp-{}-{}-{}-{hex}",
+        rs(7, "0123456789", 10),
+        rs(8, "0123456789", 10),
+        rs(9, "0123456789", 11)
+    );
+    let uuidish = format!("12345678-1234-1234-1234-{}", rs(10, "0123456789abcdef", 12));
+    let dirty = vec![
+        (format!("\"token3\": \"{real}\""), real.clone()),
+        (real.clone(), real),
+        (format!("api_secret = \"{uuidish}\""), uuidish),
+    ];
+    check(&clean, &dirty);
+}
