@@ -440,6 +440,15 @@ pub enum Gate {
     /// ASCII whitespace; its keyword (`cookie`) need not be in the match,
     /// so the whole segment is looked at, once.
     CookiePair,
+    /// `login-slash-password`: every match holds `/` with, past ASCII
+    /// whitespace, six bytes a password may hold (not whitespace, `/`, a
+    /// quote or a backtick) after it and, past ASCII whitespace, a run of
+    /// two or more `[A-Za-z0-9_.@-]` bytes before it, introduced by `:`,
+    /// `=` or `is` — before the run past whitespace, or inside it after a
+    /// word boundary. Its keywords (` / `, `/ `) need not be that slash, so
+    /// the whole segment is looked at, once; a path's slashes fail (a run
+    /// of path words follows a `/` or a quote).
+    SlashPair,
     /// `byte-string-secret`: after its keyword `bytes` every match has
     /// ASCII whitespace then `=` (its other keywords, `&str`, `&[u8`,
     /// `&'static`, always pass).
@@ -513,6 +522,47 @@ fn b64_value(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
         };
         let end = start + word.len();
         end <= v.len() && v[start..end].eq_ignore_ascii_case(word) && run_after(end, true)
+    })
+}
+
+/// Whether `v` holds a [`Gate::SlashPair`] candidate.
+fn slash_pair(v: &[u8]) -> bool {
+    let tok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'-');
+    let pw = |b: u8| !(is_ascii_space(b) || matches!(b, b'/' | b'"' | b'\'' | b'`'));
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    memchr::memchr_iter(b'/', v).any(|q| {
+        let mut k = q + 1;
+        while k < v.len() && is_ascii_space(v[k]) {
+            k += 1;
+        }
+        if !(k + 6 <= v.len() && v[k..k + 6].iter().all(|&b| pw(b))) {
+            return false;
+        }
+        let mut e = q;
+        while e > 0 && is_ascii_space(v[e - 1]) {
+            e -= 1;
+        }
+        let mut s = e;
+        while s > 0 && tok(v[s - 1]) {
+            s -= 1;
+        }
+        if e - s < 2 {
+            return false;
+        }
+        let run = &v[s..e];
+        // `is` inside the run (after a word boundary), two bytes after it.
+        if (0..run.len().saturating_sub(3))
+            .any(|i| run[i..i + 2].eq_ignore_ascii_case(b"is") && (i == 0 || !word(run[i - 1])))
+        {
+            return true;
+        }
+        let mut k = s;
+        while k > 0 && is_ascii_space(v[k - 1]) {
+            k -= 1;
+        }
+        k > 0
+            && (matches!(v[k - 1], b':' | b'=')
+                || (k >= 2 && v[k - 2..k].eq_ignore_ascii_case(b"is")))
     })
 }
 
@@ -1850,6 +1900,7 @@ impl Engine {
                 *a.b64_value[usize::from(echo)].get_or_insert_with(|| b64_value(v, min, echo, eol))
             }
             Gate::CookiePair => *a.cookie_pair.get_or_insert_with(|| cookie_pair(v)),
+            Gate::SlashPair => *a.slash_pair.get_or_insert_with(|| slash_pair(v)),
             Gate::BytesAssigned => {
                 !v[m.start..m.end].eq_ignore_ascii_case(b"bytes")
                     || v[m.end..].iter().find(|&&b| !is_ascii_space(b)) == Some(&b'=')
@@ -2397,6 +2448,8 @@ struct AssignGate {
     b64_value: [Option<bool>; 2],
     /// `None` until a [`Gate::CookiePair`] rule asks.
     cookie_pair: Option<bool>,
+    /// `None` until a [`Gate::SlashPair`] rule asks.
+    slash_pair: Option<bool>,
 }
 
 impl AssignGate {
@@ -3375,6 +3428,7 @@ mod tests {
             "yaml-data-base64",
             "session-cookie",
             "byte-string-secret",
+            "login-slash-password",
         ];
         let res: Vec<Regex> = ids
             .iter()
@@ -3399,6 +3453,9 @@ mod tests {
                 "registry-login-password" => b"please login to the site with -p hunter22",
                 "session-cookie" => b"set the cookie path=/ for sessions; max-age=3600",
                 "byte-string-secret" => b"key_len: usize, // 32 bytes of key material",
+                "login-slash-password" => {
+                    b"{\"login\":\"see src/components / for the files at /home/user/dist\"}"
+                }
                 _ => b"metadata: {\"a\": 1, \"b\": \"x\"} at 0123456789abcdef0123456789abcdef",
             };
             assert!(!engine_runs(&scanner, id, skipped, true), "{id}");
@@ -3482,10 +3539,23 @@ mod tests {
             b"hunter22xyz\"",
             b"b\"",
             b"r#\"",
+            b"user",
+            b"Username",
+            b"account",
+            b"creds",
+            b" is ",
+            b"IS",
+            b" / ",
+            b"admin",
+            b"x-is-ab",
+            b"dist/",
+            b"Winter1998#",
+            b"`",
+            b"@",
         ];
         let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
-        let mut matched = [0usize; 6];
-        for _ in 0..600_000 {
+        let mut matched = [0usize; 7];
+        for _ in 0..900_000 {
             let n = 2 + (rng.next() % 12) as usize;
             let v: Vec<u8> = rng.concat(parts, n);
             for (i, (id, re)) in ids.iter().zip(&res).enumerate() {

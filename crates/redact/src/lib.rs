@@ -387,6 +387,7 @@ impl Scanner {
                     eol: true,
                 },
                 "session-cookie" => Gate::CookiePair,
+                "login-slash-password" => Gate::SlashPair,
                 "byte-string-secret" => Gate::BytesAssigned,
                 _ => Gate::None,
             })
