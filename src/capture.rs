@@ -245,6 +245,10 @@ pub fn prepare_digested(
     if !body.ends_with('\n') {
         body.push('\n');
     }
+    // Its spare room (a redacted text that outgrew its input doubled its
+    // buffer) is given back: prepared bodies wait in ingest's queue. The
+    // allocator shrinks in place, no copy.
+    body.shrink_to_fit();
     let mut meta = RecordMeta::native(lineage, root_sha, 0, source_sha256);
     meta.schema = record::SCHEMA_LINEAGE;
     meta.source_kind = kind.to_owned();
