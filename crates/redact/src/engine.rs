@@ -160,10 +160,12 @@ fn slack_repeated_ids(v: &[u8]) -> bool {
     if !(v.len() > 5 && v.starts_with(b"xox") && v[4] == b'-') {
         return false;
     }
-    let groups: Vec<&[u8]> = v[5..].split(|&b| b == b'-').collect();
-    groups
-        .windows(2)
-        .any(|w| !w[0].is_empty() && w[0] == w[1] && w[0].iter().all(u8::is_ascii_digit))
+    let mut prev: &[u8] = b"";
+    v[5..].split(|&b| b == b'-').any(|g| {
+        let repeated = !g.is_empty() && g == prev && g.iter().all(u8::is_ascii_digit);
+        prev = g;
+        repeated
+    })
 }
 
 /// `eyJ….eyJ….signature`: a JWT whose signature segment is a lowercase
@@ -460,6 +462,24 @@ fn is_b64_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'+' || b == b'/'
 }
 
+/// Whether a base64 run ending at `k` ends its line as
+/// `yaml-data-base64`'s value does: past at most two `=`, an optional
+/// quote, spaces and tabs, the line's end.
+fn ends_line_after(v: &[u8], mut k: usize) -> bool {
+    let mut pad = 0;
+    while pad < 2 && v.get(k) == Some(&b'=') {
+        k += 1;
+        pad += 1;
+    }
+    if matches!(v.get(k), Some(b'"' | b'\'')) {
+        k += 1;
+    }
+    while matches!(v.get(k), Some(b' ' | b'\t')) {
+        k += 1;
+    }
+    matches!(v.get(k), None | Some(b'\n'))
+}
+
 /// Whether `v` holds a [`Gate::Base64Value`] candidate: a maximal run of
 /// at least `min` base64 bytes preceded, past an optional quote and ASCII
 /// whitespace, by `:` (or, with `echo`, by whitespace after `echo`/`-n`).
@@ -487,26 +507,7 @@ fn b64_value(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
         while k < v.len() && is_b64_byte(v[k]) {
             k += 1;
         }
-        if k - start < min {
-            return false;
-        }
-        if eol {
-            let mut pad = 0;
-            while pad < 2 && v.get(k) == Some(&b'=') {
-                k += 1;
-                pad += 1;
-            }
-            if matches!(v.get(k), Some(b'"' | b'\'')) {
-                k += 1;
-            }
-            while matches!(v.get(k), Some(b' ' | b'\t')) {
-                k += 1;
-            }
-            if !matches!(v.get(k), None | Some(b'\n')) {
-                return false;
-            }
-        }
-        true
+        k - start >= min && (!eol || ends_line_after(v, k))
     };
     if memchr::memchr_iter(b':', v).any(|p| run_after(p + 1, false)) {
         return true;
@@ -3134,22 +3135,8 @@ mod tests {
             if i - start < min {
                 continue;
             }
-            if eol {
-                let mut k = i;
-                let mut pad = 0;
-                while pad < 2 && v.get(k) == Some(&b'=') {
-                    k += 1;
-                    pad += 1;
-                }
-                if matches!(v.get(k), Some(b'"' | b'\'')) {
-                    k += 1;
-                }
-                while matches!(v.get(k), Some(b' ' | b'\t')) {
-                    k += 1;
-                }
-                if !matches!(v.get(k), None | Some(b'\n')) {
-                    continue;
-                }
+            if eol && !ends_line_after(v, i) {
+                continue;
             }
             let mut j = start;
             if j > 0 && matches!(v[j - 1], b'"' | b'\'') {

@@ -1023,26 +1023,46 @@ fn verify_windows(
     changed: &[(usize, usize)],
     allowed: &[(usize, usize)],
 ) -> Vec<(usize, usize)> {
-    let is_start = |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
+    windows_snapped(line, changed, allowed, snap_to_members)
+}
+
+/// Is `line[i]` a `"` that starts a member (after `{`, `,` or `[`)?
+fn member_start(line: &[u8], i: usize) -> bool {
+    line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[')
+}
+
+/// The change `s..e` widened by [`VERIFY_CONTEXT`] and out to whole
+/// members. Snapping looks at most VERIFY_CONTEXT further out, so the work
+/// per change stays bounded on lines with no structural members; only a
+/// `"` can start a member, so memchr finds the candidates (a few vector
+/// steps inside a long string value instead of a test per byte).
+fn snap_to_members(line: &[u8], s: usize, e: usize) -> (usize, usize) {
+    let a0 = s.saturating_sub(VERIFY_CONTEXT);
+    let lo = a0.saturating_sub(VERIFY_CONTEXT);
+    let a = memchr::memrchr_iter(b'"', &line[lo..(a0 + 1).min(line.len())])
+        .map(|i| lo + i)
+        .find(|&i| member_start(line, i))
+        .map_or(lo, |i| i - 1);
+    let b0 = (e + VERIFY_CONTEXT).min(line.len());
+    let hi = (b0 + VERIFY_CONTEXT).min(line.len());
+    let b = memchr::memchr_iter(b'"', &line[b0..hi])
+        .map(|i| b0 + i)
+        .find(|&i| member_start(line, i))
+        .map_or(hi, |i| i - 1);
+    (a, b)
+}
+
+/// [`verify_windows`] with the member snap given (tests give it a
+/// byte-by-byte one).
+fn windows_snapped(
+    line: &[u8],
+    changed: &[(usize, usize)],
+    allowed: &[(usize, usize)],
+    snap: impl Fn(&[u8], usize, usize) -> (usize, usize),
+) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
     for &(s, e) in changed {
-        // Snapping looks at most VERIFY_CONTEXT further out, so the work
-        // per change stays bounded on lines with no structural members.
-        // Only a `"` can start a member: memchr finds the candidates, so
-        // the snap costs a few vector steps inside a long string value
-        // instead of a test per byte.
-        let a0 = s.saturating_sub(VERIFY_CONTEXT);
-        let lo = a0.saturating_sub(VERIFY_CONTEXT);
-        let a = memchr::memrchr_iter(b'"', &line[lo..(a0 + 1).min(line.len())])
-            .map(|i| lo + i)
-            .find(|&i| is_start(i))
-            .map_or(lo, |i| i - 1);
-        let b0 = (e + VERIFY_CONTEXT).min(line.len());
-        let hi = (b0 + VERIFY_CONTEXT).min(line.len());
-        let b = memchr::memchr_iter(b'"', &line[b0..hi])
-            .map(|i| b0 + i)
-            .find(|&i| is_start(i))
-            .map_or(hi, |i| i - 1);
+        let (a, b) = snap(line, s, e);
         // Never cut an allowlisted value (a signature, an image): leave it
         // out whole, exactly as stage one did.
         // `allowed` is sorted and disjoint: binary search keeps this
@@ -1409,41 +1429,25 @@ pub mod fuzzing {
 mod tests {
     use super::*;
 
-    /// The member snap of [`verify_windows`] as it was written first, a test
-    /// per byte: the memchr version must give the same windows.
+    /// [`verify_windows`] with its member snap as first written, a test
+    /// per byte: the memchr snap must give the same windows.
     fn verify_windows_bytewise(
         line: &[u8],
         changed: &[(usize, usize)],
         allowed: &[(usize, usize)],
     ) -> Vec<(usize, usize)> {
-        let is_start =
-            |i: usize| line[i] == b'"' && i > 0 && matches!(line[i - 1], b'{' | b',' | b'[');
-        let mut out: Vec<(usize, usize)> = Vec::new();
-        for &(s, e) in changed {
+        windows_snapped(line, changed, allowed, |line, s, e| {
             let a0 = s.saturating_sub(VERIFY_CONTEXT);
             let a = (a0.saturating_sub(VERIFY_CONTEXT)..=a0)
                 .rev()
-                .find(|&i| is_start(i))
+                .find(|&i| member_start(line, i))
                 .map_or(a0.saturating_sub(VERIFY_CONTEXT), |i| i - 1);
             let b0 = (e + VERIFY_CONTEXT).min(line.len());
             let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
-                .find(|&i| is_start(i))
+                .find(|&i| member_start(line, i))
                 .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
-            let inside = |x: usize| {
-                let i = allowed.partition_point(|&(s0, _)| s0 < x);
-                (i > 0 && x < allowed[i - 1].1).then(|| allowed[i - 1])
-            };
-            let a = inside(a).map_or(a, |(_, e0)| e0);
-            let b = inside(b).map_or(b, |(s0, _)| s0);
-            if a >= b {
-                continue;
-            }
-            match out.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => out.push((a, b)),
-            }
-        }
-        out
+            (a, b)
+        })
     }
 
     #[test]
