@@ -145,6 +145,34 @@ fn split_session(s: &str) -> (&str, Option<&str>) {
 /// the first [`MAX_ID_LINES`] JSON lines (lines that do not parse, such as
 /// a torn last line, are passed over).
 pub fn read_ids(bytes: &[u8]) -> Result<Ids, NotTranscript> {
+    scan_ids(bytes).map(|(ids, _)| ids)
+}
+
+/// [`read_ids`] from the first bytes of a file, so a reader need not read
+/// the rest: `None` while they cannot decide (`at_end` false and fewer
+/// than [`MAX_ID_LINES`] JSON lines among their complete lines, or not even
+/// a first line), else exactly what [`read_ids`] gives on the whole file.
+/// The lines after the last `\n` of `head` are left out until `at_end`.
+pub fn read_ids_prefix(head: &[u8], at_end: bool) -> Option<Result<Ids, NotTranscript>> {
+    let complete = if at_end {
+        head
+    } else {
+        let end = memchr::memrchr(b'\n', head)?;
+        let complete = &head[..end + 1];
+        // Blank lines so far: the first line is still to come.
+        first_line(complete)?;
+        complete
+    };
+    match scan_ids(complete) {
+        Err(e) => Some(Err(e)),
+        Ok((ids, full)) if full || at_end => Some(Ok(ids)),
+        Ok(_) => None,
+    }
+}
+
+/// [`read_ids`], and whether the scan stopped at [`MAX_ID_LINES`] (the
+/// bytes after that line cannot change the answer).
+fn scan_ids(bytes: &[u8]) -> Result<(Ids, bool), NotTranscript> {
     check_head(bytes, true)?;
     let mut ids = Ids::default();
     let mut sessions: Vec<String> = Vec::new();
@@ -184,7 +212,7 @@ pub fn read_ids(bytes: &[u8]) -> Result<Ids, NotTranscript> {
     ids.distinct_agents = agents.len();
     ids.session_id = sessions.into_iter().next();
     ids.agent_id = agents.into_iter().next();
-    Ok(ids)
+    Ok((ids, parsed >= MAX_ID_LINES))
 }
 
 #[cfg(test)]
@@ -246,6 +274,49 @@ mod tests {
             (ids.session_id.as_deref(), ids.agent_id.as_deref()),
             (Some("s1"), Some("a9"))
         );
+    }
+
+    /// Every prefix either asks for more or answers what the whole file
+    /// answers, and the answer comes before the end once the ids are read.
+    #[test]
+    fn a_prefix_answers_as_the_whole_file_or_asks_for_more() {
+        let mut long = b"\xEF\xBB\xBF\n  \n".to_vec();
+        for i in 0..120 {
+            let line = match i % 7 {
+                0 if i > 0 => "not json\n".to_string(),
+                1 => "\n".to_string(),
+                2 => format!(
+                    "{{\"type\":\"user\",\"sessionId\":\"s{}\",\"agentId\":\"a{}\"}}\n",
+                    i % 3,
+                    i % 2
+                ),
+                _ => format!("{{\"type\":\"assistant\",\"sessionId\":\"s1\",\"cwd\":\"/w{i}\"}}\n"),
+            };
+            long.extend_from_slice(line.as_bytes());
+        }
+        let cases: Vec<Vec<u8>> = vec![
+            long.clone(),
+            b"{\"type\":\"user\",\"sessionId\":\"s1\"}\n{\"torn".to_vec(),
+            b"\n\n{\"name\":\"x\"}\n".to_vec(),
+            b"root:x:0:0:root:/root:/bin/bash\n".to_vec(),
+            b"{\"type\":\"user\",\"sessionId\":\"s1\"}".to_vec(),
+            b"\n \n".to_vec(),
+        ];
+        for b in &cases {
+            let whole = read_ids(b);
+            assert_eq!(read_ids_prefix(b, true), Some(whole.clone()));
+            let mut early = None;
+            for k in 0..b.len() {
+                if let Some(r) = read_ids_prefix(&b[..k], false) {
+                    assert_eq!(r, whole, "prefix of {k} bytes");
+                    early.get_or_insert(k);
+                }
+            }
+            if b == &long {
+                let k = early.expect("the ids are known before the end");
+                assert!(k < b.len() * 9 / 10, "answered at {k} of {}", b.len());
+            }
+        }
     }
 
     #[test]

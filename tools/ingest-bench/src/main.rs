@@ -12,8 +12,12 @@
 //! the rest) and the machine's load. The ingest redacts on one thread per
 //! core by default: run the tool under `taskset -c 0` for one core.
 //!
-//! Usage: ingest-bench [--bin target/release/abcd] [--mb 200] [--files 2100]
-//! [--generate-only] (keeps the corpus and prints where, for a profiler)
+//! Usage: ingest-bench [--bin target/release/abcd] [--baseline OTHER_ABCD]
+//! [--runs N] [--mb 200] [--files 2100] [--generate-only] (keeps the
+//! corpus and prints where, for a profiler). `--runs N` times N first runs
+//! (each into an empty store of its own) and prints their median;
+//! `--baseline` alternates another binary with `--bin`, run for run, for a
+//! ratio measured in the same minutes.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -208,7 +212,9 @@ fn main() {
     let mut mb = 200usize;
     let mut files = 2100usize;
     let mut generate_only = false;
-    const USAGE: &str = "usage: ingest-bench [--bin PATH] [--mb N] [--files N] [--generate-only]";
+    let mut runs = 1usize;
+    let mut baseline: Option<PathBuf> = None;
+    const USAGE: &str = "usage: ingest-bench [--bin PATH] [--baseline PATH] [--runs N] [--mb N] [--files N] [--generate-only]";
     let usage = |why: &str| -> ! {
         eprintln!("ingest-bench: {why}\n{USAGE}");
         std::process::exit(2)
@@ -228,6 +234,8 @@ fn main() {
             "--bin" => bin = PathBuf::from(val("--bin")),
             "--mb" => mb = num("--mb"),
             "--files" => files = num("--files"),
+            "--runs" => runs = num("--runs").max(1),
+            "--baseline" => baseline = Some(PathBuf::from(val("--baseline"))),
             "--generate-only" => generate_only = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -237,6 +245,7 @@ fn main() {
         }
     }
     let bin = fs::canonicalize(&bin).expect("the abcd binary (build it: cargo build --release)");
+    let baseline = baseline.map(|b| fs::canonicalize(&b).expect("the --baseline binary"));
     let tmp = tempfile::tempdir().expect("tempdir");
     let home = tmp.path().join("home");
     let abcd = tmp.path().join("abcd");
@@ -320,34 +329,63 @@ fn main() {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     std::thread::sleep(std::time::Duration::from_millis(2500));
-    let (s1, c1, r1) = run(&bin, &home, &abcd, &repos[0]);
-    let (s2, c2, r2) = run(&bin, &home, &abcd, &repos[0]);
+    // Every first run gets an empty store of its own, and no store is
+    // deleted before the last run: on ext4 without a journal, inodes freed
+    // in the last minutes make every file creation look at them
+    // (`recently_deleted`), which cost a run right after a deleted store up
+    // to a third of its time.
+    let mut bins = Vec::new();
+    if let Some(b) = &baseline {
+        bins.push(("baseline", b.clone()));
+    }
+    bins.push(("abcd", bin.clone()));
+    let mut firsts: Vec<Vec<(f64, f64, Value)>> = vec![Vec::new(); bins.len()];
+    let mut last_store = PathBuf::new();
+    for r in 0..runs {
+        for (i, (_, b)) in bins.iter().enumerate() {
+            let store = tmp.path().join(format!("abcd-{i}-{r}"));
+            firsts[i].push(run(b, &home, &store, &repos[0]));
+            last_store = store;
+        }
+    }
+    let (s2, c2, r2) = run(&bin, &home, &last_store, &repos[0]);
     let n = |v: &Value, k: &str| v[k].as_array().map_or(0, Vec::len);
-    let mb_read = r1["bytes_read"].as_u64().unwrap_or(0) as f64 / 1e6;
-    let redact = r1["redact_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
+    let mb_read = firsts[0][0].2["bytes_read"].as_u64().unwrap_or(0) as f64 / 1e6;
     let load = Command::new("uptime")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    println!("ingest-bench: {files} files, {mb_read:.1} MB");
+    println!("ingest-bench: {files} files, {mb_read:.1} MB, {runs} run(s) each, alternating");
+    for (i, (name, b)) in bins.iter().enumerate() {
+        println!("  {name} ({}):", b.display());
+        for (s1, c1, r1) in &firsts[i] {
+            let redact = r1["redact_ns"].as_u64().unwrap_or(0) as f64 / 1e9;
+            // Both halves in CPU seconds: redaction runs on threads of its
+            // own (`--jobs`), beside the thread that reads and stores.
+            println!(
+                "    first run (empty store): {s1:.2}s wall ({:.1} MB/s), {c1:.2}s CPU ({:.1} MB/s per core); split (CPU): redaction {redact:.2}s ({:.0}%, {:.1} MB/s), everything else {:.2}s; stored {} failed {} skipped {}",
+                mb_read / s1,
+                mb_read / c1.max(1e-9),
+                100.0 * redact / c1.max(1e-9),
+                mb_read / redact.max(1e-9),
+                (c1 - redact).max(0.0),
+                n(r1, "stored"),
+                n(r1, "failed"),
+                n(r1, "skipped")
+            );
+        }
+        let mut walls: Vec<f64> = firsts[i].iter().map(|f| f.0).collect();
+        walls.sort_by(f64::total_cmp);
+        let (lo, med, hi) = (walls[0], walls[walls.len() / 2], walls[walls.len() - 1]);
+        println!(
+            "    median {med:.2}s = {:.1} MB/s (range {:.1}-{:.1} MB/s)",
+            mb_read / med,
+            mb_read / hi,
+            mb_read / lo
+        );
+    }
     println!(
-        "  first run (empty store):  {s1:.2}s wall ({:.1} MB/s), {c1:.2}s CPU ({:.1} MB/s per core)  stored {} failed {} skipped {}",
-        mb_read / s1,
-        mb_read / c1.max(1e-9),
-        n(&r1, "stored"),
-        n(&r1, "failed"),
-        n(&r1, "skipped")
-    );
-    // Both halves in CPU seconds: redaction runs on threads of its own
-    // (`--jobs`), beside the thread that reads and stores.
-    println!(
-        "    split (CPU): redaction {redact:.2}s ({:.0}%, {:.1} MB/s of redaction), everything else {:.2}s",
-        100.0 * redact / c1.max(1e-9),
-        mb_read / redact.max(1e-9),
-        (c1 - redact).max(0.0)
-    );
-    println!(
-        "  second run (idempotent):  {s2:.2}s wall ({:.1} MB/s), {c2:.2}s CPU  stored {} already stored {}",
+        "  second run (idempotent, abcd):  {s2:.2}s wall ({:.1} MB/s), {c2:.2}s CPU  stored {} already stored {}",
         mb_read / s2,
         n(&r2, "stored"),
         n(&r2, "already_stored")
