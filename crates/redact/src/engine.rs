@@ -323,9 +323,15 @@ pub enum Needle {
     Email,
 }
 
+/// How a transcript line's working directory member opens.
+pub const CWD_MEMBER: &[u8] = b"\"cwd\":\"";
+
 pub struct IdentitySet {
     /// (needle kind, meta index) per identity string.
     pub needles: Vec<(Needle, usize)>,
+    /// The home directory's spellings (as given, and with `/` spelled `-`)
+    /// and their meta, for [`Engine::home_edits`].
+    pub homes: Vec<(Vec<u8>, usize)>,
 }
 
 /// Where a scanned slice sits: decoded layer `k` (0 = raw) at offset `base`.
@@ -2303,6 +2309,68 @@ impl Engine {
             }
             scratch.b64 = dec;
         }
+    }
+
+    /// The caller's home directory where it opens the `"cwd":"…"` member
+    /// of a line that is a JSON object (Claude Code writes one on every
+    /// transcript line; the member follows `{` or `,`) and is
+    /// followed by `/` or the string's end: there stage one reports it, from
+    /// whatever layer it reads, as exactly this span — the bytes are plain
+    /// (no escape next to them, so every decoded layer holds them with the
+    /// same neighbours), `"` before is not alphanumeric (`/root`'s stricter
+    /// left edge included) and neither is the byte after, and no rule's
+    /// match runs into a JSON string from before its opening quote. Other
+    /// occurrences are left out: they stay in the text, where the scan
+    /// finds them as before. Empty when two spellings overlap.
+    pub fn home_edits(&self, raw: &[u8], out: &mut Vec<Hit>) {
+        const CWD: &[u8] = CWD_MEMBER;
+        static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(CWD));
+        out.clear();
+        if raw.first() != Some(&b'{') {
+            return;
+        }
+        for at in FINDER.find_iter(raw) {
+            if !matches!(raw[at - 1], b'{' | b',') {
+                continue;
+            }
+            let s = at + CWD.len();
+            for (pat, meta) in &self.identity.homes {
+                let e = s + pat.len();
+                if raw[s..].starts_with(pat) && matches!(raw.get(e), Some(b'/' | b'"')) {
+                    out.push(Hit {
+                        start: s,
+                        end: e,
+                        meta: *meta,
+                    });
+                }
+            }
+        }
+        out.sort_by_key(|h| h.start);
+        if out.windows(2).any(|w| w[1].start < w[0].end) {
+            out.clear();
+        }
+    }
+
+    /// Does a known value stand in `raw`, or in one of its decoded
+    /// `views` (built from `raw`), over one of the raw `spans`?
+    pub fn known_over(&self, raw: &[u8], views: &Views, known: &Known, spans: &[Hit]) -> bool {
+        let mut over = false;
+        for k in 0..=views.count() {
+            let v = if k == 0 { raw } else { views.layer(k) };
+            known.find_all(v, |s, e, _| {
+                let (s, e) = if k == 0 {
+                    (s, e)
+                } else {
+                    views.to_raw(k, s, e)
+                };
+                over |= spans.iter().any(|h| s < h.end && h.start < e);
+            });
+            if over {
+                return true;
+            }
+        }
+        false
     }
 
     #[allow(clippy::too_many_arguments)]

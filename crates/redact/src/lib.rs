@@ -522,7 +522,13 @@ impl Scanner {
         for (i, p) in pats.iter().enumerate() {
             b.identity_keyword(&p.to_ascii_lowercase(), i);
         }
-        IdentitySet { needles }
+        let homes = pats
+            .iter()
+            .zip(&needles)
+            .filter(|(_, (n, _))| matches!(n, Needle::Home { .. }))
+            .map(|(p, &(_, meta))| (p.as_bytes().to_vec(), meta))
+            .collect();
+        IdentitySet { needles, homes }
     }
 
     /// Why this scanner refuses to redact, if it does.
@@ -703,6 +709,14 @@ impl Scanner {
             block: None,
             block_kws: Vec::new(),
             lanes: LaneBufs::default(),
+            home_hits: Vec::new(),
+            home_views: view::Views::default(),
+            home_views_built: false,
+            homed: Vec::new(),
+            home_all: Vec::new(),
+            home_text: Vec::new(),
+            home_first_on: true,
+            homed_lines: 0,
         })
     }
 
@@ -832,14 +846,8 @@ impl Scanner {
         known: &Known,
         residual: &mut Vec<String>,
     ) -> Result<(), RedactError> {
+        self.check_json(before, after, merged, line)?;
         let first = before.iter().find(|b| !b.is_ascii_whitespace());
-        if matches!(first, Some(b'{') | Some(b'['))
-            && !edits_inside_strings(&self.engine.metas, before, merged)
-            && serde_json::from_slice::<serde::de::IgnoredAny>(after).is_err()
-            && serde_json::from_slice::<serde::de::IgnoredAny>(before).is_ok()
-        {
-            return Err(RedactError::JsonBroken { line });
-        }
         let mut hits = Vec::new();
         let mut found = Vec::new();
         let mut pem_open = 0;
@@ -886,6 +894,26 @@ impl Scanner {
             if m.severity == Severity::Block {
                 residual.push(m.kind.clone());
             }
+        }
+        Ok(())
+    }
+
+    /// JSON that was valid stays valid (`merged` are the edits that made
+    /// `after` from `before`).
+    fn check_json(
+        &self,
+        before: &[u8],
+        after: &[u8],
+        merged: &[Hit],
+        line: usize,
+    ) -> Result<(), RedactError> {
+        let first = before.iter().find(|b| !b.is_ascii_whitespace());
+        if matches!(first, Some(b'{') | Some(b'['))
+            && !edits_inside_strings(&self.engine.metas, before, merged)
+            && serde_json::from_slice::<serde::de::IgnoredAny>(after).is_err()
+            && serde_json::from_slice::<serde::de::IgnoredAny>(before).is_ok()
+        {
+            return Err(RedactError::JsonBroken { line });
         }
         Ok(())
     }
@@ -1144,6 +1172,19 @@ pub struct LineRedactor<'s> {
     block: Option<(usize, usize)>,
     block_kws: Vec<KwMatch>,
     lanes: LaneBufs,
+    /// Home directory first (see [`LineRedactor::home_first`]): the line's
+    /// home edits, the decoded views of the line as it came, the line with
+    /// the edits applied, and buffers for its findings.
+    home_hits: Vec<Hit>,
+    home_views: view::Views,
+    home_views_built: bool,
+    homed: Vec<u8>,
+    home_all: Vec<Hit>,
+    home_text: Vec<u8>,
+    /// Off only in tests, for the two-stage reference.
+    home_first_on: bool,
+    /// Lines redacted home directory first.
+    homed_lines: usize,
 }
 
 /// A block shorter than this is not walked as one (the lines' own walks
@@ -1229,30 +1270,77 @@ impl LineRedactor<'_> {
                 cap: MAX_LINE_BYTES,
             });
         }
-        let (body, nl) = strip_nl(line);
+        let (orig, nl) = strip_nl(line);
         self.hits.clear();
         self.found.clear();
-        self.take_block_matches(line, body.len());
-        s.engine.scan_line(
-            body,
-            &mut self.scratch,
-            &self.known,
-            &mut self.pem_open,
-            &mut self.found,
-            &mut self.hits,
-        );
+        // The caller's home directory first where that is exact (see
+        // `home_first`): stage one scans the line with it replaced.
+        let mut homed = std::mem::take(&mut self.homed);
+        let mut home = orig.first() == Some(&b'{') && self.home_first(orig, &mut homed);
+        if home {
+            let pem_open = self.pem_open;
+            s.engine.scan_line(
+                &homed,
+                &mut self.scratch,
+                &self.known,
+                &mut self.pem_open,
+                &mut self.found,
+                &mut self.hits,
+            );
+            let scanned = self.found.len();
+            s.observe(
+                &mut self.conversation,
+                orig,
+                &mut self.said,
+                &mut self.found,
+            );
+            // A value this line gives that stands over a home directory
+            // in the line as it came would be swept there, and not in the
+            // line with the home directory replaced: the two-stage way.
+            let found = std::mem::take(&mut self.found);
+            let over = found.iter().any(|(v, _)| self.value_over_home(orig, v));
+            self.found = found;
+            if over {
+                let observed = self.found.split_off(scanned);
+                self.found.clear();
+                self.hits.clear();
+                self.pem_open = pem_open;
+                home = false;
+                self.take_block_matches(line, orig.len());
+                s.engine.scan_line(
+                    orig,
+                    &mut self.scratch,
+                    &self.known,
+                    &mut self.pem_open,
+                    &mut self.found,
+                    &mut self.hits,
+                );
+                self.found.extend(observed);
+            }
+        } else {
+            self.take_block_matches(line, orig.len());
+            s.engine.scan_line(
+                orig,
+                &mut self.scratch,
+                &self.known,
+                &mut self.pem_open,
+                &mut self.found,
+                &mut self.hits,
+            );
+            s.observe(
+                &mut self.conversation,
+                orig,
+                &mut self.said,
+                &mut self.found,
+            );
+        }
+        let body: &[u8] = if home { &homed } else { orig };
         // A value found on this line may also stand elsewhere on it
         // without the context its rule needs (`password=X … X`), where
         // this line's sweep could not yet look for it; sweep the line
         // for the new values as `redact` sweeps every line after
         // detection (otherwise verify finds that occurrence and refuses
         // the whole text). One pass, whatever the number of values.
-        s.observe(
-            &mut self.conversation,
-            body,
-            &mut self.said,
-            &mut self.found,
-        );
         let first_new = self.known.len();
         for (v, m) in self.found.drain(..) {
             self.known.add(&v, m);
@@ -1262,40 +1350,167 @@ impl LineRedactor<'_> {
             s.engine
                 .sweep_line(body, &self.scratch, &self.known, first_new, &mut self.hits);
         }
-        if self.hits.is_empty() {
-            return Ok(line);
-        }
         self.out.clear();
-        let merged = engine::apply(&s.engine.metas, body, &mut self.hits, &mut self.out);
-        let changed = output_spans(&s.engine.metas, &merged);
-        // Verify may reuse stage one's keyword matches for the bytes the
-        // placeholders left alone.
-        std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
-        let verified = s.check_line(
-            body,
-            &self.out,
-            &merged,
-            &changed,
-            self.lines,
-            &mut self.verify_scratch,
-            Some(&self.scratch),
-            &self.known,
-            &mut self.residual,
-        );
-        std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
-        verified?;
-        if !self.residual.is_empty() {
-            self.residual.sort();
-            self.residual.dedup();
-            return Err(RedactError::Residual {
-                kinds: std::mem::take(&mut self.residual),
+        if self.hits.is_empty() {
+            if !home {
+                self.homed = homed;
+                return Ok(line);
+            }
+            // As for an unchanged line: the scan is a pure function of the
+            // bytes it read, and it found nothing in them.
+            self.out.extend_from_slice(body);
+        } else {
+            let merged = engine::apply(&s.engine.metas, body, &mut self.hits, &mut self.out);
+            let changed = output_spans(&s.engine.metas, &merged);
+            // Verify may reuse stage one's keyword matches for the bytes the
+            // placeholders left alone.
+            std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
+            let verified = s.check_line(
+                body,
+                &self.out,
+                &merged,
+                &changed,
+                self.lines,
+                &mut self.verify_scratch,
+                Some(&self.scratch),
+                &self.known,
+                &mut self.residual,
+            );
+            std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
+            verified?;
+            if !self.residual.is_empty() {
+                self.residual.sort();
+                self.residual.dedup();
+                return Err(RedactError::Residual {
+                    kinds: std::mem::take(&mut self.residual),
+                });
+            }
+            if !home {
+                let lines = self.lines;
+                self.findings
+                    .extend(merged.iter().map(|m| s.finding(m, lines)));
+            }
+        }
+        if home {
+            s.check_json(orig, body, &self.home_hits, self.lines)?;
+            self.home_findings(orig);
+        }
+        self.homed = homed;
+        self.out.extend_from_slice(nl);
+        Ok(&self.out)
+    }
+
+    /// Home directory first. Claude Code writes the working directory in a
+    /// `"cwd"` member on every transcript line, and most lines have no
+    /// other finding: the two-stage way scans each of them twice (stage
+    /// one, then verify over the output). Here the home directory where it
+    /// opens that member ([`Engine::home_edits`]) is replaced first, into
+    /// `homed`, and stage one reads `homed`: when it finds nothing, `homed`
+    /// is the output and that scan was its verify scan (the scan is a pure
+    /// function of the bytes it reads); when it finds something, the usual
+    /// apply and verify follow on `homed`. True when it replaced.
+    ///
+    /// The output and the findings (`home_findings` reports them against
+    /// `orig`) are the two-stage way's, because the replacement is made
+    /// only where no rule reads those bytes otherwise: after plain JSON
+    /// ([`plain_json_prefix`]), in a line with no PEM armour and no PEM
+    /// block open, and with no known value over a home directory (nor a
+    /// value the line itself gives: `line` goes the two-stage way then).
+    /// `tests::home_first_redacts_as_the_two_stage_way` holds it to that on
+    /// random transcript-shaped texts.
+    fn home_first(&mut self, orig: &[u8], homed: &mut Vec<u8>) -> bool {
+        let s = self.scanner;
+        if !self.home_first_on || self.pem_open > 0 || s.engine.identity.homes.is_empty() {
+            return false;
+        }
+        s.engine.home_edits(orig, &mut self.home_hits);
+        if self.home_hits.is_empty() {
+            return false;
+        }
+        // A PEM armour line reads the rest of its line as key body, whose
+        // alphabet a path's bytes belong to. And the `"cwd"` member's
+        // string is where every layer's rules see a string only after
+        // plain JSON: a decoded layer turns escaped quotes into plain ones
+        // (a rule reading JSON nested in a string before it could run on
+        // into its value), and text that is not JSON has no strings.
+        if memchr::memmem::find(orig, b"-----").is_some() {
+            return false;
+        }
+        self.home_hits
+            .retain(|h| plain_json_prefix(&orig[..h.start - engine::CWD_MEMBER.len()]));
+        if self.home_hits.is_empty() {
+            return false;
+        }
+        self.home_views_built = false;
+        if !self.known.is_empty() {
+            self.home_views.build(orig);
+            self.home_views_built = true;
+            if s.engine
+                .known_over(orig, &self.home_views, &self.known, &self.home_hits)
+            {
+                return false;
+            }
+        }
+        homed.clear();
+        let merged = engine::apply(&s.engine.metas, orig, &mut self.home_hits, homed);
+        debug_assert_eq!(merged, self.home_hits);
+        self.homed_lines += 1;
+        true
+    }
+
+    /// Does `v` stand in `orig`, or in one of its decoded layers, over one
+    /// of the line's home edits? (A plain search: more than the sweep would
+    /// find is only a wasted home-first scan.)
+    fn value_over_home(&mut self, orig: &[u8], v: &[u8]) -> bool {
+        if v.is_empty() {
+            return false;
+        }
+        if !self.home_views_built {
+            self.home_views.build(orig);
+            self.home_views_built = true;
+        }
+        let views = &self.home_views;
+        (0..=views.count()).any(|k| {
+            let layer = if k == 0 { orig } else { views.layer(k) };
+            memchr::memmem::find_iter(layer, v).any(|s| {
+                let (a, b) = if k == 0 {
+                    (s, s + v.len())
+                } else {
+                    views.to_raw(k, s, s + v.len())
+                };
+                self.home_hits.iter().any(|h| a < h.end && h.start < b)
+            })
+        })
+    }
+
+    /// The findings of a line redacted home directory first, against the
+    /// line as it came: the home edits and stage one's hits (mapped back
+    /// through the edits) merged as one [`engine::apply`] over `orig`
+    /// merges them — a hit over a home placeholder covers that home
+    /// directory, and its output is the output already made.
+    fn home_findings(&mut self, orig: &[u8]) {
+        let s = self.scanner;
+        let metas = &s.engine.metas;
+        let mut all = std::mem::take(&mut self.home_all);
+        all.clear();
+        all.extend_from_slice(&self.home_hits);
+        for h in &self.hits {
+            let (start, end) = home_unmap(metas, &self.home_hits, h.start, h.end);
+            all.push(Hit {
+                start,
+                end,
+                meta: h.meta,
             });
         }
-        self.out.extend_from_slice(nl);
+        let mut text = std::mem::take(&mut self.home_text);
+        text.clear();
+        let merged = engine::apply(metas, orig, &mut all, &mut text);
+        debug_assert_eq!(text, self.out, "home-first output");
         let lines = self.lines;
         self.findings
             .extend(merged.iter().map(|m| s.finding(m, lines)));
-        Ok(&self.out)
+        self.home_all = all;
+        self.home_text = text;
     }
 
     /// The findings of the last line [`LineRedactor::line`] redacted (its
@@ -1308,6 +1523,74 @@ impl LineRedactor<'_> {
     pub fn lines(&self) -> usize {
         self.lines
     }
+}
+
+/// Is `b` the opening of a JSON object up to where its next member's key
+/// starts — `{`, then `"key":value,` members whose values are strings,
+/// numbers or literals — with no escape (`\`, `%`) anywhere, so that every
+/// decoded layer holds the same bytes? Nested values answer false.
+fn plain_json_prefix(b: &[u8]) -> bool {
+    if b.first() != Some(&b'{') || memchr::memchr2(b'\\', b'%', b).is_some() {
+        return false;
+    }
+    let string = |i: usize| -> Option<usize> {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        memchr::memchr(b'"', &b[i + 1..]).map(|q| i + q + 2)
+    };
+    let mut i = 1;
+    while i < b.len() {
+        let Some(j) = string(i) else {
+            return false;
+        };
+        if b.get(j) != Some(&b':') {
+            return false;
+        }
+        let k = match string(j + 1) {
+            Some(k) => k,
+            None => {
+                let n = b[j + 1..]
+                    .iter()
+                    .take_while(|&&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'+' | b'-'))
+                    .count();
+                if n == 0 {
+                    return false;
+                }
+                j + 1 + n
+            }
+        };
+        if b.get(k) != Some(&b',') {
+            return false;
+        }
+        i = k + 1;
+    }
+    true
+}
+
+/// A span of a line with its home `edits` applied (sorted, disjoint,
+/// against the line as it came) mapped back to the line as it came: a
+/// position inside a placeholder maps to its edit's start (a span's start)
+/// or end (a span's end), so a span over a placeholder covers the whole
+/// home directory it replaced.
+fn home_unmap(metas: &[Meta], edits: &[Hit], start: usize, end: usize) -> (usize, usize) {
+    let map = |p: usize, is_end: bool| {
+        // Output position minus input position before the edit at hand.
+        let mut d: isize = 0;
+        for h in edits {
+            let at = (h.start as isize + d) as usize;
+            let len = metas[h.meta].placeholder.len();
+            if p < at || (is_end && p == at) {
+                break;
+            }
+            if p < at + len || (is_end && p == at + len) {
+                return if is_end { h.end } else { h.start };
+            }
+            d += len as isize - (h.end - h.start) as isize;
+        }
+        (p as isize - d) as usize
+    };
+    (map(start, false), map(end, true))
 }
 
 /// One line of [`Scanner::redact_stream`]: redacted, written, counted.
@@ -1654,6 +1937,163 @@ mod reuse_tests {
     /// placeholders, edits that create keywords and identity words across
     /// their edges, edits inside escapes, and lines cut into several
     /// segments by long allowlisted values.
+    /// Home directory first gives what the two-stage way gives, line by
+    /// line (output, findings, refusals), in the stream: on chosen lines —
+    /// a value found earlier that a home directory overlaps, secrets over
+    /// and next to one, escaped and cased spellings — and on random texts
+    /// built from those pieces.
+    #[test]
+    fn home_first_redacts_as_the_two_stage_way() {
+        let s = Scanner::new(zed_identity(), None);
+        let tok = format!("ghp_{}", "aB3".repeat(12));
+        let pieces: Vec<String> = [
+            "/home/zed",
+            "/home/zed/src/app",
+            "-home-zed-src",
+            "/HOME/ZED",
+            "\\/home\\/zed",
+            "%2Fhome%2Fzed",
+            "/home/zedx",
+            "/home/zed%41",
+            "/home/zed\\u0041",
+            "\"",
+            "\\\"",
+            " ",
+            "=",
+            ":",
+            "/",
+            ",",
+            "x",
+            "\\n",
+            "password=",
+            "password: ",
+            "token=",
+            &tok,
+            "zed",
+            "Zed Quimby",
+            "Secr3tV4lue99",
+            "{\"cwd\":\"",
+            "\"cwd\":\"/home/zed",
+            "\"cwd\":\"/home/zed/src\"",
+            ",\"cwd\":\"",
+            "\"}",
+            "(",
+            "`",
+            "-----BEGIN RSA PRIVATE KEY-----",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+        let chosen = [
+            "password=zed/Secr3tV4lue99\n{\"cwd\":\"/home/zed/Secr3tV4lue99\"}\n".to_string(),
+            "password=Secr3tV4lue99\n\"/home/zed\" Secr3tV4lue99 /home/zed\n".to_string(),
+            format!("{{\"cwd\":\"/home/zed\",\"t\":\"token={tok} /home/zed/x\"}}\n"),
+            format!("cd /home/zed && export GITHUB_TOKEN={tok}/home/zed\n"),
+            "{\"cwd\":\"/home/zed\",\"a\":\"\\/home\\/zed and /HOME/ZED and -home-zed-src\"}\n"
+                .to_string(),
+            "-----BEGIN RSA PRIVATE KEY-----\n/home/zed\nQUJD\n-----END RSA PRIVATE KEY-----\n"
+                .to_string(),
+        ];
+        let refs: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
+        let mut rng = testkit::XorShift(0x40e_f125);
+        let mut texts: Vec<String> = chosen.to_vec();
+        for _ in 0..40000 {
+            let mut t = Vec::new();
+            for _ in 0..3 {
+                let n = 1 + (rng.next() % 12) as usize;
+                // Mostly transcript-shaped: a JSON object with a `cwd`
+                // member, the home directory and random pieces around it.
+                match rng.next() % 6 {
+                    0 => {}
+                    4 | 5 => {
+                        // Valid JSON: random pieces as the values of members,
+                        // the `cwd` member anywhere among them.
+                        // Half the time a home directory a `cwd` has.
+                        let pick = if rng.next().is_multiple_of(2) { 2 } else { 9 };
+                        let mut home = rng.concat(&refs[..pick], 1);
+                        home.extend(rng.concat(&refs, n / 3));
+                        let at = (rng.next() % 4) as usize;
+                        t.push(b'{');
+                        for (i, k) in ["type", "a", "password", "content"].iter().enumerate() {
+                            if i == at {
+                                t.extend_from_slice(b"\"cwd\":");
+                                let v = String::from_utf8_lossy(&home).into_owned();
+                                t.extend(serde_json::to_vec(&v).unwrap());
+                                t.push(b',');
+                            }
+                            let v = String::from_utf8_lossy(&rng.concat(&refs, n / 2)).into_owned();
+                            t.extend(serde_json::to_vec(k).unwrap());
+                            t.push(b':');
+                            t.extend(serde_json::to_vec(&v).unwrap());
+                            t.push(if i == 3 { b'}' } else { b',' });
+                        }
+                        t.push(b'\n');
+                        continue;
+                    }
+                    1 => {
+                        t.extend_from_slice(b"{\"cwd\":\"");
+                        t.extend(rng.concat(&refs[..9], 1));
+                    }
+                    _ => {
+                        t.push(b'{');
+                        t.extend(rng.concat(&refs, n / 2));
+                        t.extend_from_slice(b",\"cwd\":\"/home/zed");
+                    }
+                }
+                t.extend(rng.concat(&refs, n));
+                t.push(b'\n');
+            }
+            texts.push(String::from_utf8(t).unwrap());
+        }
+        let mut homed = 0;
+        for text in &texts {
+            let mut a = s.line_redactor().unwrap();
+            let mut b = s.line_redactor().unwrap();
+            b.home_first_on = false;
+            for line in split_lines(text.as_bytes()) {
+                let x = a.line(line).map(|o| o.to_vec());
+                let y = b.line(line).map(|o| o.to_vec());
+                match (&x, &y) {
+                    (Ok(x), Ok(y)) => {
+                        assert_eq!(
+                            String::from_utf8_lossy(x),
+                            String::from_utf8_lossy(y),
+                            "{text:?}"
+                        );
+                        assert_eq!(a.findings(), b.findings(), "{text:?}");
+                    }
+                    (Err(_), Err(_)) => break,
+                    _ => panic!("{text:?}: home first {x:?}, two-stage {y:?}"),
+                }
+            }
+            homed += a.homed_lines;
+            assert_eq!(b.homed_lines, 0);
+        }
+        assert!(homed > 4000, "home first taken on {homed} lines");
+    }
+
+    #[test]
+    fn home_unmap_maps_through_every_edit() {
+        let s = Scanner::new(zed_identity(), None);
+        let metas = &s.engine.metas;
+        let line = br#"{"a":1,"cwd":"/home/zed","b":2,"cwd":"/home/zed/c","d":3}"#;
+        let mut edits = Vec::new();
+        s.engine.home_edits(line, &mut edits);
+        assert_eq!(edits.len(), 2);
+        let mut out = Vec::new();
+        engine::apply(metas, line, &mut edits.clone(), &mut out);
+        assert_eq!(out, br#"{"a":1,"cwd":"~","b":2,"cwd":"~/c","d":3}"#);
+        // Before, over and after each placeholder (`~` at 14 and 30 of the
+        // output, `/home/zed` at 14..23 and 38..47 of the line).
+        assert_eq!(home_unmap(metas, &edits, 0, 14), (0, 14));
+        assert_eq!(home_unmap(metas, &edits, 14, 15), (14, 23));
+        assert_eq!(home_unmap(metas, &edits, 13, 16), (13, 24));
+        assert_eq!(home_unmap(metas, &edits, 15, 30), (23, 38));
+        assert_eq!(home_unmap(metas, &edits, 16, 32), (24, 48));
+        assert_eq!(home_unmap(metas, &edits, 31, 33), (47, 49));
+        assert_eq!(home_unmap(metas, &edits, 14, 14), (14, 14));
+    }
+
     #[test]
     fn scan_with_prior_matches_equals_fresh_scan() {
         let id = zed_identity();
