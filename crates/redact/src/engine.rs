@@ -925,6 +925,11 @@ impl Known {
 
     /// Number of distinct values held; values are only ever added, so a
     /// count taken earlier marks where the newer ones start.
+    /// Length of the longest value.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
     pub fn len(&self) -> usize {
         self.values.len()
     }
@@ -2313,7 +2318,7 @@ impl Engine {
 
     /// The caller's home directory where it opens the `"cwd":"…"` member
     /// of a line that is a JSON object (Claude Code writes one on every
-    /// transcript line; the member follows `{` or `,`) and is
+    /// transcript line; the first such member, after `{` or `,`) and is
     /// followed by `/` or the string's end: there stage one reports it, from
     /// whatever layer it reads, as exactly this span — the bytes are plain
     /// (no escape next to them, so every decoded layer holds them with the
@@ -2330,9 +2335,11 @@ impl Engine {
         if raw.first() != Some(&b'{') {
             return;
         }
-        for at in FINDER.find_iter(raw) {
+        // The first member only: a line has one (another stays in the text,
+        // where the scan finds it).
+        if let Some(at) = FINDER.find(raw) {
             if !matches!(raw[at - 1], b'{' | b',') {
-                continue;
+                return;
             }
             let s = at + CWD.len();
             for (pat, meta) in &self.identity.homes {

@@ -1392,7 +1392,12 @@ impl LineRedactor<'_> {
             }
         }
         if home {
-            s.check_json(orig, body, &self.home_hits, self.lines)?;
+            // The home edits lie inside the `cwd` string after plain JSON
+            // members, and their placeholder holds no quote or backslash:
+            // the JSON is as valid as it was (verify checked the rest).
+            debug_assert!(s
+                .check_json(orig, body, &self.home_hits, self.lines)
+                .is_ok());
             self.home_findings(orig);
         }
         self.homed = homed;
@@ -1433,7 +1438,19 @@ impl LineRedactor<'_> {
         // plain JSON: a decoded layer turns escaped quotes into plain ones
         // (a rule reading JSON nested in a string before it could run on
         // into its value), and text that is not JSON has no strings.
-        if memchr::memmem::find(orig, b"-----").is_some() {
+        static ARMOUR: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"-----"));
+        if ARMOUR.find(orig).is_some() {
+            return false;
+        }
+        // The JSON stays valid only with a placeholder a string can hold.
+        let metas = &s.engine.metas;
+        if self.home_hits.iter().any(|h| {
+            metas[h.meta]
+                .placeholder
+                .iter()
+                .any(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        }) {
             return false;
         }
         self.home_hits
@@ -1443,11 +1460,21 @@ impl LineRedactor<'_> {
         }
         self.home_views_built = false;
         if !self.known.is_empty() {
-            self.home_views.build(orig);
-            self.home_views_built = true;
-            if s.engine
-                .known_over(orig, &self.home_views, &self.known, &self.home_hits)
-            {
+            // A known value over an edit lies within its length of it.
+            let (lo, hi) = self.near_home(orig.len(), self.known.max_len());
+            let over = if self.plain(orig, lo, hi) {
+                let mut over = false;
+                self.known.find_all(&orig[lo..hi], |a, b, _| {
+                    over |= overlaps(&self.home_hits, lo + a, lo + b)
+                });
+                over
+            } else {
+                self.home_views.build(orig);
+                self.home_views_built = true;
+                s.engine
+                    .known_over(orig, &self.home_views, &self.known, &self.home_hits)
+            };
+            if over {
                 return false;
             }
         }
@@ -1465,6 +1492,13 @@ impl LineRedactor<'_> {
         if v.is_empty() {
             return false;
         }
+        let (lo, hi) = self.near_home(orig.len(), v.len());
+        if self.plain(orig, lo, hi) {
+            return orig[lo..hi]
+                .windows(v.len())
+                .enumerate()
+                .any(|(i, w)| w == v && overlaps(&self.home_hits, lo + i, lo + i + v.len()));
+        }
         if !self.home_views_built {
             self.home_views.build(orig);
             self.home_views_built = true;
@@ -1478,9 +1512,25 @@ impl LineRedactor<'_> {
                 } else {
                     views.to_raw(k, s, s + v.len())
                 };
-                self.home_hits.iter().any(|h| a < h.end && h.start < b)
+                overlaps(&self.home_hits, a, b)
             })
         })
+    }
+
+    /// The stretch of a line of `len` bytes within `reach` of its home
+    /// edits: any `reach`-long text over an edit lies inside it.
+    fn near_home(&self, len: usize, reach: usize) -> (usize, usize) {
+        let first = self.home_hits.first().map_or(0, |h| h.start);
+        let last = self.home_hits.last().map_or(0, |h| h.end);
+        (first.saturating_sub(reach), (last + reach).min(len))
+    }
+
+    /// Is `orig[lo..hi]` free of escapes? The line before its first home
+    /// edit is (`plain_json_prefix`), so then every decoded layer holds
+    /// the raw bytes up to `hi`, at the same offsets: searching the raw
+    /// stretch is searching every layer.
+    fn plain(&self, orig: &[u8], lo: usize, hi: usize) -> bool {
+        memchr::memchr2(b'\\', b'%', &orig[lo..hi]).is_none()
     }
 
     /// The findings of a line redacted home directory first, against the
@@ -1523,6 +1573,11 @@ impl LineRedactor<'_> {
     pub fn lines(&self) -> usize {
         self.lines
     }
+}
+
+/// Does `a..b` overlap one of `spans`?
+fn overlaps(spans: &[Hit], a: usize, b: usize) -> bool {
+    spans.iter().any(|h| a < h.end && h.start < b)
 }
 
 /// Is `b` the opening of a JSON object up to where its next member's key
@@ -2079,7 +2134,14 @@ mod reuse_tests {
         let line = br#"{"a":1,"cwd":"/home/zed","b":2,"cwd":"/home/zed/c","d":3}"#;
         let mut edits = Vec::new();
         s.engine.home_edits(line, &mut edits);
-        assert_eq!(edits.len(), 2);
+        // The first `cwd` member only (the second stays for the scan).
+        assert_eq!(edits.len(), 1);
+        let meta = edits[0].meta;
+        edits.push(Hit {
+            start: 38,
+            end: 47,
+            meta,
+        });
         let mut out = Vec::new();
         engine::apply(metas, line, &mut edits.clone(), &mut out);
         assert_eq!(out, br#"{"a":1,"cwd":"~","b":2,"cwd":"~/c","d":3}"#);
