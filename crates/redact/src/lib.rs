@@ -1540,6 +1540,12 @@ impl LineRedactor<'_> {
     /// directory, and its output is the output already made.
     fn home_findings(&mut self, orig: &[u8]) {
         let s = self.scanner;
+        let lines = self.lines;
+        if self.hits.is_empty() {
+            self.findings
+                .extend(self.home_hits.iter().map(|m| s.finding(m, lines)));
+            return;
+        }
         let metas = &s.engine.metas;
         let mut all = std::mem::take(&mut self.home_all);
         all.clear();
@@ -1556,7 +1562,6 @@ impl LineRedactor<'_> {
         text.clear();
         let merged = engine::apply(metas, orig, &mut all, &mut text);
         debug_assert_eq!(text, self.out, "home-first output");
-        let lines = self.lines;
         self.findings
             .extend(merged.iter().map(|m| s.finding(m, lines)));
         self.home_all = all;
