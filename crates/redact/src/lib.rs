@@ -1279,14 +1279,7 @@ impl LineRedactor<'_> {
         let mut home = orig.first() == Some(&b'{') && self.home_first(orig, &mut homed);
         if home {
             let pem_open = self.pem_open;
-            s.engine.scan_line(
-                &homed,
-                &mut self.scratch,
-                &self.known,
-                &mut self.pem_open,
-                &mut self.found,
-                &mut self.hits,
-            );
+            self.stage_one(&homed, None);
             let scanned = self.found.len();
             s.observe(
                 &mut self.conversation,
@@ -1306,27 +1299,11 @@ impl LineRedactor<'_> {
                 self.hits.clear();
                 self.pem_open = pem_open;
                 home = false;
-                self.take_block_matches(line, orig.len());
-                s.engine.scan_line(
-                    orig,
-                    &mut self.scratch,
-                    &self.known,
-                    &mut self.pem_open,
-                    &mut self.found,
-                    &mut self.hits,
-                );
+                self.stage_one(orig, Some(line));
                 self.found.extend(observed);
             }
         } else {
-            self.take_block_matches(line, orig.len());
-            s.engine.scan_line(
-                orig,
-                &mut self.scratch,
-                &self.known,
-                &mut self.pem_open,
-                &mut self.found,
-                &mut self.hits,
-            );
+            self.stage_one(orig, Some(line));
             s.observe(
                 &mut self.conversation,
                 orig,
@@ -1403,6 +1380,23 @@ impl LineRedactor<'_> {
         self.homed = homed;
         self.out.extend_from_slice(nl);
         Ok(&self.out)
+    }
+
+    /// Stage one's scan of `body`: the line as it came (`line`, with its
+    /// newline: the block walk's matches for it are taken), or the line
+    /// with its home directory replaced (`None`).
+    fn stage_one(&mut self, body: &[u8], line: Option<&[u8]>) {
+        if let Some(line) = line {
+            self.take_block_matches(line, body.len());
+        }
+        self.scanner.engine.scan_line(
+            body,
+            &mut self.scratch,
+            &self.known,
+            &mut self.pem_open,
+            &mut self.found,
+            &mut self.hits,
+        );
     }
 
     /// Home directory first. Claude Code writes the working directory in a
