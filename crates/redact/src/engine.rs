@@ -923,13 +923,13 @@ impl Known {
         self.values.is_empty()
     }
 
-    /// Number of distinct values held; values are only ever added, so a
-    /// count taken earlier marks where the newer ones start.
     /// Length of the longest value.
     pub fn max_len(&self) -> usize {
         self.max_len
     }
 
+    /// Number of distinct values held; values are only ever added, so a
+    /// count taken earlier marks where the newer ones start.
     pub fn len(&self) -> usize {
         self.values.len()
     }
@@ -2316,68 +2316,38 @@ impl Engine {
         }
     }
 
-    /// The caller's home directory where it opens the `"cwd":"…"` member
-    /// of a line that is a JSON object (Claude Code writes one on every
-    /// transcript line; the first such member, after `{` or `,`) and is
-    /// followed by `/` or the string's end: there stage one reports it, from
-    /// whatever layer it reads, as exactly this span — the bytes are plain
-    /// (no escape next to them, so every decoded layer holds them with the
-    /// same neighbours), `"` before is not alphanumeric (`/root`'s stricter
-    /// left edge included) and neither is the byte after, and no rule's
-    /// match runs into a JSON string from before its opening quote. Other
-    /// occurrences are left out: they stay in the text, where the scan
-    /// finds them as before. Empty when two spellings overlap.
+    /// The caller's home directory where it opens the first `"cwd":"…"`
+    /// member (after `{` or `,`) of a line that starts as a JSON object, and
+    /// is followed by `/` or the string's end: Claude Code writes one on
+    /// every transcript line. There stage one reports exactly this span
+    /// (the neighbours are not alphanumeric, `/root`'s stricter left edge
+    /// included). `LineRedactor::home_first` decides whether the line
+    /// around it lets the span be replaced before the scan; any other
+    /// occurrence stays in the text, where the scan finds it as before.
     pub fn home_edits(&self, raw: &[u8], out: &mut Vec<Hit>) {
-        const CWD: &[u8] = CWD_MEMBER;
         static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(CWD));
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(CWD_MEMBER));
         out.clear();
         if raw.first() != Some(&b'{') {
             return;
         }
-        // The first member only: a line has one (another stays in the text,
-        // where the scan finds it).
-        if let Some(at) = FINDER.find(raw) {
-            if !matches!(raw[at - 1], b'{' | b',') {
-                return;
-            }
-            let s = at + CWD.len();
-            for (pat, meta) in &self.identity.homes {
-                let e = s + pat.len();
-                if raw[s..].starts_with(pat) && matches!(raw.get(e), Some(b'/' | b'"')) {
-                    out.push(Hit {
-                        start: s,
-                        end: e,
-                        meta: *meta,
-                    });
-                }
-            }
+        let Some(at) = FINDER.find(raw) else {
+            return;
+        };
+        if !matches!(raw[at - 1], b'{' | b',') {
+            return;
         }
-        out.sort_by_key(|h| h.start);
-        if out.windows(2).any(|w| w[1].start < w[0].end) {
-            out.clear();
-        }
-    }
-
-    /// Does a known value stand in `raw`, or in one of its decoded
-    /// `views` (built from `raw`), over one of the raw `spans`?
-    pub fn known_over(&self, raw: &[u8], views: &Views, known: &Known, spans: &[Hit]) -> bool {
-        let mut over = false;
-        for k in 0..=views.count() {
-            let v = if k == 0 { raw } else { views.layer(k) };
-            known.find_all(v, |s, e, _| {
-                let (s, e) = if k == 0 {
-                    (s, e)
-                } else {
-                    views.to_raw(k, s, e)
-                };
-                over |= spans.iter().any(|h| s < h.end && h.start < e);
+        let s = at + CWD_MEMBER.len();
+        // The spellings start with different bytes: one matches at most.
+        if let Some((pat, meta)) = self.identity.homes.iter().find(|(pat, _)| {
+            raw[s..].starts_with(pat) && matches!(raw.get(s + pat.len()), Some(b'/' | b'"'))
+        }) {
+            out.push(Hit {
+                start: s,
+                end: s + pat.len(),
+                meta: *meta,
             });
-            if over {
-                return true;
-            }
         }
-        false
     }
 
     #[allow(clippy::too_many_arguments)]

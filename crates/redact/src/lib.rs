@@ -1290,9 +1290,22 @@ impl LineRedactor<'_> {
             // A value this line gives that stands over a home directory
             // in the line as it came would be swept there, and not in the
             // line with the home directory replaced: the two-stage way.
-            let found = std::mem::take(&mut self.found);
-            let over = found.iter().any(|(v, _)| self.value_over_home(orig, v));
-            self.found = found;
+            let over = self.found.iter().any(|(v, _)| {
+                !v.is_empty()
+                    && over_edits(
+                        orig,
+                        &self.home_hits,
+                        (&mut self.home_views, &mut self.home_views_built),
+                        v.len(),
+                        |hay, at| {
+                            for i in memchr::memchr_iter(v[0], hay) {
+                                if hay[i..].starts_with(v) {
+                                    at(i, i + v.len());
+                                }
+                            }
+                        },
+                    )
+            });
             if over {
                 let observed = self.found.split_off(scanned);
                 self.found.clear();
@@ -1453,78 +1466,23 @@ impl LineRedactor<'_> {
             return false;
         }
         self.home_views_built = false;
-        if !self.known.is_empty() {
-            // A known value over an edit lies within its length of it.
-            let (lo, hi) = self.near_home(orig.len(), self.known.max_len());
-            let over = if self.plain(orig, lo, hi) {
-                let mut over = false;
-                self.known.find_all(&orig[lo..hi], |a, b, _| {
-                    over |= overlaps(&self.home_hits, lo + a, lo + b)
-                });
-                over
-            } else {
-                self.home_views.build(orig);
-                self.home_views_built = true;
-                s.engine
-                    .known_over(orig, &self.home_views, &self.known, &self.home_hits)
-            };
-            if over {
-                return false;
-            }
+        let known = &self.known;
+        if !known.is_empty()
+            && over_edits(
+                orig,
+                &self.home_hits,
+                (&mut self.home_views, &mut self.home_views_built),
+                known.max_len(),
+                |hay, at| known.find_all(hay, |a, b, _| at(a, b)),
+            )
+        {
+            return false;
         }
         homed.clear();
         let merged = engine::apply(&s.engine.metas, orig, &mut self.home_hits, homed);
         debug_assert_eq!(merged, self.home_hits);
         self.homed_lines += 1;
         true
-    }
-
-    /// Does `v` stand in `orig`, or in one of its decoded layers, over one
-    /// of the line's home edits? (A plain search: more than the sweep would
-    /// find is only a wasted home-first scan.)
-    fn value_over_home(&mut self, orig: &[u8], v: &[u8]) -> bool {
-        if v.is_empty() {
-            return false;
-        }
-        let (lo, hi) = self.near_home(orig.len(), v.len());
-        if self.plain(orig, lo, hi) {
-            return orig[lo..hi]
-                .windows(v.len())
-                .enumerate()
-                .any(|(i, w)| w == v && overlaps(&self.home_hits, lo + i, lo + i + v.len()));
-        }
-        if !self.home_views_built {
-            self.home_views.build(orig);
-            self.home_views_built = true;
-        }
-        let views = &self.home_views;
-        (0..=views.count()).any(|k| {
-            let layer = if k == 0 { orig } else { views.layer(k) };
-            memchr::memmem::find_iter(layer, v).any(|s| {
-                let (a, b) = if k == 0 {
-                    (s, s + v.len())
-                } else {
-                    views.to_raw(k, s, s + v.len())
-                };
-                overlaps(&self.home_hits, a, b)
-            })
-        })
-    }
-
-    /// The stretch of a line of `len` bytes within `reach` of its home
-    /// edits: any `reach`-long text over an edit lies inside it.
-    fn near_home(&self, len: usize, reach: usize) -> (usize, usize) {
-        let first = self.home_hits.first().map_or(0, |h| h.start);
-        let last = self.home_hits.last().map_or(0, |h| h.end);
-        (first.saturating_sub(reach), (last + reach).min(len))
-    }
-
-    /// Is `orig[lo..hi]` free of escapes? The line before its first home
-    /// edit is (`plain_json_prefix`), so then every decoded layer holds
-    /// the raw bytes up to `hi`, at the same offsets: searching the raw
-    /// stretch is searching every layer.
-    fn plain(&self, orig: &[u8], lo: usize, hi: usize) -> bool {
-        memchr::memchr2(b'\\', b'%', &orig[lo..hi]).is_none()
     }
 
     /// The findings of a line redacted home directory first, against the
@@ -1574,9 +1532,55 @@ impl LineRedactor<'_> {
     }
 }
 
-/// Does `a..b` overlap one of `spans`?
-fn overlaps(spans: &[Hit], a: usize, b: usize) -> bool {
-    spans.iter().any(|h| a < h.end && h.start < b)
+/// Does some text `find` reports (`find(haystack, at)` calls `at(start,
+/// end)` for each occurrence), of at most `reach` bytes, stand in `orig`
+/// or in one of its decoded layers over one of the home `edits`? Such an
+/// occurrence lies within `reach` of an edit; when that stretch holds no
+/// escape, every layer holds the raw bytes there at the same offsets (the
+/// line before the first edit is plain: `plain_json_prefix`), so the raw
+/// stretch is all to search. Otherwise each layer is searched, its
+/// occurrences mapped to raw bytes; `views` (and whether they are built
+/// from `orig` yet) are built once per line.
+fn over_edits(
+    orig: &[u8],
+    edits: &[Hit],
+    views: (&mut view::Views, &mut bool),
+    reach: usize,
+    mut find: impl FnMut(&[u8], &mut dyn FnMut(usize, usize)),
+) -> bool {
+    let over = |a: usize, b: usize| edits.iter().any(|h| a < h.end && h.start < b);
+    let (Some(first), Some(last)) = (edits.first(), edits.last()) else {
+        return false;
+    };
+    let (lo, hi) = (
+        first.start.saturating_sub(reach),
+        (last.end + reach).min(orig.len()),
+    );
+    let mut hit = false;
+    if memchr::memchr2(b'\\', b'%', &orig[lo..hi]).is_none() {
+        find(&orig[lo..hi], &mut |a, b| hit |= over(lo + a, lo + b));
+        return hit;
+    }
+    let (views, built) = views;
+    if !*built {
+        views.build(orig);
+        *built = true;
+    }
+    for k in 0..=views.count() {
+        let layer = if k == 0 { orig } else { views.layer(k) };
+        find(layer, &mut |a, b| {
+            let (a, b) = if k == 0 {
+                (a, b)
+            } else {
+                views.to_raw(k, a, b)
+            };
+            hit |= over(a, b);
+        });
+        if hit {
+            return true;
+        }
+    }
+    false
 }
 
 /// Is `b` the opening of a JSON object up to where its next member's key
@@ -1986,11 +1990,6 @@ mod tests {
 mod reuse_tests {
     use super::*;
 
-    /// Verify's scan with stage one's keyword matches to reuse finds exactly
-    /// what a fresh scan finds, for outputs edited anywhere: the real
-    /// placeholders, edits that create keywords and identity words across
-    /// their edges, edits inside escapes, and lines cut into several
-    /// segments by long allowlisted values.
     /// Home directory first gives what the two-stage way gives, line by
     /// line (output, findings, refusals), in the stream: on chosen lines —
     /// a value found earlier that a home directory overlaps, secrets over
@@ -2155,6 +2154,11 @@ mod reuse_tests {
         assert_eq!(home_unmap(metas, &edits, 14, 14), (14, 14));
     }
 
+    /// Verify's scan with stage one's keyword matches to reuse finds exactly
+    /// what a fresh scan finds, for outputs edited anywhere: the real
+    /// placeholders, edits that create keywords and identity words across
+    /// their edges, edits inside escapes, and lines cut into several
+    /// segments by long allowlisted values.
     #[test]
     fn scan_with_prior_matches_equals_fresh_scan() {
         let id = zed_identity();
