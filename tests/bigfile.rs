@@ -138,6 +138,11 @@ fn verify_clean(env: &Env) {
 
 #[test]
 fn a_big_transcript_is_stored_as_parts_idempotently_and_a_grown_one_supersedes_its_last_part() {
+    if !test_knobs(
+        "a_big_transcript_is_stored_as_parts_idempotently_and_a_grown_one_supersedes_its_last_part",
+    ) {
+        return;
+    }
     let env = Env::new();
     let file = env.claude.join(format!("{SESSION}.jsonl"));
     let text = lines(0, 38, &env.repo, 30);
@@ -227,6 +232,11 @@ fn a_big_transcript_is_stored_as_parts_idempotently_and_a_grown_one_supersedes_i
 
 #[test]
 fn a_value_found_in_an_early_part_is_redacted_where_it_stands_bare_in_a_later_part() {
+    if !test_knobs(
+        "a_value_found_in_an_early_part_is_redacted_where_it_stands_bare_in_a_later_part",
+    ) {
+        return;
+    }
     let env = Env::new();
     let file = env.claude.join(format!("{SESSION}.jsonl"));
     // The password on line 3 (the first part), the bare value on line 35
@@ -249,6 +259,9 @@ fn a_value_found_in_an_early_part_is_redacted_where_it_stands_bare_in_a_later_pa
 
 #[test]
 fn a_refused_line_stops_the_stream_and_says_how_many_parts_are_stored() {
+    if !test_knobs("a_refused_line_stops_the_stream_and_says_how_many_parts_are_stored") {
+        return;
+    }
     let env = Env::new();
     let file = env.claude.join(format!("{SESSION}.jsonl"));
     let head = lines(0, 20, &env.repo, 99);
@@ -278,6 +291,9 @@ fn a_refused_line_stops_the_stream_and_says_how_many_parts_are_stored() {
 
 #[test]
 fn ingest_streams_a_big_file_and_recognises_it_unchanged() {
+    if !test_knobs("ingest_streams_a_big_file_and_recognises_it_unchanged") {
+        return;
+    }
     let env = Env::new();
     let file = env.claude.join(format!("{SESSION}.jsonl"));
     let text = lines(0, 40, &env.repo, 30);
@@ -401,6 +417,9 @@ fn a_hook_given_a_transcript_over_the_cap_says_how_to_capture_it() {
 /// number), after the file grew too, and name the parts they used.
 #[test]
 fn reconstruct_and_export_join_a_transcript_stored_in_parts() {
+    if !test_knobs("reconstruct_and_export_join_a_transcript_stored_in_parts") {
+        return;
+    }
     let env = Env::new();
     let file = env.claude.join(format!("{SESSION}.jsonl"));
     let text = lines(0, 38, &env.repo, 30);
