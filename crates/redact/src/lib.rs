@@ -1275,8 +1275,14 @@ impl LineRedactor<'_> {
         self.found.clear();
         // The caller's home directory first where that is exact (see
         // `home_first`): stage one scans the line with it replaced.
-        let mut homed = std::mem::take(&mut self.homed);
-        let mut home = orig.first() == Some(&b'{') && self.home_first(orig, &mut homed);
+        let json = orig.first() == Some(&b'{');
+        // Only a JSON line borrows the buffer (an empty `Vec` costs nothing).
+        let mut homed = if json {
+            std::mem::take(&mut self.homed)
+        } else {
+            Vec::new()
+        };
+        let mut home = json && self.home_first(orig, &mut homed);
         if home {
             let pem_open = self.pem_open;
             self.stage_one(&homed, None);
@@ -1343,7 +1349,9 @@ impl LineRedactor<'_> {
         self.out.clear();
         if self.hits.is_empty() {
             if !home {
-                self.homed = homed;
+                if json {
+                    self.homed = homed;
+                }
                 return Ok(line);
             }
             // As for an unchanged line: the scan is a pure function of the
@@ -1390,7 +1398,9 @@ impl LineRedactor<'_> {
                 .is_ok());
             self.home_findings(orig);
         }
-        self.homed = homed;
+        if json {
+            self.homed = homed;
+        }
         self.out.extend_from_slice(nl);
         Ok(&self.out)
     }
@@ -1398,6 +1408,7 @@ impl LineRedactor<'_> {
     /// Stage one's scan of `body`: the line as it came (`line`, with its
     /// newline: the block walk's matches for it are taken), or the line
     /// with its home directory replaced (`None`).
+    #[inline]
     fn stage_one(&mut self, body: &[u8], line: Option<&[u8]>) {
         if let Some(line) = line {
             self.take_block_matches(line, body.len());
@@ -1430,6 +1441,7 @@ impl LineRedactor<'_> {
     /// value the line itself gives: `line` goes the two-stage way then).
     /// `tests::home_first_redacts_as_the_two_stage_way` holds it to that on
     /// random transcript-shaped texts.
+    #[inline(never)]
     fn home_first(&mut self, orig: &[u8], homed: &mut Vec<u8>) -> bool {
         let s = self.scanner;
         if !self.home_first_on || self.pem_open > 0 || s.engine.identity.homes.is_empty() {
@@ -1490,6 +1502,7 @@ impl LineRedactor<'_> {
     /// through the edits) merged as one [`engine::apply`] over `orig`
     /// merges them — a hit over a home placeholder covers that home
     /// directory, and its output is the output already made.
+    #[inline(never)]
     fn home_findings(&mut self, orig: &[u8]) {
         let s = self.scanner;
         let lines = self.lines;
