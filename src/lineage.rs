@@ -411,7 +411,7 @@ pub fn check_id_not_secret(field: &'static str, v: Option<&str>) -> Result<(), L
         None => Ok(()),
         Some(f) => Err(LineageError::SecretId {
             field,
-            kind: f.kind.clone(),
+            kind: f.kind.to_string(),
         }),
     }
 }

@@ -461,6 +461,23 @@ pub enum Gate {
     /// ASCII whitespace then `=` (its other keywords, `&str`, `&[u8`,
     /// `&'static`, always pass).
     BytesAssigned,
+    /// `env-line-secret`, `env-line-password`: every match holds one of
+    /// the pattern's upper-case words (`SECRET`, `TOKEN`, `PASSWORD`, …),
+    /// each of which is a keyword; an occurrence with a lower-case letter
+    /// (`"output_tokens"`, the `password` of a placeholder) is not that
+    /// word.
+    Upper,
+    /// `prose-password`: every match is its word (`password`, `pw`, …, a
+    /// keyword each) with no word byte (`[A-Za-z0-9_]`) before it and
+    /// ASCII whitespace, `:` or `=` right after it (`\b` and the
+    /// separators that follow). `passwords`, `password_hash` and the
+    /// `password]` of a placeholder fail.
+    WordThenSep,
+    /// `lan-hostname`: every match ends with one of its keywords (`.local`,
+    /// `.lan`, …), and a match is kept only when the byte after it is not
+    /// a host byte (alphanumeric, `-`) and not a `.` followed by an
+    /// alphanumeric byte (`settings.local.json`; see `Check::Host`).
+    HostEnd,
 }
 
 /// Bytes of the base64 alphabet without padding (`[A-Za-z0-9+/]`).
@@ -807,8 +824,8 @@ pub struct Known {
     filter: Vec<u64>,
     /// log2 of the filter's size in bits (0 while empty).
     filter_log2: u32,
-    /// gram -> (value index, offset of the gram in the value).
-    by_gram: std::collections::HashMap<u32, Vec<(usize, usize)>>,
+    /// gram -> the values holding it there.
+    by_gram: std::collections::HashMap<u32, Vec<GramEntry>, GramHash>,
     /// Exact-value index, so adding a value twice is a no-op.
     by_value: std::collections::HashSet<Vec<u8>>,
     /// Length of the longest value.
@@ -831,6 +848,69 @@ const KNOWN_FILTER_MAX_LOG2: u32 = 20;
 /// The filter grows (doubling, rebuilt from the grams) to keep at least
 /// this many bits per distinct gram, i.e. a false-positive rate near 1/64.
 const KNOWN_FILTER_BITS_PER_GRAM: usize = 64;
+
+/// A value holding a gram: its index, the gram's offset in it, and its
+/// first eight bytes, compared before the whole value (values sharing a
+/// common head such as `ghp_` share its grams, and each probe of that
+/// head would otherwise compare every one of them byte by byte).
+#[derive(Clone, Copy)]
+struct GramEntry {
+    id: u32,
+    off: u32,
+    head: u64,
+}
+// Every value has a head of eight bytes.
+const _: () = assert!(MIN_REPEAT_LEN >= 8);
+
+/// Hashes [`Known`]'s grams: a multiply with a key drawn once per process
+/// from the standard library's random source, folded so that the bucket
+/// index (low bits) and the control byte (high bits) both depend on every
+/// byte of the gram. SipHash was the larger part of each lookup, one per
+/// probe that passes the filter; the key keeps a text from choosing grams
+/// that share one bucket without knowing it.
+#[derive(Clone, Copy)]
+pub struct GramHash(u64);
+
+impl Default for GramHash {
+    fn default() -> Self {
+        static KEY: LazyLock<u64> = LazyLock::new(|| {
+            use std::hash::BuildHasher;
+            std::collections::hash_map::RandomState::new().hash_one(0x6b6e_6f77_6e5fu64)
+        });
+        GramHash(*KEY)
+    }
+}
+
+impl std::hash::BuildHasher for GramHash {
+    type Hasher = GramHasher;
+    fn build_hasher(&self) -> GramHasher {
+        GramHasher(self.0)
+    }
+}
+
+pub struct GramHasher(u64);
+
+impl std::hash::Hasher for GramHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u32(u32::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, k: u32) {
+        self.0 = (self.0 ^ u64::from(k)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+#[inline(always)]
+fn load_u64(v: &[u8], i: usize) -> u64 {
+    let w: [u8; 8] = v[i..i + 8].try_into().expect("eight bytes");
+    u64::from_le_bytes(w)
+}
 
 #[inline(always)]
 fn load_u32(v: &[u8], i: usize) -> u32 {
@@ -892,7 +972,11 @@ impl Known {
             if e.is_empty() {
                 fresh.push(k);
             }
-            e.push((id, o));
+            e.push(GramEntry {
+                id: id as u32,
+                off: o as u32,
+                head: load_u64(v, 0),
+            });
         }
         let want = (self.by_gram.len() * KNOWN_FILTER_BITS_PER_GRAM)
             .next_power_of_two()
@@ -955,11 +1039,17 @@ impl Known {
             let Some(entries) = self.by_gram.get(&load_u32(v, c)) else {
                 continue;
             };
-            for &(id, o) in entries {
+            for e in entries {
+                let id = e.id as usize;
                 if id < first {
                     continue;
                 }
-                let Some(i) = c.checked_sub(o) else { continue };
+                let Some(i) = c.checked_sub(e.off as usize) else {
+                    continue;
+                };
+                if v.len() < i + MIN_REPEAT_LEN || load_u64(v, i) != e.head {
+                    continue;
+                }
                 let val = &self.values[id];
                 if v[i..].starts_with(val) {
                     f(i, i + val.len(), self.metas[id]);
@@ -1913,6 +2003,13 @@ impl Engine {
             }
             Gate::CookiePair => *a.cookie_pair.get_or_insert_with(|| cookie_pair(v)),
             Gate::SlashPair => *a.slash_pair.get_or_insert_with(|| slash_pair(v)),
+            Gate::Upper => !v[m.start..m.end].iter().any(u8::is_ascii_lowercase),
+            Gate::WordThenSep => {
+                !(m.start > 0 && is_word_byte(v[m.start - 1]))
+                    && v.get(m.end)
+                        .is_some_and(|&b| is_ascii_space(b) || b == b':' || b == b'=')
+            }
+            Gate::HostEnd => host_may_end(v, m.end),
             Gate::BytesAssigned => {
                 !v[m.start..m.end].eq_ignore_ascii_case(b"bytes")
                     || v[m.end..].iter().find(|&&b| !is_ascii_space(b)) == Some(&b'=')
@@ -2061,7 +2158,6 @@ impl Engine {
                     let l = lower(val);
                     // `settings.local.json`, `.env.local`, `browser.storage.local`
                     // are file names and code, not hosts.
-                    let file_ext = next == Some(b'.') && v.get(e + 1).is_some_and(|&b| is_alnum(b));
                     let code = l
                         .split(|&b| b == b'.')
                         .any(|label| CODE_LABELS.iter().any(|c| c.as_bytes() == label));
@@ -2072,8 +2168,7 @@ impl Engine {
                         .any(|p| l.starts_with(p.as_bytes()));
                     !sri && !prev
                         .is_some_and(|b| is_alnum(b) || b == b'.' || b == b'-' || b == b'@')
-                        && !next.is_some_and(|b| is_alnum(b) || b == b'-')
-                        && !file_ext
+                        && host_may_end(v, e)
                         && !code
                         && !PUBLIC_HOSTS.iter().any(|h| is_or_under(&l, h.as_bytes()))
                         && !self.path_allowed(val)
@@ -2417,6 +2512,21 @@ fn is_space_byte(b: u8) -> bool {
 }
 
 /// `\s` in ASCII mode.
+/// A byte of an ASCII word (`\\w` without Unicode): what `\\b` looks at.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Can a host name that `Check::Host` keeps end at `e` (see
+/// [`Gate::HostEnd`])?
+fn host_may_end(v: &[u8], e: usize) -> bool {
+    match v.get(e) {
+        Some(&b) if is_alnum(b) || b == b'-' => false,
+        Some(b'.') => !v.get(e + 1).is_some_and(|&b| is_alnum(b)),
+        _ => true,
+    }
+}
+
 fn is_ascii_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
@@ -3446,8 +3556,20 @@ mod tests {
         })
     }
 
+    /// Could rule `id` (pattern `re`) keep a match in `v`? For
+    /// `lan-hostname`, a match `Check::Host` may keep (it drops one that
+    /// [`host_may_end`] refuses); for the others, any match.
+    fn kept_match(id: &str, re: &Regex, v: &[u8]) -> bool {
+        if id == "lan-hostname" {
+            re.find_iter(v).any(|m| host_may_end(v, m.end()))
+        } else {
+            re.is_match(v)
+        }
+    }
+
     /// The gates of `netrc-password`, `registry-login-password`,
-    /// `base64-encoded-secrets` and `yaml-data-base64` may only skip
+    /// `base64-encoded-secrets`, `yaml-data-base64`, the two `env-line-*`
+    /// rules, `prose-password` and `lan-hostname` may only skip
     /// segments where the rule's own (compiled) pattern cannot match:
     /// random texts from the fragments that decide them, and edges.
     #[test]
@@ -3461,6 +3583,10 @@ mod tests {
             "session-cookie",
             "byte-string-secret",
             "login-slash-password",
+            "env-line-secret",
+            "env-line-password",
+            "prose-password",
+            "lan-hostname",
         ];
         let res: Vec<Regex> = ids
             .iter()
@@ -3488,10 +3614,16 @@ mod tests {
                 "login-slash-password" => {
                     b"{\"login\":\"see src/components / for the files at /home/user/dist\"}"
                 }
+                "env-line-secret" => {
+                    b"{\"usage\":{\"output_tokens\":12},\"x\":\"[REDACTED:generic-secret]\"}"
+                }
+                "env-line-password" => b"the password=hunter22 is in passwords.txt",
+                "prose-password" => b"[REDACTED:password] and the passwords_db, pwned",
+                "lan-hostname" => b"edit .claude/settings.local.json and my.localhost",
                 _ => b"metadata: {\"a\": 1, \"b\": \"x\"} at 0123456789abcdef0123456789abcdef",
             };
             assert!(!engine_runs(&scanner, id, skipped, true), "{id}");
-            assert!(!re.is_match(skipped), "{id}");
+            assert!(!kept_match(id, re, skipped), "{id}");
         }
         let parts: &[&[u8]] = &[
             b"password",
@@ -3584,14 +3716,37 @@ mod tests {
             b"Winter1998#",
             b"`",
             b"@",
+            b"PASSWORD",
+            b"DB_PASSWD",
+            b"TOKEN",
+            b"Token",
+            b"MY_SECRET",
+            b"API_KEY",
+            b"apikey",
+            b"PRIVATE_KEY",
+            b"export ",
+            b"pw",
+            b"pwd",
+            b"PW",
+            b"passphrase",
+            b"[REDACTED:password]",
+            b"host",
+            b".local",
+            b".LAN",
+            b".internal",
+            b".fritz.box",
+            b".corp",
+            b".json",
+            b"-",
+            b"9",
         ];
         let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
-        let mut matched = [0usize; 7];
+        let mut matched = vec![0usize; ids.len()];
         for _ in 0..900_000 {
             let n = 2 + (rng.next() % 12) as usize;
             let v: Vec<u8> = rng.concat(parts, n);
             for (i, (id, re)) in ids.iter().zip(&res).enumerate() {
-                if re.is_match(&v) && engine_runs(&scanner, id, &v, false) {
+                if kept_match(id, re, &v) && engine_runs(&scanner, id, &v, false) {
                     matched[i] += 1;
                     assert!(
                         engine_runs(&scanner, id, &v, true),

@@ -176,14 +176,17 @@ pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "sshpass", "--pass"];
 /// matches); `provider-named`'s keywords are its closing secret word with
 /// each byte its pattern lets follow (`gate_tests` checks the gate built on
 /// that); `aws-cli-secret` spells out `configure` and `bearer-token`
-/// `bearer` or `authorization`, their keywords, under `(?i)`. The first
-/// two would otherwise scan whole lines from every word. (Not
-/// `env-line-secret`: `MY_TOKEN_X=…` holds none of its keywords.)
+/// `bearer` or `authorization`, their keywords, under `(?i)`;
+/// `env-line-secret` and `env-line-password` hold one of their upper-case
+/// words, each a keyword. The first two would otherwise scan whole lines
+/// from every word.
 pub const WINDOWED_RULES: &[&str] = &[
     "lan-hostname",
     "provider-named",
     "aws-cli-secret",
     "bearer-token",
+    "env-line-secret",
+    "env-line-password",
 ];
 
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
@@ -1023,7 +1026,7 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "prose-password",
             "password",
-            &["password", "passwd", "passphrase", "pw ", "pwd "],
+            &["password", "passwd", "passphrase", "pw", "pwd"],
             r#"(?i)\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
         ),
@@ -1072,14 +1075,7 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "env-line-secret",
             "generic-secret",
-            &[
-                "secret",
-                "token=",
-                "token =",
-                "api_key",
-                "apikey",
-                "private_key",
-            ],
+            &["secret", "token", "api_key", "apikey", "private_key"],
             r#"(?m)(?:^|["\n])[ \t]*(?:export[ \t]+)?[A-Za-z0-9_]*(?:SECRET|TOKEN|API_KEY|APIKEY|PRIVATE_KEY)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{7,})"#,
             Check::Generic,
         ),

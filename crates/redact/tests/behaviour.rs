@@ -84,7 +84,7 @@ fn configuration_adds_rules_allowlists_and_raises_but_never_weakens() {
     let f = s.scan("laptop is zed-macbook-pro");
     assert!(
         f.iter()
-            .any(|f| f.kind == "hostname" && f.severity == abcd_redact::Severity::Block),
+            .any(|f| &*f.kind == "hostname" && f.severity == abcd_redact::Severity::Block),
         "{f:?}"
     );
 }
