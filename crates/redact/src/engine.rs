@@ -827,7 +827,7 @@ pub struct Known {
     /// gram -> the values holding it there.
     by_gram: std::collections::HashMap<u32, Vec<GramEntry>, GramHash>,
     /// Exact-value index, so adding a value twice is a no-op.
-    by_value: std::collections::HashSet<Vec<u8>>,
+    by_value: std::collections::HashSet<Vec<u8>, GramHash>,
     /// Length of the longest value.
     max_len: usize,
 }
@@ -862,12 +862,13 @@ struct GramEntry {
 // Every value has a head of eight bytes.
 const _: () = assert!(MIN_REPEAT_LEN >= 8);
 
-/// Hashes [`Known`]'s grams: a multiply with a key drawn once per process
-/// from the standard library's random source, folded so that the bucket
-/// index (low bits) and the control byte (high bits) both depend on every
-/// byte of the gram. SipHash was the larger part of each lookup, one per
-/// probe that passes the filter; the key keeps a text from choosing grams
-/// that share one bucket without knowing it.
+/// Hashes [`Known`]'s grams and values: a multiply per word with a key
+/// drawn once per process from the standard library's random source,
+/// folded so that the bucket index (low bits) and the control byte (high
+/// bits) both depend on every byte. SipHash was the larger part of each
+/// lookup, one per probe that passes the filter and one per value a line
+/// gives; the key keeps a text from choosing grams or values that share
+/// one bucket without knowing it.
 #[derive(Clone, Copy)]
 pub struct GramHash(u64);
 
@@ -892,13 +893,25 @@ pub struct GramHasher(u64);
 
 impl std::hash::Hasher for GramHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u32(u32::from(b));
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.write_u64(u64::from_le_bytes(w.try_into().expect("eight bytes")));
         }
+        let mut tail = [0u8; 8];
+        let rest = words.remainder();
+        tail[..rest.len()].copy_from_slice(rest);
+        // The tail's length in its top byte: `ab` and `ab\0` differ.
+        self.write_u64(u64::from_le_bytes(tail) ^ ((rest.len() as u64) << 59));
     }
 
     fn write_u32(&mut self, k: u32) {
-        self.0 = (self.0 ^ u64::from(k)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.write_u64(u64::from(k));
+    }
+
+    fn write_u64(&mut self, k: u64) {
+        self.0 = (self.0 ^ k)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(23);
     }
 
     fn finish(&self) -> u64 {

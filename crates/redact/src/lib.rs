@@ -1319,12 +1319,10 @@ impl LineRedactor<'_> {
                         (&mut self.home_views, &mut self.home_views_built),
                         v.len(),
                         |hay, at| {
-                            // Every occurrence, overlapping ones too.
-                            let f = memchr::memmem::Finder::new(v);
-                            let mut from = 0;
-                            while let Some(i) = hay.get(from..).and_then(|h| f.find(h)) {
-                                at(from + i, from + i + v.len());
-                                from += i + 1;
+                            for i in memchr::memchr_iter(v[0], hay) {
+                                if hay[i..].starts_with(v) {
+                                    at(i, i + v.len());
+                                }
                             }
                         },
                     )
