@@ -994,34 +994,30 @@ fn edits_inside_strings(metas: &[engine::Meta], before: &[u8], spans: &[Hit]) ->
 /// `to`. False when `to` falls inside an escape sequence, or when
 /// `may_close` is false and a string ends on the way.
 fn json_walk(b: &[u8], at: &mut usize, to: usize, in_str: &mut bool, may_close: bool) -> bool {
-    while *at < to {
-        let seg = &b[*at..to];
-        if !*in_str {
-            match memchr::memchr(b'"', seg) {
-                Some(q) => {
-                    *at += q + 1;
-                    *in_str = true;
-                }
-                None => *at = to,
+    // One memchr2 pass over the stretch (a call per string cost more than
+    // the walk on a transcript line, which holds a string every few bytes).
+    let base = *at;
+    // Quotes and backslashes before `next` lie inside an escape already
+    // taken.
+    let mut next = base;
+    if base < to {
+        for q in memchr::memchr2_iter(b'"', b'\\', &b[base..to]) {
+            let pos = base + q;
+            if pos < next {
+                continue;
             }
-            continue;
-        }
-        match memchr::memchr2(b'"', b'\\', seg) {
-            None => *at = to,
-            Some(q) => {
-                let pos = *at + q;
-                if b[pos] == b'"' {
-                    if !may_close {
-                        return false;
-                    }
-                    *in_str = false;
-                    *at = pos + 1;
-                } else {
-                    *at = pos + escape_len(&b[pos..]);
+            if b[pos] == b'"' {
+                if *in_str && !may_close {
+                    return false;
                 }
+                *in_str = !*in_str;
+                next = pos + 1;
+            } else if *in_str {
+                next = pos + escape_len(&b[pos..]);
             }
         }
     }
+    *at = next.max(to);
     *at == to
 }
 
@@ -1874,6 +1870,94 @@ mod tests {
             class: Class::Secret,
             placeholder: placeholder.to_vec(),
         }
+    }
+
+    /// `json_walk` as it was written first (one memchr call per string):
+    /// the reference the one-pass walk is held to.
+    fn json_walk_by_strings(
+        b: &[u8],
+        at: &mut usize,
+        to: usize,
+        in_str: &mut bool,
+        may_close: bool,
+    ) -> bool {
+        while *at < to {
+            let seg = &b[*at..to];
+            if !*in_str {
+                match memchr::memchr(b'"', seg) {
+                    Some(q) => {
+                        *at += q + 1;
+                        *in_str = true;
+                    }
+                    None => *at = to,
+                }
+                continue;
+            }
+            match memchr::memchr2(b'"', b'\\', seg) {
+                None => *at = to,
+                Some(q) => {
+                    let pos = *at + q;
+                    if b[pos] == b'"' {
+                        if !may_close {
+                            return false;
+                        }
+                        *in_str = false;
+                        *at = pos + 1;
+                    } else {
+                        *at = pos + escape_len(&b[pos..]);
+                    }
+                }
+            }
+        }
+        *at == to
+    }
+
+    /// The one-pass walk agrees with the reference on random JSON-ish
+    /// texts (quotes, escapes, surrogate pairs cut anywhere), from every
+    /// state, to every end, closing allowed or not: the answer, and on
+    /// success the position and string state it leaves.
+    #[test]
+    fn json_walk_agrees_with_the_walk_by_strings() {
+        let parts: &[&[u8]] = &[
+            b"\"",
+            b"\\\"",
+            b"\\\\",
+            b"\\n",
+            b"\\u00e9",
+            b"\\uD83D\\uDE00",
+            b"\\uD83D",
+            b"\\",
+            b"a",
+            b"key",
+            b":",
+            b",",
+            b"{",
+            b"}",
+            b" ",
+            b"\xC3\xA9",
+        ];
+        let mut rng = crate::testkit::XorShift(0x2545_F491_4F6C_DD1Du64);
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            let n = 1 + (rng.next() % 14) as usize;
+            let text = rng.concat(parts, n);
+            let from = (rng.next() as usize) % (text.len() + 1);
+            let to = from + (rng.next() as usize) % (text.len() - from + 1);
+            for start_in in [false, true] {
+                for may_close in [false, true] {
+                    let (mut a1, mut s1) = (from, start_in);
+                    let (mut a2, mut s2) = (from, start_in);
+                    let r1 = json_walk(&text, &mut a1, to, &mut s1, may_close);
+                    let r2 = json_walk_by_strings(&text, &mut a2, to, &mut s2, may_close);
+                    assert_eq!(r1, r2, "{:?} {from}..{to}", String::from_utf8_lossy(&text));
+                    if r1 {
+                        assert_eq!((a1, s1), (a2, s2));
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
     }
 
     /// The parse-free JSON check: it may only say "safe" when the edited
