@@ -2524,8 +2524,7 @@ fn is_space_byte(b: u8) -> bool {
     is_ascii_space(b) || b >= 0x80
 }
 
-/// `\s` in ASCII mode.
-/// A byte of an ASCII word (`\\w` without Unicode): what `\\b` looks at.
+/// A byte of an ASCII word (`\w` without Unicode): what `\b` looks at.
 fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
@@ -2540,6 +2539,7 @@ fn host_may_end(v: &[u8], e: usize) -> bool {
     }
 }
 
+/// `\s` in ASCII mode.
 fn is_ascii_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
 }
