@@ -229,8 +229,10 @@ pub const MIN_TOKEN_ENTROPY: f64 = 2.5;
 
 /// What a rule is, as far as placement and reporting go.
 pub struct Meta {
-    pub id: String,
-    pub kind: String,
+    /// Shared with every finding that names this rule (a finding copies
+    /// no string: every transcript line has one).
+    pub id: std::sync::Arc<str>,
+    pub kind: std::sync::Arc<str>,
     pub severity: Severity,
     pub class: Class,
     pub placeholder: Vec<u8>,
@@ -553,7 +555,6 @@ fn b64_value(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
 fn slash_pair(v: &[u8]) -> bool {
     let tok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'-');
     let pw = |b: u8| !(is_ascii_space(b) || matches!(b, b'/' | b'"' | b'\'' | b'`'));
-    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     memchr::memchr_iter(b'/', v).any(|q| {
         let mut k = q + 1;
         while k < v.len() && is_ascii_space(v[k]) {
@@ -575,9 +576,9 @@ fn slash_pair(v: &[u8]) -> bool {
         }
         let run = &v[s..e];
         // `is` inside the run (after a word boundary), two bytes after it.
-        if (0..run.len().saturating_sub(3))
-            .any(|i| run[i..i + 2].eq_ignore_ascii_case(b"is") && (i == 0 || !word(run[i - 1])))
-        {
+        if (0..run.len().saturating_sub(3)).any(|i| {
+            run[i..i + 2].eq_ignore_ascii_case(b"is") && (i == 0 || !is_word_byte(run[i - 1]))
+        }) {
             return true;
         }
         let mut k = s;
@@ -625,9 +626,7 @@ fn cookie_pair(v: &[u8]) -> bool {
 /// `\s+` then one of `words` (ASCII case-insensitive) ends right before
 /// `at`, and the byte at `end` (if any) is not a word byte (`\b`).
 fn word_before(v: &[u8], at: usize, end: usize, words: &[&str]) -> bool {
-    if v.get(end)
-        .is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'_')
-    {
+    if v.get(end).is_some_and(|&b| is_word_byte(b)) {
         return false;
     }
     let mut i = at;
@@ -979,6 +978,7 @@ impl Known {
         self.values.push(v.to_vec());
         self.metas.push(meta);
         let mut fresh = Vec::with_capacity(GRAM_STRIDE);
+        let head = load_u64(v, 0);
         for o in 0..GRAM_STRIDE {
             let k = load_u32(v, o);
             let e = self.by_gram.entry(k).or_default();
@@ -988,7 +988,7 @@ impl Known {
             e.push(GramEntry {
                 id: id as u32,
                 off: o as u32,
-                head: load_u64(v, 0),
+                head,
             });
         }
         let want = (self.by_gram.len() * KNOWN_FILTER_BITS_PER_GRAM)
@@ -3558,7 +3558,7 @@ mod tests {
         let r = e
             .rules
             .iter()
-            .position(|r| e.metas[r.meta].id == id)
+            .position(|r| &*e.metas[r.meta].id == id)
             .unwrap();
         let mut kws = Vec::new();
         e.keywords.find_all(v, &mut LaneBufs::default(), &mut kws);
@@ -3613,7 +3613,7 @@ mod tests {
             .collect();
         for (id, re) in ids.iter().zip(&res) {
             let e = &scanner.engine;
-            let r = e.rules.iter().position(|r| e.metas[r.meta].id == *id);
+            let r = e.rules.iter().position(|r| &*e.metas[r.meta].id == *id);
             assert!(
                 r.is_some_and(|r| e.gates[r] != Gate::None),
                 "{id} has a gate"

@@ -161,10 +161,6 @@ pub struct Scanner {
     output_meta: usize,
     /// Meta of `generic-secret` (an element's value on its own line).
     generic_meta: usize,
-    /// Each meta's rule id and kind as a finding carries them: shared, so
-    /// a finding costs no string copies (two per finding were ~4 % of a
-    /// scan: a transcript's every line has a home-directory finding).
-    names: Vec<(Arc<str>, Arc<str>)>,
 }
 
 fn placeholder(kind: &str) -> Vec<u8> {
@@ -188,8 +184,8 @@ struct Builder {
 impl Builder {
     fn meta(&mut self, id: &str, kind: &str, severity: Severity, class: Class) -> usize {
         self.metas.push(Meta {
-            id: id.to_string(),
-            kind: kind.to_string(),
+            id: Arc::from(id),
+            kind: Arc::from(kind),
             severity,
             class,
             placeholder: placeholder(kind),
@@ -356,24 +352,24 @@ impl Scanner {
         let generic_meta = b
             .metas
             .iter()
-            .position(|m| m.id == "generic-secret")
+            .position(|m| &*m.id == "generic-secret")
             .unwrap_or(output_meta);
         let mac_rule = b
             .rules
             .iter()
-            .position(|r| b.metas[r.meta].id == "mac-address")
+            .position(|r| &*b.metas[r.meta].id == "mac-address")
             .unwrap_or(usize::MAX);
         let ipv6_rule = b
             .rules
             .iter()
-            .position(|r| b.metas[r.meta].id == "private-ipv6")
+            .position(|r| &*b.metas[r.meta].id == "private-ipv6")
             .unwrap_or(usize::MAX);
         // Built-in rules whose keyword occurrences are checked before they
         // run (config rules never are: their ids start with `config:`).
         let gates = b
             .rules
             .iter()
-            .map(|r| match b.metas[r.meta].id.as_str() {
+            .map(|r| match &*b.metas[r.meta].id {
                 "generic-secret" => Gate::Assign(rules::GENERIC_MIN_VALUE),
                 "generic-password" => Gate::Assign(rules::PASSWORD_MIN_VALUE),
                 "credential-url" => Gate::UserinfoAt,
@@ -406,7 +402,7 @@ impl Scanner {
             .map(|r| {
                 // Their stop bytes are read on first use (the engine
                 // searches whole segments if there are none).
-                rules::WINDOWED_RULES.contains(&b.metas[r.meta].id.as_str())
+                rules::WINDOWED_RULES.contains(&&*b.metas[r.meta].id)
                     && matches!(r.matcher, Matcher::Regex { .. })
             })
             .collect();
@@ -434,13 +430,7 @@ impl Scanner {
         } else {
             Some(b.errors.join("; "))
         };
-        let names = b
-            .metas
-            .iter()
-            .map(|m| (Arc::from(m.id.as_str()), Arc::from(m.kind.as_str())))
-            .collect();
         Scanner {
-            names,
             engine: Engine {
                 metas: b.metas,
                 rules: b.rules,
@@ -765,10 +755,9 @@ impl Scanner {
 
     fn finding(&self, h: &Hit, line: usize) -> Finding {
         let m = &self.engine.metas[h.meta];
-        let (rule, kind) = &self.names[h.meta];
         Finding {
-            rule: Arc::clone(rule),
-            kind: Arc::clone(kind),
+            rule: Arc::clone(&m.id),
+            kind: Arc::clone(&m.kind),
             severity: m.severity,
             line,
             column: h.start + 1,
@@ -907,7 +896,7 @@ impl Scanner {
         for h in hits {
             let m = &self.engine.metas[h.meta];
             if m.severity == Severity::Block {
-                residual.push(m.kind.clone());
+                residual.push(m.kind.to_string());
             }
         }
         Ok(())
@@ -939,7 +928,7 @@ impl Scanner {
             .metas
             .iter()
             .take(self.engine.repeat_meta_base)
-            .map(|m| (m.id.clone(), m.kind.clone(), m.severity))
+            .map(|m| (m.id.to_string(), m.kind.to_string(), m.severity))
             .collect()
     }
 }
