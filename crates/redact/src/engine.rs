@@ -365,8 +365,9 @@ pub struct Engine {
     pub allow_values: Vec<Vec<u8>>,
     pub allow_paths: Vec<Vec<u8>>,
     pub repeat_meta_base: usize,
-    /// Every rule's documented provider examples: never a finding under any
-    /// rule (a generic `api_key = <stripe doc key>` is still the doc key).
+    /// Every rule's documented provider examples and the values in
+    /// `rules::PUBLISHED_VALUES`: never a finding under any rule (a generic
+    /// `api_key = <stripe doc key>` is still the doc key).
     pub examples: Vec<Vec<u8>>,
     /// Index of the MAC-address rule: it has no keyword, so a cheap shape
     /// check (`hh:hh:` or `hh-hh-`) gates it instead.

@@ -444,7 +444,9 @@ impl Scanner {
                 repeat_meta_base,
                 examples: rules::builtin()
                     .iter()
-                    .flat_map(|d| d.allow.iter().map(|a| a.as_bytes().to_vec()))
+                    .flat_map(|d| d.allow.iter())
+                    .chain(rules::PUBLISHED_VALUES)
+                    .map(|a| a.as_bytes().to_vec())
                     .collect(),
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
                 mac_rule,

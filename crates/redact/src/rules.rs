@@ -322,7 +322,29 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // --- Google ---
         RuleDef {
-            allow: &["AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe"],
+            // Google's documentation key, then the keys Firebase's own SDKs
+            // ship in their tests and samples (firebase-android-sdk,
+            // flutterfire, firebase-js-sdk's format tests): public in those
+            // repositories, so a session that reads them leaks nothing.
+            // Scanners keep the same list by value.
+            allow: &[
+                "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
+                "AIzaSyAnLA7NfeLquW1tJFpx_eQCxoX-oo6YyIs",
+                "AIzaSyCkEhVjf3pduRDt6d1yKOMitrUEke8agEM",
+                "AIzaSyDMAScliyLx7F0NPDEJi1QmyCgHIAODrlU",
+                "AIzaSyD3asb-2pEZVqMkmL6M9N6nHZRR_znhrh0",
+                "AIzayDNSXIbFmlXbIE6mCzDLQAqITYefhixbX4A",
+                "AIzaSyAdOS2zB6NCsk1pCdZ4-P6GBdi_UUPwX7c",
+                "AIzaSyASWm6HmTMdYWpgMnjRBjxcQ9CKctWmLd4",
+                "AIzaSyANUvH9H9BsUccjsu2pCmEkOPjjaXeDQgY",
+                "AIzaSyA5_iVawFQ8ABuTZNUdcwERLJv_a_p4wtM",
+                "AIzaSyA4UrcGxgwQFTfaI3no3t7Lt1sjmdnP5sQ",
+                "AIzaSyDSb51JiIcB6OJpwwMicseKRhhrOq1cS7g",
+                "AIzaSyBF2RrAIm4a0mO64EShQfqfd2AFnzAvvuU",
+                "AIzaSyBcE-OOIbhjyR83gm4r2MFCu4MJmprNXsw",
+                "AIzaSyB8qGxt4ec15vitgn44duC5ucxaOi4FmqE",
+                "AIzaSyA8vmApnrHNFE0bApF4hoZ11srVL_n0nvY",
+            ],
             ..tok(
                 "google-api-key",
                 "google-api-key",
@@ -1496,6 +1518,20 @@ const PROVIDER_NAMED_KEYWORDS: &[&str] = &[
     "credentials=",
     "credentials-",
     "credentials\"",
+];
+
+/// Values published in documentation or in widely used public code, so
+/// that no rule's finding is one of them (alongside every rule's own
+/// `allow`). Each is public where it came from; redacting it would hide
+/// what a session quoted and protect nothing.
+pub const PUBLISHED_VALUES: &[&str] = &[
+    // The NuGet.Config reference's two example `ClearTextPassword` values
+    // (Microsoft's documentation, every language edition).
+    "33f!!lloppa",
+    "hal+9ooo_da!sY",
+    // The search-only Algolia key of the public `npm-search` index, which
+    // yarn and many package-search front ends ship in their sources.
+    "6fe4476ee5a1832882e326b506d14126",
 ];
 
 /// Shortest value `provider-named` accepts (`{13,}` after the first byte).

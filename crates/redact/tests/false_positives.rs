@@ -273,3 +273,55 @@ fn slack_tokens_whose_ids_repeat_one_number_are_placeholders() {
     ];
     check(&clean, &dirty);
 }
+
+/// Values their owners publish (Firebase SDKs' test keys, the NuGet.Config
+/// reference's example passwords, the public `npm-search` Algolia key) are
+/// kept wherever they appear; the control changes one byte of each, which
+/// makes it an unknown value of the same shape, and is redacted in the same
+/// context.
+#[test]
+fn published_example_values_are_kept() {
+    let google: Vec<&str> = abcd_redact::rules::builtin()
+        .iter()
+        .filter(|d| d.id == "google-api-key")
+        .flat_map(|d| d.allow.iter().copied())
+        .collect();
+    assert!(google.len() > 10, "the Firebase SDK keys are listed");
+    let published = abcd_redact::rules::PUBLISHED_VALUES;
+    assert!(published.len() >= 3);
+    let context = |v: &str| -> String {
+        if v.starts_with("AIza") {
+            format!("const firebaseConfig = {{ apiKey: \"{v}\" }};")
+        } else if v.len() == 32 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+            format!(
+                "const algolia = {{appId:\"OFCNCOG2CU\",apiKey:\"{v}\",indexName:\"npm-search\"}}"
+            )
+        } else {
+            format!("<add key=\"ClearTextPassword\" value=\"{v}\" />")
+        }
+    };
+    // One byte changed, from the same alphabet, so the value keeps its
+    // shape and its entropy.
+    let changed = |v: &str| -> String {
+        let mut b = v.as_bytes().to_vec();
+        let i = b.len() - 3;
+        b[i] = match b[i] {
+            b'0'..=b'8' | b'a'..=b'y' | b'A'..=b'Y' => b[i] + 1,
+            b'9' => b'0',
+            b'z' => b'a',
+            b'Z' => b'A',
+            _ => b'k',
+        };
+        String::from_utf8(b).expect("ascii")
+    };
+    let values: Vec<&str> = google.iter().chain(published).copied().collect();
+    let clean: Vec<String> = values.iter().map(|v| context(v)).collect();
+    let dirty: Vec<(String, String)> = values
+        .iter()
+        .map(|v| {
+            let c = changed(v);
+            (context(&c), c)
+        })
+        .collect();
+    check(&clean, &dirty);
+}
