@@ -6,9 +6,11 @@
 //! output is a bare random string that no rule could recognise by shape or
 //! by a key name next to it.
 //!
-//! The same state carries one line-to-line rule of plain (not JSON) text:
+//! The same state carries the line-to-line rules of plain (not JSON) text:
 //! an element named like a secret whose value sits on its own line
-//! (`<apiToken>` / `S` / `</apiToken>`), which a per-line scan cannot join.
+//! (`<apiToken>` / `S` / `</apiToken>`), a label line and the value under
+//! it, a YAML `data:` block, and a Terraform variable named like a secret
+//! whose `default` is on a later line — which a per-line scan cannot join.
 //!
 //! Owns: which commands read secrets, and which words of their output are
 //! secret-shaped. Must never: parse a line that holds neither a marked
@@ -100,7 +102,40 @@ pub struct Conversation {
     label_open: bool,
     /// Inside a YAML `data:` block: the indentation of its `data:` line.
     data_indent: Option<usize>,
+    /// Inside a block named like a secret (`variable "db_token" {`): its
+    /// name, whether that name is a password's, and the lines read since.
+    block: Option<(Vec<u8>, bool, usize)>,
 }
+
+/// Lines a block named like a secret is searched for its `default` (a
+/// variable block is a handful of lines; a block never closed must not
+/// keep the state forever).
+const MAX_BLOCK_LINES: usize = 32;
+
+/// The `default` of a block named like a secret, read line by line (see
+/// [`Conversation::block_default`]).
+pub struct BlockDefault<'a> {
+    /// The block's opening line up to the end of its quoted name.
+    pub name: Vec<u8>,
+    pub value: &'a [u8],
+    pub password: bool,
+}
+
+/// `variable "okta_api_token" {` alone on its line: a Terraform variable
+/// named like a secret whose body follows. Group 1 is set when the name is
+/// a password's.
+static SECRET_BLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r#"(?-u)^variable[ \t]+"[A-Za-z0-9_-]*(?i:({})|{})[A-Za-z0-9_-]*"[ \t]*\{{$"#,
+        crate::rules::PASSWORD_KEY_NAMES,
+        crate::rules::GENERIC_KEY_NAMES,
+    ))
+    .ok()
+});
+
+/// `default = "V"` alone on its line.
+static BLOCK_DEFAULT: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r#"^default[ \t]*=[ \t]*"([^"\s]+)"$"#).ok());
 
 /// A line that only labels a secret: a few words ending in a secret's
 /// name, with at most a colon after it.
@@ -169,6 +204,40 @@ impl Conversation {
         }
         (open && !t.is_empty() && !t.iter().any(|&b| b.is_ascii_whitespace() || b == b'<'))
             .then_some(t)
+    }
+
+    /// The `default = "V"` line of a Terraform variable block named like a
+    /// secret, read line by line (`variable "okta_api_token" {` ⏎ …
+    /// `default = "V"`): a decoded view holds the block as one text and
+    /// the `terraform-variable-*` rules read it there. Not yet classified.
+    pub fn block_default<'a>(&mut self, line: &'a [u8]) -> Option<BlockDefault<'a>> {
+        let t = line.trim_ascii();
+        if t.starts_with(b"variable") {
+            self.block = SECRET_BLOCK
+                .as_ref()
+                .and_then(|re| re.captures(t))
+                .map(|c| {
+                    let close = t.iter().rposition(|&b| b == b'"').unwrap_or(t.len());
+                    (t[..close].to_vec(), c.get(1).is_some(), 0)
+                });
+            return None;
+        }
+        let (_, _, seen) = self.block.as_mut()?;
+        *seen += 1;
+        if t.starts_with(b"}") || *seen > MAX_BLOCK_LINES {
+            self.block = None;
+            return None;
+        }
+        if !t.starts_with(b"default") {
+            return None;
+        }
+        let value = BLOCK_DEFAULT.as_ref()?.captures(t)?.get(1)?.as_bytes();
+        let (name, password, _) = self.block.take()?;
+        Some(BlockDefault {
+            name,
+            value,
+            password,
+        })
     }
 
     /// The value on the line after a label naming a secret (`eventbrite

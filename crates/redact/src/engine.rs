@@ -1401,6 +1401,29 @@ fn names_a_reference(pre: &[u8]) -> bool {
         || PUBLIC_PREFIXES.iter().any(|w| is(parts[0], w))
 }
 
+/// The value of a block named like a secret (read line by line, see
+/// `conversation::Conversation::block_default`) passes the checks the
+/// `terraform-variable-*` rules apply: `name` ends with the block's name.
+pub fn block_default_ok(name: &[u8], v: &[u8], password: bool) -> bool {
+    let min = if password {
+        crate::rules::PASSWORD_MIN_VALUE
+    } else {
+        crate::rules::GENERIC_MIN_VALUE
+    };
+    v.len() >= min && !names_a_reference(name) && generic_ok(v, None, password, 0.0)
+}
+
+/// `variable "okta_token" {` … `default = "`: the text up to the end of
+/// the block's quoted name, so that name is the one [`names_a_reference`]
+/// reads (the whole text when it holds no quoted name).
+fn block_name(pre: &[u8]) -> &[u8] {
+    let mut quotes = memchr::memchr_iter(b'"', pre);
+    match (quotes.next(), quotes.next()) {
+        (Some(_), Some(close)) => &pre[..close],
+        _ => pre,
+    }
+}
+
 /// `busybox@`, `anonymous@`, `ftp@`: the password of an anonymous FTP
 /// login, which by convention (RFC 1635) is an e-mail address or a
 /// program's name and `@` — public, hard-coded in every client.
@@ -2120,6 +2143,12 @@ impl Engine {
                 Check::Password => {
                     !names_a_reference(&v[m.start()..s]) && generic_ok(val, next, true, 0.0)
                 }
+                Check::BlockSecret | Check::BlockPassword => {
+                    let password = check == Check::BlockPassword;
+                    !names_a_reference(block_name(&v[m.start()..s]))
+                        && !elided_after(&v[e..])
+                        && generic_ok(val, next, password, min_entropy)
+                }
                 Check::Basic => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
                         && scratch.b64.contains(&b':')
@@ -2217,8 +2246,10 @@ impl Engine {
                 // Built-in secret rules ignore value allowlists except the
                 // generic keyword rules (see config docs: allowlists never
                 // weaken a provider rule).
-                if (check == Check::Generic || check == Check::Password)
-                    && self.allow_values.iter().any(|a| a == val)
+                if matches!(
+                    check,
+                    Check::Generic | Check::Password | Check::BlockSecret | Check::BlockPassword
+                ) && self.allow_values.iter().any(|a| a == val)
                 {
                     continue;
                 }

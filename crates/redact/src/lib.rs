@@ -375,7 +375,9 @@ impl Scanner {
                 "credential-url" => Gate::UserinfoAt,
                 "other-home" => Gate::NotOwnHome,
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
-                "netrc-password" => Gate::SpaceAfter,
+                "netrc-password" | "terraform-variable-secret" | "terraform-variable-password" => {
+                    Gate::SpaceAfter
+                }
                 "registry-login-password" => Gate::AfterWord(rules::REGISTRY_LOGIN_TOOLS),
                 "base64-encoded-secrets" => Gate::Base64Value {
                     min: 24,
@@ -745,6 +747,11 @@ impl Scanner {
         if let Some(v) = conversation.label_value(line) {
             if engine::generic_ok(v, None, false, engine::MIN_TOKEN_ENTROPY) {
                 found.push((v.to_vec(), self.generic_meta));
+            }
+        }
+        if let Some(d) = conversation.block_default(line) {
+            if engine::block_default_ok(&d.name, d.value, d.password) {
+                found.push((d.value.to_vec(), self.generic_meta));
             }
         }
         if let Some(v) = conversation.yaml_data_value(line) {
@@ -2784,6 +2791,10 @@ mod gate_tests {
             "/",
             "%40",
             "\\\"",
+            "variable",
+            "variable \"db_token\" {",
+            "default = ",
+            "}",
             "/home/zed",
             "/home/zedd",
             "/Users/",

@@ -56,6 +56,14 @@ pub enum Check {
     /// The value half of `ProviderNamed` alone, for a rule whose pattern
     /// names the provider itself (see [`provider_value_ok`]).
     ProviderValue,
+    /// The `default` of a block named like a secret (Terraform's
+    /// `variable "db_token" { … default = "V" }`): `Generic`'s checks, with
+    /// the block's name (not `default`) as the name that may say the value
+    /// is a reference (`…_file`, `…_name`).
+    BlockSecret,
+    /// As `BlockSecret` for a block named like a password (`Password`'s
+    /// checks).
+    BlockPassword,
     Ipv4,
     Ipv6,
     Mac,
@@ -1230,6 +1238,7 @@ pub fn builtin() -> Vec<RuleDef> {
     }
     r.extend(named_values());
     r.extend(named_formats());
+    r.extend(terraform_variables());
     r.push(provider_named());
     r.extend(provider_tokens());
     r.extend(provider_bare_values());
@@ -1533,6 +1542,36 @@ pub const PUBLISHED_VALUES: &[&str] = &[
     // yarn and many package-search front ends ship in their sources.
     "6fe4476ee5a1832882e326b506d14126",
 ];
+
+/// Terraform input variables named like a secret, with a default:
+/// `variable "okta_api_token" {` ⏎ `default = "V"` ⏎ `}` (or on one line).
+/// The block's lines are one text in a decoded view (a file read by a tool
+/// and JSON-escaped into a transcript line); plain text read line by line
+/// is joined by `conversation::Conversation::block_default`. Every match
+/// holds `variable` and a space or tab after it (`Gate::SpaceAfter`).
+fn terraform_variables() -> Vec<RuleDef> {
+    let pattern = |names: &str, min: usize| {
+        leak(format!(
+            r#"\bvariable[ \t]+"[A-Za-z0-9_-]*(?i:{names})[A-Za-z0-9_-]*"[ \t]*\{{[^{{}}]*?\bdefault[ \t]*=[ \t]*"([^"\s]{{{min},}})""#
+        ))
+    };
+    vec![
+        grp(
+            "terraform-variable-secret",
+            "generic-secret",
+            &["variable"],
+            pattern(GENERIC_KEY_NAMES, GENERIC_MIN_VALUE),
+            Check::BlockSecret,
+        ),
+        grp(
+            "terraform-variable-password",
+            "password",
+            &["variable"],
+            pattern(PASSWORD_KEY_NAMES, PASSWORD_MIN_VALUE),
+            Check::BlockPassword,
+        ),
+    ]
+}
 
 /// Shortest value `provider-named` accepts (`{13,}` after the first byte).
 pub const PROVIDER_MIN_VALUE: usize = 14;
