@@ -379,6 +379,7 @@ impl Scanner {
                     Gate::SpaceAfter
                 }
                 "registry-login-password" => Gate::AfterWord(rules::REGISTRY_LOGIN_TOOLS),
+                "cloud-login-password" => Gate::AfterWord(rules::CLOUD_LOGIN_TOOLS),
                 "base64-encoded-secrets" => Gate::Base64Value {
                     min: 24,
                     echo: true,
@@ -2791,6 +2792,9 @@ mod gate_tests {
             "/",
             "%40",
             "\\\"",
+            "az",
+            "oc login",
+            "login",
             "variable",
             "variable \"db_token\" {",
             "default = ",

@@ -197,6 +197,10 @@ pub const WINDOWED_RULES: &[&str] = &[
     "env-line-password",
 ];
 
+/// The cloud CLIs whose `<tool> login … -p PASSWORD`
+/// `cloud-login-password` reads.
+pub const CLOUD_LOGIN_TOOLS: &[&str] = &["az", "oc", "cf"];
+
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
 /// reads (`helm registry login` ends in `registry`).
 pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
@@ -981,6 +985,62 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &["psexec"],
             r#"(?i)\bpsexec(?:\.exe)?\b[^\n]*?\s-p\s+["']?([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
+        // `az login -u bob -p PW`, `oc login -u dev -p PW`, `cf login -p PW`:
+        // cloud CLIs that take a password on the command line. Every match
+        // holds `login` after one of the tools (`Gate::AfterWord`).
+        grp(
+            "cloud-login-password",
+            "password",
+            &["login"],
+            r#"(?i)\b(?:az|oc|cf)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::Password,
+        ),
+        // Clients whose `-p` (or `--password`) is the password of the `-u`
+        // user: MongoDB's shells and tools, remote-shell and SMB tools
+        // (`evil-winrm -i H -u U -p PW`, `crackmapexec smb H -u U -p PW`),
+        // `rdesktop`. A value starting with `-` is the next flag (`-p` alone
+        // prompts).
+        grp(
+            "client-flag-password",
+            "password",
+            &[
+                "mongo",
+                "evil-winrm",
+                "crackmapexec",
+                "netexec",
+                "nxc",
+                "smbmap",
+                "rdesktop",
+            ],
+            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc|smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::Password,
+        ),
+        // SQL Server's command-line tools take the password as `-P` (upper
+        // case; `-p` prints statistics), often glued to it.
+        grp(
+            "sqlcmd-password",
+            "password",
+            &["sqlcmd", "bcp", "osql", "mssql-cli"],
+            r#"(?i:\b(?:sqlcmd|bcp|osql|mssql-cli))\b[^\n]*?\s-P[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::Password,
+        ),
+        // FreeRDP's `/p:PW`, Samba's `-U user%PW`.
+        grp(
+            "rdp-smb-password",
+            "password",
+            &["freerdp", "smbclient", "rpcclient", "smbcacls", "smbget"],
+            r#"(?i)\b(?:[a-z]*freerdp3?)\b[^\n]*?\s/p:["']?([^\s"'`;&|<>]{4,})|(?i)\b(?:smbclient|rpcclient|smbcacls|smbget)\b[^\n]*?\s(?:-U|--user)(?:=|\s*)["']?[^\s%"']+%([^\s"'`;&|<>]{4,})"#,
+            Check::Password,
+        ),
+        // Windows: `net user NAME PW /add`, `net use \\host\share PW
+        // /user:NAME`, `net use Z: \\host\share /user:NAME PW`.
+        grp(
+            "net-use-password",
+            "password",
+            &["net use"],
+            r#"(?i)\bnet\s+user\s+[^\s/]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i)\bnet\s+use\s+(?:[A-Za-z]:\s+)?\\\\[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i)\bnet\s+use\b[^\n]*?\s/user:[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::Password,
         ),
         grp(

@@ -428,6 +428,108 @@ fn password_hashes() {
     ]);
 }
 
+/// Clients that take the password of their `-u` user on the command line:
+/// cloud CLIs' `login`, MongoDB's tools, remote-shell and SMB tools,
+/// SQL Server's `-P`, FreeRDP's `/p:`, Samba's `-U user%PW`, and Windows'
+/// `net user` / `net use`.
+#[test]
+fn client_command_line_passwords() {
+    let p = pw;
+    check(&[
+        (
+            "az login",
+            format!("az login -u bob@contoso.com -p {}", p(30)),
+            p(30),
+        ),
+        (
+            "oc login",
+            format!(
+                "oc login https://api.crc.testing:6443 -u dev -p '{}'",
+                p(31)
+            ),
+            p(31),
+        ),
+        (
+            "cf login",
+            format!(
+                "cf login -a https://api.example.com -u bob --password {}",
+                p(32)
+            ),
+            p(32),
+        ),
+        (
+            "mongo",
+            format!(
+                "mongosh \"mongodb://db:27017\" -u admin -p {} --authenticationDatabase admin",
+                p(33)
+            ),
+            p(33),
+        ),
+        (
+            "mongo",
+            format!("mongodump --host db -u root --password={} --out /b", p(34)),
+            p(34),
+        ),
+        (
+            "evil-winrm",
+            format!("evil-winrm -i 10.0.0.5 -u Administrator -p '{}'", p(35)),
+            p(35),
+        ),
+        (
+            "crackmapexec",
+            format!("crackmapexec smb 10.0.0.0/24 -u admin -p {}", p(36)),
+            p(36),
+        ),
+        (
+            "netexec",
+            format!("nxc smb 10.0.0.5 -u admin -p {} --shares", p(37)),
+            p(37),
+        ),
+        (
+            "smbmap",
+            format!("smbmap -H 10.0.0.5 -u admin -p {}", p(38)),
+            p(38),
+        ),
+        (
+            "rdesktop",
+            format!("rdesktop -u bob -p {} 10.0.0.7", p(39)),
+            p(39),
+        ),
+        (
+            "sqlcmd",
+            format!("sqlcmd -S localhost -U sa -P '{}' -Q \"SELECT 1\"", p(40)),
+            p(40),
+        ),
+        ("sqlcmd", format!("sqlcmd -S db -U sa -P{}", p(41)), p(41)),
+        (
+            "bcp",
+            format!("bcp dbo.t out t.dat -S db -U sa -P {} -c", p(42)),
+            p(42),
+        ),
+        (
+            "xfreerdp",
+            format!("xfreerdp /v:10.0.0.7 /u:bob /p:{} /cert:ignore", p(43)),
+            p(43),
+        ),
+        (
+            "smbclient",
+            format!("smbclient //10.0.0.5/share -U bob%{}", p(44)),
+            p(44),
+        ),
+        ("net user", format!("net user bob {} /add", p(45)), p(45)),
+        (
+            "net use",
+            format!("net use Z: \\\\fs\\share /user:CORP\\bob {}", p(46)),
+            p(46),
+        ),
+        (
+            "net use",
+            format!("net use \\\\fs\\share {} /user:CORP\\bob", p(47)),
+            p(47),
+        ),
+    ]);
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
@@ -455,6 +557,18 @@ fn habit_near_misses_do_not_fire() {
             "the password for the db is in 1Password".to_string(),
             "tests pass now; user admin pass review next".to_string(),
             "let password = read_password()?;".to_string(),
+            // The command-line clients above without a password: a prompt,
+            // a variable, a port, the next flag, a lower-case `-p`.
+            "mongodump -u admin -p --authenticationDatabase admin".to_string(),
+            "rdesktop -u bob -p - host.example.com".to_string(),
+            "az login --service-principal -u http://app -p $AZ_SECRET --tenant t".to_string(),
+            "docker run -u 1000 -p 8080:80 nginx".to_string(),
+            "sqlcmd -S db -U sa -p 1 -Q \"SELECT 1\"".to_string(),
+            "net user bob /domain".to_string(),
+            "net use Z: \\\\fileserver\\share".to_string(),
+            "net user bob * /add".to_string(),
+            "smbclient -L //fs -U bob".to_string(),
+            "xfreerdp /v:host /u:bob /p:%RDP_PASS%".to_string(),
         ],
     );
 }
