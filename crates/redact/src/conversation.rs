@@ -126,7 +126,7 @@ pub struct BlockDefault<'a> {
 /// a password's.
 static SECRET_BLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(&format!(
-        r#"(?-u)^variable[ \t]+"[A-Za-z0-9_-]*(?i:({})|{})[A-Za-z0-9_-]*"[ \t]*\{{$"#,
+        r#"(?-u)^variable "[A-Za-z0-9_-]*(?i:({})|{})[A-Za-z0-9_-]*"[ \t]*\{{$"#,
         crate::rules::PASSWORD_KEY_NAMES,
         crate::rules::GENERIC_KEY_NAMES,
     ))

@@ -375,9 +375,7 @@ impl Scanner {
                 "credential-url" => Gate::UserinfoAt,
                 "other-home" => Gate::NotOwnHome,
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
-                "netrc-password" | "terraform-variable-secret" | "terraform-variable-password" => {
-                    Gate::SpaceAfter
-                }
+                "netrc-password" => Gate::SpaceAfter,
                 "registry-login-password" => Gate::AfterWord(rules::REGISTRY_LOGIN_TOOLS),
                 "cloud-login-password" => Gate::AfterWord(rules::CLOUD_LOGIN_TOOLS),
                 "base64-encoded-secrets" => Gate::Base64Value {

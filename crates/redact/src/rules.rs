@@ -1010,11 +1010,11 @@ pub fn builtin() -> Vec<RuleDef> {
                 "evil-winrm",
                 "crackmapexec",
                 "netexec",
-                "nxc",
+                "nxc ",
                 "smbmap",
                 "rdesktop",
             ],
-            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc|smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::Password,
         ),
         // SQL Server's command-line tools take the password as `-P` (upper
@@ -1022,8 +1022,15 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "sqlcmd-password",
             "password",
-            &["sqlcmd", "bcp", "osql", "mssql-cli"],
-            r#"(?i:\b(?:sqlcmd|bcp|osql|mssql-cli))\b[^\n]*?\s-P[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            &[
+                "sqlcmd",
+                "bcp ",
+                "bcp.exe",
+                "osql ",
+                "osql.exe",
+                "mssql-cli",
+            ],
+            r#"(?i:\b(?:sqlcmd\b|bcp(?: |\.exe\b)|osql(?: |\.exe\b)|mssql-cli\b))[^\n]*?\s-P[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::Password,
         ),
         // FreeRDP's `/p:PW`, Samba's `-U user%PW`.
@@ -1607,26 +1614,26 @@ pub const PUBLISHED_VALUES: &[&str] = &[
 /// `variable "okta_api_token" {` ⏎ `default = "V"` ⏎ `}` (or on one line).
 /// The block's lines are one text in a decoded view (a file read by a tool
 /// and JSON-escaped into a transcript line); plain text read line by line
-/// is joined by `conversation::Conversation::block_default`. Every match
-/// holds `variable` and a space or tab after it (`Gate::SpaceAfter`).
+/// is joined by `conversation::Conversation::block_default`. Written as
+/// `terraform fmt` writes it (`variable "`), which every match holds.
 fn terraform_variables() -> Vec<RuleDef> {
     let pattern = |names: &str, min: usize| {
         leak(format!(
-            r#"\bvariable[ \t]+"[A-Za-z0-9_-]*(?i:{names})[A-Za-z0-9_-]*"[ \t]*\{{[^{{}}]*?\bdefault[ \t]*=[ \t]*"([^"\s]{{{min},}})""#
+            r#"\bvariable "[A-Za-z0-9_-]*(?i:{names})[A-Za-z0-9_-]*"[ \t]*\{{[^{{}}]*?\bdefault[ \t]*=[ \t]*"([^"\s]{{{min},}})""#
         ))
     };
     vec![
         grp(
             "terraform-variable-secret",
             "generic-secret",
-            &["variable"],
+            &["variable \""],
             pattern(GENERIC_KEY_NAMES, GENERIC_MIN_VALUE),
             Check::BlockSecret,
         ),
         grp(
             "terraform-variable-password",
             "password",
-            &["variable"],
+            &["variable \""],
             pattern(PASSWORD_KEY_NAMES, PASSWORD_MIN_VALUE),
             Check::BlockPassword,
         ),

@@ -314,7 +314,7 @@ fn terraform_variable_defaults_named_like_secrets() {
             &key,
         ),
         (
-            format!("variable\t\"GITHUB_TOKEN\"\t{{\n\tdefault\t=\t\"{tok}\"\n}}"),
+            format!("variable \"GITHUB_TOKEN\"\t{{\n\tdefault\t=\t\"{tok}\"\n}}"),
             &tok,
         ),
     ] {
