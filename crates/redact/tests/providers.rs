@@ -290,62 +290,49 @@ fn assignment_operators_of_other_languages() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A Terraform variable named like a secret, with its `default`: on the
-/// block's later lines (joined line by line in plain text, as one text in a
-/// JSON-escaped `tool_result`) or on one line.
+/// A Terraform variable named like a secret gives up its `default`: on the
+/// block's later lines (joined line by line in plain text, one text in a
+/// JSON-escaped `tool_result`) or on one line. Variables about a secret
+/// (its file, its name, its lifetime), empty or placeholder defaults, a
+/// reference, and a `default` outside the block are kept.
 #[test]
 fn terraform_variable_defaults_named_like_secrets() {
-    let s = scanner();
     let tok = rs(40, URLSAFE, 42);
     let pw = format!("Zq8{}!", rs(41, ALNUM, 9));
     let key = rs(42, ALNUM, 32);
-    let mut failures = Vec::new();
-    for (input, secret) in [
-        (
-            format!("variable \"corp_okta_api_token\" {{\n  description = \"Okta API token\"\n  type        = string\n  default     = \"{tok}\"\n}}"),
-            &tok,
-        ),
-        (
-            format!("variable \"DB_PASSWORD\" {{\n  type      = string\n  sensitive = true\n  default   = \"{pw}\"\n}}"),
-            &pw,
-        ),
-        (
-            format!("variable \"stripe_secret_key\" {{ default = \"{key}\" }}"),
-            &key,
-        ),
-        (
-            format!("variable \"GITHUB_TOKEN\"\t{{\n\tdefault\t=\t\"{tok}\"\n}}"),
-            &tok,
-        ),
-    ] {
-        for text in [input.clone(), json_line(&input)] {
-            let r = s.redact(&text).expect("redacts");
-            if r.text.contains(secret.as_str()) {
-                failures.push(r.text);
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// Variables about a secret (its file, its name, its lifetime), empty or
-/// placeholder defaults, a reference, and a `default` outside the block:
-/// none is a secret.
-#[test]
-fn terraform_variables_without_secrets_do_not_fire() {
-    let s = scanner();
     let v = rs(43, ALNUM, 16);
-    assert_no_findings(
-        &s,
-        [
-            "variable \"api_token_file\" {\n  default = \"/run/secrets/api_token\"\n}".to_string(),
-            "variable \"secret_name\" {\n  default = \"prod-db-creds-2024\"\n}".to_string(),
-            "variable \"token_ttl\" {\n  default = \"3600s\"\n}".to_string(),
-            "variable \"db_password\" {\n  default = \"\"\n}".to_string(),
-            "variable \"api_key\" {\n  default = \"changeme\"\n}".to_string(),
-            "variable \"api_token\" {\n  default = var.upstream_token\n}".to_string(),
-            format!("variable \"api_token\" {{\n  type = string\n}}\nlocals {{\n  default = \"{v}9\"\n}}"),
-            format!("variable \"region\" {{\n  default = \"{v}9\"\n}}"),
+    let block = |name: &str, body: &str| format!("variable \"{name}\" {{\n{body}\n}}");
+    check_table(
+        &[
+            (
+                block(
+                    "corp_okta_api_token",
+                    &format!("  description = \"Okta API token\"\n  type        = string\n  default     = \"{tok}\""),
+                ),
+                tok.clone(),
+            ),
+            (
+                block(
+                    "DB_PASSWORD",
+                    &format!("  type      = string\n  sensitive = true\n  default   = \"{pw}\""),
+                ),
+                pw.clone(),
+            ),
+            (
+                format!("variable \"stripe_secret_key\" {{ default = \"{key}\" }}"),
+                key.clone(),
+            ),
+            (block("GITHUB_TOKEN", &format!("\tdefault\t=\t\"{tok}\"")), tok.clone()),
+        ],
+        &[
+            block("api_token_file", "  default = \"/run/secrets/api_token\""),
+            block("secret_name", "  default = \"prod-db-creds-2024\""),
+            block("token_ttl", "  default = \"3600s\""),
+            block("db_password", "  default = \"\""),
+            block("api_key", "  default = \"changeme\""),
+            block("api_token", "  default = var.upstream_token"),
+            format!("{}\nlocals {{\n  default = \"{v}9\"\n}}", block("api_token", "  type = string")),
+            block("region", &format!("  default = \"{v}9\"")),
         ],
     );
 }
