@@ -654,6 +654,19 @@ pub fn builtin() -> Vec<RuleDef> {
                 r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
             )
         },
+        // Azure DevOps personal access tokens in the 84-character format
+        // (2024 on): `AZDO` at offset 76 is the format's own signature. The
+        // body holds a run of `A`s by construction, so the repetition tests
+        // that reject placeholders would reject every real token.
+        RuleDef {
+            min_entropy: NO_ENTROPY_FLOOR,
+            ..tok(
+                "azure-devops-pat",
+                "azure-devops-pat",
+                &["azdo"],
+                r"[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4}",
+            )
+        },
         tok(
             "alibaba-access-key-id",
             "alibaba-key",

@@ -290,6 +290,49 @@ fn assignment_operators_of_other_languages() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Azure DevOps personal access tokens in the 84-character format: `AZDO`
+/// at offset 76, and a run of `A`s inside by construction (which the
+/// placeholder tests reject elsewhere). An 84-character value without the
+/// signature, and the signature in prose, are not tokens.
+#[test]
+fn azure_devops_pats_of_the_84_character_format() {
+    let pat = format!(
+        "{}JQQJ99BGAC{}AZDO{}",
+        rs(50, ALNUM, 52),
+        "A".repeat(14),
+        rs(51, ALNUM, 4)
+    );
+    assert_eq!(pat.len(), 84);
+    assert_eq!(&pat[76..80], "AZDO");
+    let not_a_pat = format!(
+        "{}JQQJ99BGAC{}AZDX{}",
+        rs(50, ALNUM, 52),
+        "A".repeat(14),
+        rs(51, ALNUM, 4)
+    );
+    check_table(
+        &[
+            (format!("export AZURE_DEVOPS_EXT_PAT={pat}"), pat.clone()),
+            (
+                format!("git clone https://{pat}@dev.azure.com/org/proj/_git/repo"),
+                pat.clone(),
+            ),
+            (
+                format!("echo {pat} | az devops login --org https://dev.azure.com/org"),
+                pat.clone(),
+            ),
+            (
+                format!("the new PAT is {pat}, expires in 30 days"),
+                pat.clone(),
+            ),
+        ],
+        &[
+            format!("checksum {not_a_pat}"),
+            "the AZDO signature sits at offset 76 of an 84-character PAT".to_string(),
+        ],
+    );
+}
+
 /// A Terraform variable named like a secret gives up its `default`: on the
 /// block's later lines (joined line by line in plain text, one text in a
 /// JSON-escaped `tool_result`) or on one line. Variables about a secret
