@@ -161,6 +161,9 @@ pub struct Scanner {
     output_meta: usize,
     /// Meta of `generic-secret` (an element's value on its own line).
     generic_meta: usize,
+    /// Metas of the Terraform variable rules (a block's `default` read
+    /// line by line reports as the rule that reads the block whole).
+    block_metas: (usize, usize),
 }
 
 fn placeholder(kind: &str) -> Vec<u8> {
@@ -349,11 +352,12 @@ impl Scanner {
             }
         };
         let repeat_meta_base = b.metas.len();
-        let generic_meta = b
-            .metas
-            .iter()
-            .position(|m| &*m.id == "generic-secret")
-            .unwrap_or(output_meta);
+        let meta_of = |id: &str| b.metas.iter().position(|m| &*m.id == id);
+        let generic_meta = meta_of("generic-secret").unwrap_or(output_meta);
+        let block_metas = (
+            meta_of("terraform-variable-secret").unwrap_or(generic_meta),
+            meta_of("terraform-variable-password").unwrap_or(generic_meta),
+        );
         let mac_rule = b
             .rules
             .iter()
@@ -459,6 +463,7 @@ impl Scanner {
             degraded,
             output_meta,
             generic_meta,
+            block_metas,
         }
     }
 
@@ -750,7 +755,12 @@ impl Scanner {
         }
         if let Some(d) = conversation.block_default(line) {
             if engine::block_default_ok(&d.name, d.value, d.password) {
-                found.push((d.value.to_vec(), self.generic_meta));
+                let meta = if d.password {
+                    self.block_metas.1
+                } else {
+                    self.block_metas.0
+                };
+                found.push((d.value.to_vec(), meta));
             }
         }
         if let Some(v) = conversation.yaml_data_value(line) {

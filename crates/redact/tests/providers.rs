@@ -378,6 +378,13 @@ fn terraform_variable_defaults_named_like_secrets() {
             block("region", &format!("  default = \"{v}9\"")),
         ],
     );
+    // A password's block reports as one, read whole or line by line.
+    let s = scanner();
+    let text = block("db_password", &format!("  default = \"{pw}\""));
+    for input in [text.clone(), json_line(&text)] {
+        let r = s.redact(&input).expect("redacts");
+        assert!(r.text.contains("[REDACTED:password]"), "{}", r.text);
+    }
 }
 
 /// The syntaxes above where they hold no secret.
