@@ -2143,6 +2143,9 @@ impl Engine {
                 Check::Password => {
                     !names_a_reference(&v[m.start()..s]) && generic_ok(val, next, true, 0.0)
                 }
+                Check::FlagPassword => {
+                    !val.iter().all(u8::is_ascii_lowercase) && generic_ok(val, next, true, 0.0)
+                }
                 Check::BlockSecret | Check::BlockPassword => {
                     let password = check == Check::BlockPassword;
                     !names_a_reference(block_name(&v[m.start()..s]))
@@ -2248,7 +2251,11 @@ impl Engine {
                 // weaken a provider rule).
                 if matches!(
                     check,
-                    Check::Generic | Check::Password | Check::BlockSecret | Check::BlockPassword
+                    Check::Generic
+                        | Check::Password
+                        | Check::FlagPassword
+                        | Check::BlockSecret
+                        | Check::BlockPassword
                 ) && self.allow_values.iter().any(|a| a == val)
                 {
                     continue;

@@ -56,6 +56,11 @@ pub enum Check {
     /// The value half of `ProviderNamed` alone, for a rule whose pattern
     /// names the provider itself (see [`provider_value_ok`]).
     ProviderValue,
+    /// A password given to a command-line flag (`-p PW`, `/p:PW`,
+    /// `net user NAME PW`): `Password`'s checks, and not a bare lower-case
+    /// word, which in prose about the command is the next word of the
+    /// sentence (`the net user command lists accounts`).
+    FlagPassword,
     /// The `default` of a block named like a secret (Terraform's
     /// `variable "db_token" { … default = "V" }`): `Generic`'s checks, with
     /// the block's name (not `default`) as the name that may say the value
@@ -1008,7 +1013,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &["login"],
             r#"(?i)\b(?:az|oc|cf)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
-            Check::Password,
+            Check::FlagPassword,
         ),
         // Clients whose `-p` (or `--password`) is the password of the `-u`
         // user: MongoDB's shells and tools, remote-shell and SMB tools
@@ -1028,7 +1033,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "rdesktop",
             ],
             r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
-            Check::Password,
+            Check::FlagPassword,
         ),
         // SQL Server's command-line tools take the password as `-P` (upper
         // case; `-p` prints statistics), often glued to it.
@@ -1044,7 +1049,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "mssql-cli",
             ],
             r#"(?i:\b(?:sqlcmd\b|bcp(?: |\.exe\b)|osql(?: |\.exe\b)|mssql-cli\b))[^\n]*?\s-P[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
-            Check::Password,
+            Check::FlagPassword,
         ),
         // FreeRDP's `/p:PW`, Samba's `-U user%PW`.
         grp(
@@ -1052,7 +1057,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &["freerdp", "smbclient", "rpcclient", "smbcacls", "smbget"],
             r#"(?i)\b(?:[a-z]*freerdp3?)\b[^\n]*?\s/p:["']?([^\s"'`;&|<>]{4,})|(?i)\b(?:smbclient|rpcclient|smbcacls|smbget)\b[^\n]*?\s(?:-U|--user)(?:=|\s*)["']?[^\s%"']+%([^\s"'`;&|<>]{4,})"#,
-            Check::Password,
+            Check::FlagPassword,
         ),
         // Windows: `net user NAME PW /add`, `net use \\host\share PW
         // /user:NAME`, `net use Z: \\host\share /user:NAME PW`.
@@ -1061,7 +1066,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &["net use"],
             r#"(?i)\bnet\s+user\s+[^\s/]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i)\bnet\s+use\s+(?:[A-Za-z]:\s+)?\\\\[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i)\bnet\s+use\b[^\n]*?\s/user:[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
-            Check::Password,
+            Check::FlagPassword,
         ),
         grp(
             "cli-user-colon-password",

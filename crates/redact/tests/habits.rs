@@ -569,6 +569,11 @@ fn habit_near_misses_do_not_fire() {
             "net user bob * /add".to_string(),
             "smbclient -L //fs -U bob".to_string(),
             "xfreerdp /v:host /u:bob /p:%RDP_PASS%".to_string(),
+            // Prose about those commands: the word after them is the
+            // sentence's next word, not a password.
+            "the net user command lists accounts".to_string(),
+            "we checked the mongo shell -p flag".to_string(),
+            "then net use Z: \\\\server\\share persistent yes".to_string(),
         ],
     );
 }
