@@ -133,9 +133,10 @@ static SECRET_BLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
     .ok()
 });
 
-/// `default = "V"` alone on its line.
+/// `default = "V"` alone on its line, or before a comment (`# …`,
+/// `// …`).
 static BLOCK_DEFAULT: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r#"^default[ \t]*=[ \t]*"([^"\s]+)"$"#).ok());
+    LazyLock::new(|| Regex::new(r#"^default[ \t]*=[ \t]*"([^"\s]+)"[ \t]*(?:(?:#|//).*)?$"#).ok());
 
 /// A line that only labels a secret: a few words ending in a secret's
 /// name, with at most a colon after it.

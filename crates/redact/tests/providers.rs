@@ -366,6 +366,13 @@ fn terraform_variable_defaults_named_like_secrets() {
                 key.clone(),
             ),
             (block("GITHUB_TOKEN", &format!("\tdefault\t=\t\"{tok}\"")), tok.clone()),
+            (
+                block(
+                    "slack_bot_token",
+                    &format!("  default = \"{key}\" # rotate yearly"),
+                ),
+                key.clone(),
+            ),
         ],
         &[
             block("api_token_file", "  default = \"/run/secrets/api_token\""),
