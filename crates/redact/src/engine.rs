@@ -1401,27 +1401,25 @@ fn names_a_reference(pre: &[u8]) -> bool {
         || PUBLIC_PREFIXES.iter().any(|w| is(parts[0], w))
 }
 
-/// The value of a block named like a secret (read line by line, see
-/// `conversation::Conversation::block_default`) passes the checks the
-/// `terraform-variable-*` rules apply: `name` ends with the block's name.
-pub fn block_default_ok(name: &[u8], v: &[u8], password: bool) -> bool {
+/// Is `v`, the `default` of a block named like a secret, a secret? `pre`
+/// is the text before it from the block's opening (`variable "okta_token"
+/// {` … `default = "`); the block's quoted name, not `default`, is the
+/// name [`names_a_reference`] reads. `Generic`'s checks, or `Password`'s
+/// when the name is a password's. One test for both ways a block is read:
+/// whole in a decoded view (`Check::BlockSecret` / `BlockPassword`) and
+/// line by line in plain text (`conversation::Conversation::block_default`).
+pub fn block_default_ok(pre: &[u8], v: &[u8], next: Option<u8>, password: bool) -> bool {
     let min = if password {
         crate::rules::PASSWORD_MIN_VALUE
     } else {
         crate::rules::GENERIC_MIN_VALUE
     };
-    v.len() >= min && !names_a_reference(name) && generic_ok(v, None, password, 0.0)
-}
-
-/// `variable "okta_token" {` … `default = "`: the text up to the end of
-/// the block's quoted name, so that name is the one [`names_a_reference`]
-/// reads (the whole text when it holds no quoted name).
-fn block_name(pre: &[u8]) -> &[u8] {
     let mut quotes = memchr::memchr_iter(b'"', pre);
-    match (quotes.next(), quotes.next()) {
+    let name = match (quotes.next(), quotes.next()) {
         (Some(_), Some(close)) => &pre[..close],
         _ => pre,
-    }
+    };
+    v.len() >= min && !names_a_reference(name) && generic_ok(v, next, password, 0.0)
 }
 
 /// `busybox@`, `anonymous@`, `ftp@`: the password of an anonymous FTP
@@ -2148,9 +2146,8 @@ impl Engine {
                 }
                 Check::BlockSecret | Check::BlockPassword => {
                     let password = check == Check::BlockPassword;
-                    !names_a_reference(block_name(&v[m.start()..s]))
+                    block_default_ok(&v[m.start()..s], val, next, password)
                         && !elided_after(&v[e..])
-                        && generic_ok(val, next, password, min_entropy)
                 }
                 Check::Basic => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
@@ -3689,6 +3686,9 @@ mod tests {
             b"registry",
             b"nerdctl",
             b"oras",
+            b"az",
+            b"OC",
+            b"cf",
             b"x",
             b"-p",
             b"--password",

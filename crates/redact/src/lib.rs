@@ -381,7 +381,6 @@ impl Scanner {
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
                 "netrc-password" => Gate::SpaceAfter,
                 "registry-login-password" => Gate::AfterWord(rules::REGISTRY_LOGIN_TOOLS),
-                "cloud-login-password" => Gate::AfterWord(rules::CLOUD_LOGIN_TOOLS),
                 "base64-encoded-secrets" => Gate::Base64Value {
                     min: 24,
                     echo: true,
@@ -754,7 +753,7 @@ impl Scanner {
             }
         }
         if let Some(d) = conversation.block_default(line) {
-            if engine::block_default_ok(&d.name, d.value, d.password) {
+            if engine::block_default_ok(&d.name, d.value, None, d.password) {
                 let meta = if d.password {
                     self.block_metas.1
                 } else {

@@ -202,14 +202,12 @@ pub const WINDOWED_RULES: &[&str] = &[
     "env-line-password",
 ];
 
-/// The cloud CLIs whose `<tool> login … -p PASSWORD`
-/// `cloud-login-password` reads.
-pub const CLOUD_LOGIN_TOOLS: &[&str] = &["az", "oc", "cf"];
-
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
-/// reads (`helm registry login` ends in `registry`).
+/// reads: container registries' clients (`helm registry login` ends in
+/// `registry`) and the cloud CLIs that log in the same way (`az`, `oc`,
+/// `cf`).
 pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
-    "docker", "podman", "buildah", "skopeo", "registry", "oras", "nerdctl",
+    "docker", "podman", "buildah", "skopeo", "registry", "oras", "nerdctl", "az", "oc", "cf",
 ];
 
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
@@ -990,11 +988,14 @@ pub fn builtin() -> Vec<RuleDef> {
                 Check::Generic,
             )
         },
+        // `docker login -u bob -p PW`, `az login -u bob -p PW`: a tool from
+        // `REGISTRY_LOGIN_TOOLS` logging in with a password on the command
+        // line (a value starting with `-` is the next flag).
         grp(
             "registry-login-password",
             "password",
             &["login"],
-            r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>]{4,})"#,
+            r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl|az|oc|cf)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::Password,
         ),
         // `psexec \\host -u USER -p PASSWORD cmd`.
@@ -1004,16 +1005,6 @@ pub fn builtin() -> Vec<RuleDef> {
             &["psexec"],
             r#"(?i)\bpsexec(?:\.exe)?\b[^\n]*?\s-p\s+["']?([^\s"'`;&|<>]{4,})"#,
             Check::Password,
-        ),
-        // `az login -u bob -p PW`, `oc login -u dev -p PW`, `cf login -p PW`:
-        // cloud CLIs that take a password on the command line. Every match
-        // holds `login` after one of the tools (`Gate::AfterWord`).
-        grp(
-            "cloud-login-password",
-            "password",
-            &["login"],
-            r#"(?i)\b(?:az|oc|cf)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
-            Check::FlagPassword,
         ),
         // Clients whose `-p` (or `--password`) is the password of the `-u`
         // user: MongoDB's shells and tools, remote-shell and SMB tools
@@ -1056,7 +1047,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "rdp-smb-password",
             "password",
             &["freerdp", "smbclient", "rpcclient", "smbcacls", "smbget"],
-            r#"(?i)\b(?:[a-z]*freerdp3?)\b[^\n]*?\s/p:["']?([^\s"'`;&|<>]{4,})|(?i)\b(?:smbclient|rpcclient|smbcacls|smbget)\b[^\n]*?\s(?:-U|--user)(?:=|\s*)["']?[^\s%"']+%([^\s"'`;&|<>]{4,})"#,
+            r#"(?i)\b(?:[a-z]*freerdp3?)\b[^\n]*?\s/p:["']?([^\s"'`;&|<>]{4,})|\b(?:smbclient|rpcclient|smbcacls|smbget)\b[^\n]*?\s(?:-U|--user)(?:=|\s*)["']?[^\s%"']+%([^\s"'`;&|<>]{4,})"#,
             Check::FlagPassword,
         ),
         // Windows: `net user NAME PW /add`, `net use \\host\share PW
@@ -1065,7 +1056,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "net-use-password",
             "password",
             &["net use"],
-            r#"(?i)\bnet\s+user\s+[^\s/]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i)\bnet\s+use\s+(?:[A-Za-z]:\s+)?\\\\[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i)\bnet\s+use\b[^\n]*?\s/user:[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)\bnet\s+user\s+[^\s/]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|\bnet\s+use\s+(?:[A-Za-z]:\s+)?\\\\[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})|\bnet\s+use\b[^\n]*?\s/user:[^\s]+\s+([^\s/*"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::FlagPassword,
         ),
         grp(

@@ -543,6 +543,7 @@ fn habit_near_misses_do_not_fire() {
             "login with your account / password on the portal".to_string(),
             "user: admin / password: (ask ops)".to_string(),
             "docker login -u bob --password-stdin < token.txt".to_string(),
+            "docker login -u bob -p --password-stdin < token.txt".to_string(),
             "curl -u $USER:$TOKEN https://api.example.com".to_string(),
             "SECRET_KEY=${SECRET_KEY}".to_string(),
             "API_TOKEN=$(cat /run/secrets/token)".to_string(),
