@@ -180,7 +180,7 @@ pub const PASSWORD_MIN_VALUE: usize = 4;
 /// `engine::MIN_TOKEN_ENTROPY`).
 pub const NO_ENTROPY_FLOOR: f64 = -1.0;
 
-pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "sshpass", "--pass"];
+pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "mariadb", "sshpass", "--pass"];
 
 /// Rules searched only around their keyword occurrences, between stop
 /// bytes (`engine::keyword_windows`): every match of each holds one of its
@@ -1026,6 +1026,136 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::FlagPassword,
         ),
+        // Archive and crypto tools given a password as a flag: `zip -P PW`
+        // (upper case: `unzip -p` pipes), `7z a -pPW` (glued), OpenSSL's
+        // `-passin pass:PW` / `-passout pass:PW` (`env:` and `file:` name
+        // where it is) and `enc -k PW` / `-K HEXKEY`.
+        grp(
+            "tool-flag-password",
+            "password",
+            &["zip -", "7z ", "7za ", "7zr ", "7zz ", "openssl"],
+            r#"(?i:\b(?:zip|unzip))\b[^\n]*?\s(?:-P|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\b7z[azr]?)\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\bopenssl)\b[^\n]*?\s-(?:pass(?:in|out)?|password)\s+["']?pass:([^\s"'`;&|<>]{4,})|(?i:\bopenssl)\b[^\n]*?\s-[kK]\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // Java key stores: `keytool` / `jarsigner` `-storepass PW`,
+        // `-keypass PW` and their `src` / `dest` forms (`-storepass:env V`
+        // and `:file` name where it is). Each flag is matched on its own:
+        // one command often carries two.
+        grp(
+            "keystore-password",
+            "password",
+            &["storepass", "keypass"],
+            r#"\s-(?:src|dest)?(?:store|key)pass[ \t]+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // `ssh-keygen -p -P OLD -N NEW`: the old and new passphrases, one
+        // rule each (a rule's search resumes after its match, past the tool
+        // name the other flag needs).
+        grp(
+            "ssh-keygen-old-passphrase",
+            "password",
+            &["ssh-keygen"],
+            r#"\bssh-keygen\b[^\n]*?\s-P[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        grp(
+            "ssh-keygen-new-passphrase",
+            "password",
+            &["ssh-keygen"],
+            r#"\bssh-keygen\b[^\n]*?\s-N[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // `htpasswd -b[c] FILE USER PW`, `htpasswd -nb USER PW`: in batch
+        // mode (`-b`) the password is the command's last word.
+        grp(
+            "htpasswd-password",
+            "password",
+            &["htpasswd"],
+            r#"\bhtpasswd\b[^\n;&|]*?\s-[A-Za-z]*b[A-Za-z]*\s[^\n;&|]*?\s["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}?)["']?[ \t]*(?:$|[;&|)>\n},\]])"#,
+            Check::FlagPassword,
+        ),
+        // OpenLDAP's clients bind with `-w PW` (`-W` prompts).
+        grp(
+            "ldap-bind-password",
+            "password",
+            &[
+                "ldapsearch",
+                "ldapadd",
+                "ldapmodify",
+                "ldapdelete",
+                "ldapmodrdn",
+                "ldappasswd",
+                "ldapwhoami",
+                "ldapcompare",
+                "ldapexop",
+            ],
+            r#"(?i:\bldap(?:search|add|modify|delete|modrdn|passwd|whoami|compare|exop))\b[^\n]*?\s-w[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // `ldappasswd -a OLD -s NEW`: each flag on its own (one command
+        // often carries both), on a line that runs `ldappasswd`.
+        grp(
+            "ldappasswd-password",
+            "password",
+            &["ldappasswd"],
+            r#"\s-[as][ \t]+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // `rabbitmqctl add_user NAME PW`, `rabbitmqctl change_password NAME
+        // PW`.
+        grp(
+            "rabbitmq-user-password",
+            "password",
+            &["rabbitmqctl"],
+            r#"\brabbitmqctl\b[^\n]*?\s(?:add_user|change_password)\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // Oracle's tools take `USER/PW[@db]`: `sqlplus system/PW@//h/ORCL`,
+        // `rman target sys/PW@db`, `expdp … userid=scott/PW`.
+        grp(
+            "oracle-user-password",
+            "password",
+            &[
+                "sqlplus",
+                "rman target",
+                "expdp",
+                "impdp",
+                "sqlldr",
+                "dgmgrl",
+                "userid=",
+            ],
+            r#"(?i:\b(?:sqlplus|rman\s+target|expdp|impdp|sqlldr|dgmgrl)\b[^\n]*?\s|\buserid=)["']?[A-Za-z][A-Za-z0-9_$#]*/([^\s@/"'`;&|<>]{4,})(?:[@"'\s]|$)"#,
+            Check::FlagPassword,
+        ),
+        // SQL: `CREATE USER 'app'@'%' IDENTIFIED BY 'PW'`, `… IDENTIFIED WITH
+        // mysql_native_password BY 'PW'`, Oracle's unquoted `IDENTIFIED BY
+        // PW` — in a statement about a user, role or login (`GRANT … TO u
+        // IDENTIFIED BY`, a database link's `CONNECT TO u IDENTIFIED BY`),
+        // not prose (`the row identified by ID`).
+        grp(
+            "sql-identified-by",
+            "password",
+            &["identified"],
+            r#"(?i)\b(?:user|role|login|grant|connect\s+to)\b[^\n;]*?\bidentified\s+(?:with\s+['"`]?[A-Za-z0-9_]+['"`]?\s+)?by\s+(?:password\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"`;,)]{4,}))"#,
+            Check::FlagPassword,
+        ),
+        // A password fed on standard input: `echo PW | sudo -S …`, `echo PW
+        // | docker login -u bob --password-stdin`, `echo 'bob:PW' |
+        // chpasswd`, `passwd --stdin`, `kinit`, `cryptsetup`.
+        grp(
+            "stdin-password",
+            "password",
+            &[
+                "sudo -s",
+                "password-stdin",
+                "--stdin",
+                "chpasswd",
+                "kinit",
+                "cryptsetup",
+            ],
+            r#"(?i:\b(?:echo|printf))\s+(?:-[neE]+\s+)?(?:'%s\\n'\s+|"%s\\n"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>]{4,}))[ \t]*\|[ \t]*(?:sudo[ \t]+-S\b|[^\n|]*?--password-stdin|(?:sudo\s+)?(?:passwd\b[^\n|]*?--stdin|chpasswd\b|kinit\b|cryptsetup\b))"#,
+            Check::FlagPassword,
+        ),
         // SQL Server's command-line tools take the password as `-P` (upper
         // case; `-p` prints statistics), often glued to it.
         grp(
@@ -1090,6 +1220,10 @@ pub fn builtin() -> Vec<RuleDef> {
                     "app_secret",
                     "app-secret",
                     "appsecret",
+                    "api secret",
+                    "api_secret",
+                    "api-secret",
+                    "apisecret",
                     "secret key",
                     "secret_key",
                     "secret-key",
@@ -1115,7 +1249,28 @@ pub fn builtin() -> Vec<RuleDef> {
                     "access-key",
                     "accesskey",
                 ],
-                r#"(?i)\b(?:client[ _-]?secret|app[ _-]?secret|secret[ _-]?key|api[ _-]?key|api[ _-]?token|access[ _-]?token|auth[ _-]?token|access[ _-]?key)(?:\s+(?:for|of|to)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is\s+)?)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
+                r#"(?i)\b(?:client[ _-]?secret|app[ _-]?secret|secret[ _-]?key|api[ _-]?(?:key|token|secret)|access[ _-]?(?:token|key)|auth[ _-]?token)(?:\s+(?:for|of|to)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is\s+)?)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
+                Check::Generic,
+            )
+        },
+        // `token for staging: V`, `the secret of the CI job is V`, `set the
+        // secret to V`: the bare words with a phrase naming what they are
+        // for (the bare words alone are in every usage record), on their
+        // own keywords so the phrase rule above keeps its literal prefix.
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "prose-secret-phrase",
+                "generic-secret",
+                &[
+                    "token for",
+                    "token of",
+                    "token to",
+                    "secret for",
+                    "secret of",
+                    "secret to",
+                ],
+                r#"(?i)\b(?:token|secret)\s+(?:(?:for|of)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?(?:\s*[:=]\s*|\s+is\s+)|to\s+)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
                 Check::Generic,
             )
         },
@@ -1288,6 +1443,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "--pass",
                 "sshpass",
                 "mysql",
+                "mariadb",
             ],
             "",
             Check::Password,
@@ -1307,7 +1463,7 @@ pub fn builtin() -> Vec<RuleDef> {
             ));
         } else if rule.id == "generic-password" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\bmysql\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\b(?:mysql(?:dump|admin|import|show|check|pump|sh|binlog|slap)?|mariadb(?:-?(?:dump|admin|import|check|show))?)\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
                 assign_q!()
             ));
         }

@@ -188,6 +188,18 @@ fn secrets_named_in_prose() {
             v(34),
         ),
         ("prose", format!("access token = {}", v(35)), v(35)),
+        ("prose", format!("the api secret is {}", v(36)), v(36)),
+        ("prose", format!("token for staging: {}", h(37)), h(37)),
+        (
+            "prose",
+            format!("The secret of the CI job is {}", v(38)),
+            v(38),
+        ),
+        (
+            "prose",
+            format!("then set the secret to {} and redeploy", v(39)),
+            v(39),
+        ),
         (
             "login slash",
             "login zed is admin / Winter1998#".to_string(),
@@ -530,6 +542,219 @@ fn client_command_line_passwords() {
     ]);
 }
 
+/// Archive, key-store, SSH, LDAP, message-broker and database tools given a
+/// password on the command line, and passwords piped into a command that
+/// reads one on standard input.
+#[test]
+fn tool_and_stdin_passwords() {
+    let p = pw;
+    let keytool = format!(
+        "keytool -genkeypair -keystore ks.jks -storepass {} -keypass {} -alias app",
+        p(57),
+        p(58)
+    );
+    let keygen = format!(
+        "ssh-keygen -p -P {} -N {} -f ~/.ssh/id_ed25519",
+        p(62),
+        p(63)
+    );
+    check(&[
+        ("zip", format!("zip -r -P {} out.zip dir/", p(50)), p(50)),
+        ("unzip", format!("unzip -P '{}' backup.zip", p(51)), p(51)),
+        (
+            "7z",
+            format!("7z a -p{} -mhe=on archive.7z dir", p(52)),
+            p(52),
+        ),
+        ("7z", format!("7za x -p'{}' archive.7z", p(53)), p(53)),
+        (
+            "openssl pass:",
+            format!(
+                "openssl pkcs12 -export -in c.pem -inkey k.pem -passout pass:{} -out c.p12",
+                p(54)
+            ),
+            p(54),
+        ),
+        (
+            "openssl pass:",
+            format!(
+                "openssl rsa -in k.pem -passin 'pass:{}' -out plain.pem",
+                p(55)
+            ),
+            p(55),
+        ),
+        (
+            "openssl enc -k",
+            format!(
+                "openssl enc -aes-256-cbc -salt -k {} -in a -out a.enc",
+                p(56)
+            ),
+            p(56),
+        ),
+        ("keytool", keytool.clone(), p(57)),
+        ("keytool second flag", keytool, p(58)),
+        (
+            "keytool import",
+            format!(
+                "keytool -importkeystore -srcstorepass {} -deststorepass {}",
+                p(59),
+                p(60)
+            ),
+            p(60),
+        ),
+        (
+            "jarsigner",
+            format!(
+                "jarsigner -keystore ks.jks -storepass \"{}\" app.jar me",
+                p(61)
+            ),
+            p(61),
+        ),
+        ("ssh-keygen old", keygen.clone(), p(62)),
+        ("ssh-keygen new", keygen, p(63)),
+        (
+            "ssh-keygen new",
+            format!("ssh-keygen -t ed25519 -N '{}' -f deploy_key", p(64)),
+            p(64),
+        ),
+        (
+            "htpasswd",
+            format!("htpasswd -b -c /etc/nginx/.htpasswd admin {}", p(65)),
+            p(65),
+        ),
+        (
+            "htpasswd",
+            format!("htpasswd -nbB admin '{}' > .htpasswd", p(66)),
+            p(66),
+        ),
+        (
+            "mysqldump",
+            format!("mysqldump -uroot -p{} shop > shop.sql", p(67)),
+            p(67),
+        ),
+        (
+            "mariadb",
+            format!("mariadb-admin -u root -p'{}' status", p(68)),
+            p(68),
+        ),
+        (
+            "ldapsearch",
+            format!(
+                "ldapsearch -x -H ldap://dc1 -D \"cn=admin,dc=corp\" -w {} -b dc=corp",
+                p(69)
+            ),
+            p(69),
+        ),
+        (
+            "ldappasswd",
+            format!("ldappasswd -x -D cn=bob,dc=corp -w {} -s {}", p(70), p(71)),
+            p(71),
+        ),
+        (
+            "rabbitmqctl",
+            format!("rabbitmqctl add_user bob {}", p(72)),
+            p(72),
+        ),
+        (
+            "rabbitmqctl",
+            format!("sudo rabbitmqctl change_password guest '{}'", p(73)),
+            p(73),
+        ),
+        (
+            "sqlplus",
+            format!("sqlplus system/{}@//db:1521/ORCL", p(74)),
+            p(74),
+        ),
+        ("rman", format!("rman target sys/{}@prod", p(75)), p(75)),
+        (
+            "expdp",
+            format!("expdp userid=scott/{} schemas=scott dumpfile=s.dmp", p(76)),
+            p(76),
+        ),
+        (
+            "identified by",
+            format!("CREATE USER 'app'@'%' IDENTIFIED BY '{}';", p(77)),
+            p(77),
+        ),
+        (
+            "identified by",
+            format!(
+                "ALTER USER root@localhost IDENTIFIED WITH mysql_native_password BY \"{}\";",
+                p(78)
+            ),
+            p(78),
+        ),
+        (
+            "identified by",
+            format!(
+                "create user app identified by {} quota unlimited on users;",
+                p(79)
+            ),
+            p(79),
+        ),
+        (
+            "sudo -S",
+            format!("echo '{}' | sudo -S apt-get update", p(80)),
+            p(80),
+        ),
+        (
+            "--password-stdin",
+            format!(
+                "echo {} | docker login ghcr.io -u bob --password-stdin",
+                p(81)
+            ),
+            p(81),
+        ),
+        (
+            "chpasswd",
+            format!("echo \"deploy:{}\" | sudo chpasswd", p(82)),
+            p(82),
+        ),
+        (
+            "passwd --stdin",
+            format!("echo -n {} | passwd --stdin deploy", p(83)),
+            p(83),
+        ),
+    ]);
+}
+
+/// A generated password or key with no digit is random letters in mixed
+/// case; a code name in camel case is words. Under a secret's name the
+/// first is a secret, the second a reference.
+#[test]
+fn mixed_case_letter_values_are_not_code_names() {
+    const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let v = |n| rs(n, LETTERS, 14);
+    let k = |n| rs(n, LETTERS, 32);
+    check(&[
+        ("password", format!("DB_PASSWORD={}", v(1)), v(1)),
+        ("password", format!("password = \"{}\"", v(2)), v(2)),
+        (
+            "password",
+            format!("spring.datasource.password={}", v(3)),
+            v(3),
+        ),
+        (
+            "password",
+            format!("Server=db;Database=app;User Id=sa;Password={};", v(4)),
+            v(4),
+        ),
+        ("htpasswd", format!("htpasswd -nb admin {}", v(5)), v(5)),
+        ("api key", format!("API_KEY={}", k(6)), k(6)),
+        ("api key", format!("\"client_secret\": \"{}\"", k(7)), k(7)),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "password = getPassword",
+            "password = \"userPassword\"",
+            "api_key = apiKeyFromEnvironment",
+            "secret = \"SecretManagerServiceClient\"",
+            "token: accessTokenValue",
+        ],
+    );
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
@@ -575,6 +800,25 @@ fn habit_near_misses_do_not_fire() {
             "the net user command lists accounts".to_string(),
             "we checked the mongo shell -p flag".to_string(),
             "then net use Z: \\\\server\\share persistent yes".to_string(),
+            // The tools above with no password on the line: a prompt, a
+            // variable, a reference, prose.
+            "zip -r out.zip dir/ && unzip -p out.zip a.txt".to_string(),
+            "openssl rsa -in k.pem -passin env:KEY_PASS -out plain.pem".to_string(),
+            "openssl pkcs12 -export -passout file:pass.txt -out c.p12".to_string(),
+            "keytool -list -keystore ks.jks -storepass:env STORE_PASS".to_string(),
+            "ssh-keygen -t ed25519 -N '' -f deploy_key".to_string(),
+            "ssh-keygen -p -f key && scp -P 2222 key host:".to_string(),
+            "htpasswd -c /etc/nginx/.htpasswd admin".to_string(),
+            "htpasswd -b /etc/nginx/.htpasswd admin \"$ADMIN_PASS\"".to_string(),
+            "ldapsearch -x -W -D cn=admin,dc=corp -b dc=corp".to_string(),
+            "echo $SUDO_PASS | sudo -S apt-get update".to_string(),
+            "echo hello | sudo -S true".to_string(),
+            "sqlplus / as sysdba".to_string(),
+            "sqlplus -S scripts/run.sql".to_string(),
+            "/// (identified by `property_name`) corresponds to the value".to_string(),
+            "each row is identified by UUID in the users table".to_string(),
+            "the secret to success is patience".to_string(),
+            "the token for the request is expired".to_string(),
         ],
     );
 }
