@@ -97,6 +97,8 @@ pub struct Conversation {
     marked: Vec<(String, Reads)>,
     /// The previous line was an opening tag named like a secret.
     element_open: bool,
+    /// The previous line was an `env` entry's `- name:` naming a secret.
+    env_open: bool,
     /// The previous line was a label naming a secret (`eventbrite private
     /// access key`, `API token:`) and nothing else.
     label_open: bool,
@@ -137,6 +139,15 @@ static SECRET_BLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// `// …`).
 static BLOCK_DEFAULT: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r#"^default[ \t]*=[ \t]*"([^"\s]+)"[ \t]*(?:(?:#|//).*)?$"#).ok());
+
+/// `- name: DB_PASSWORD` alone on its line: an `env` list entry named
+/// like a secret whose `value:` is on the next line.
+static SECRET_ENV_NAME: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?i-u)^-[ \t]+name:[ \t]*["']?[A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]*["']?$"#,
+    )
+    .ok()
+});
 
 /// A line that only labels a secret: a few words ending in a secret's
 /// name, with at most a colon after it.
@@ -205,6 +216,33 @@ impl Conversation {
         }
         (open && !t.is_empty() && !t.iter().any(|&b| b.is_ascii_whitespace() || b == b'<'))
             .then_some(t)
+    }
+
+    /// The value of an `env` list entry named like a secret, read line by
+    /// line (`- name: DB_PASSWORD` ⏎ `value: "V"`, as Kubernetes manifests
+    /// and CI files write it): a decoded view holds both lines and the
+    /// `env-entry-secret` rule reads them there. Unquoted, not yet
+    /// classified.
+    pub fn env_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let t = line.trim_ascii();
+        let open = std::mem::replace(&mut self.env_open, false);
+        if t.starts_with(b"- ") || t.starts_with(b"-\t") {
+            self.env_open = SECRET_ENV_NAME.as_ref().is_some_and(|re| re.is_match(t))
+                && !crate::engine::names_a_reference(crate::engine::entry_name(t));
+            return None;
+        }
+        if !open {
+            return None;
+        }
+        let v = t.strip_prefix(b"value:")?.trim_ascii();
+        let v = match v.first() {
+            Some(&q @ (b'"' | b'\'')) => {
+                let end = memchr::memchr(q, &v[1..])?;
+                &v[1..1 + end]
+            }
+            _ => v.split(|&b| b.is_ascii_whitespace() || b == b'#').next()?,
+        };
+        (v.len() >= 4).then_some(v)
     }
 
     /// The `default = "V"` line of a Terraform variable block named like a

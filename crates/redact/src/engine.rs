@@ -1407,11 +1407,56 @@ const PUBLIC_PREFIXES: &[&str] = &[
     "non",
 ];
 
+/// Does a match starting at `start` take its name from a placeholder's
+/// kind (`[REDACTED:password-hash]: 19000:0:…`, the rest of a shadow line
+/// after its hash)? An index closes with `]` before its operator
+/// (`settings[:secret_key] = …`), and so does a placeholder.
+fn in_placeholder(v: &[u8], start: usize) -> bool {
+    v[..start].ends_with(b"[REDACTED:")
+}
+
+/// The setting's name in `pre`, the match before its value when name and
+/// value are two fields (`<add key="ApiKey" value="`, `- name:
+/// SECRET_NAME` ⏎ `value: "`): the word after the first `key` or `name`
+/// followed by `=` or `:`. Empty when there is none.
+pub fn entry_name(pre: &[u8]) -> &[u8] {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':');
+    for (i, w) in pre.windows(3).enumerate() {
+        let at = if w.eq_ignore_ascii_case(b"key") {
+            i + 3
+        } else if pre[i..].len() >= 4 && pre[i..i + 4].eq_ignore_ascii_case(b"name") {
+            i + 4
+        } else {
+            continue;
+        };
+        if i > 0 && pre[i - 1].is_ascii_alphanumeric() {
+            continue;
+        }
+        let mut j = at;
+        while j < pre.len() && matches!(pre[j], b' ' | b'\t') {
+            j += 1;
+        }
+        if !matches!(pre.get(j), Some(b'=' | b':')) {
+            continue;
+        }
+        j += 1;
+        while j < pre.len() && matches!(pre[j], b' ' | b'\t' | b'"' | b'\'') {
+            j += 1;
+        }
+        let end = pre[j..]
+            .iter()
+            .position(|&b| !is_ident(b))
+            .map_or(pre.len(), |k| j + k);
+        return &pre[j..end];
+    }
+    b""
+}
+
 /// Does the last name in `pre` (the match before its value: a key, its
 /// operator and quote) end in a part from [`REFERENCE_SUFFIXES`], or start
 /// with one from [`PUBLIC_PREFIXES`]? Parts split at `_`, `-`, `.` and
 /// camel-case humps.
-fn names_a_reference(pre: &[u8]) -> bool {
+pub(crate) fn names_a_reference(pre: &[u8]) -> bool {
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
     let Some(end) = pre.iter().rposition(|&b| b.is_ascii_alphanumeric()) else {
         return false;
@@ -2193,15 +2238,23 @@ impl Engine {
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
                 Check::Generic => {
-                    !names_a_reference(&v[m.start()..s])
+                    !in_placeholder(v, m.start())
+                        && !names_a_reference(&v[m.start()..s])
                         && !elided_after(&v[e..])
                         && generic_ok(val, next, false, min_entropy)
                 }
                 Check::Password => {
-                    !names_a_reference(&v[m.start()..s]) && generic_ok(val, next, true, 0.0)
+                    !in_placeholder(v, m.start())
+                        && !names_a_reference(&v[m.start()..s])
+                        && generic_ok(val, next, true, 0.0)
                 }
                 Check::FlagPassword => {
                     !val.iter().all(u8::is_ascii_lowercase) && generic_ok(val, next, true, 0.0)
+                }
+                Check::EntryPassword => {
+                    !names_a_reference(entry_name(&v[m.start()..s]))
+                        && !val.iter().all(u8::is_ascii_lowercase)
+                        && generic_ok(val, next, true, 0.0)
                 }
                 Check::BlockSecret | Check::BlockPassword => {
                     let password = check == Check::BlockPassword;
@@ -2310,6 +2363,7 @@ impl Engine {
                     Check::Generic
                         | Check::Password
                         | Check::FlagPassword
+                        | Check::EntryPassword
                         | Check::BlockSecret
                         | Check::BlockPassword
                 ) && self.allow_values.iter().any(|a| a == val)
@@ -2762,27 +2816,42 @@ impl AssignGate {
 }
 
 /// From `i` (just after a key name), the rest of `assign_q!`: an optional
-/// quote, spaces, an operator (`:::=`, `::=`, `:=`, `?=`, `.=`, `=>`, `=`,
-/// `:`, or `,` after a quote), and a value that may start after it.
+/// quote, an optional `]` (an index: `ENV["API_TOKEN"] = …`), spaces, an
+/// operator (`:::=`, `::=`, `:=`, `??=`, `?=`, `.=`, `||=`, `=>`, `=`, `:`,
+/// or `,` after a quote), and a value that may start after it.
 fn operator_follows(v: &[u8], mut i: usize, min_value: usize) -> bool {
     let quoted = i < v.len() && matches!(v[i], b'"' | b'\'');
     if quoted {
+        i += 1;
+    }
+    let indexed = i < v.len() && v[i] == b']';
+    if indexed {
         i += 1;
     }
     while i < v.len() && is_space_byte(v[i]) {
         i += 1;
     }
     match v.get(i) {
-        Some(b':') | Some(b'=') | Some(b'?') | Some(b'.') => {
-            // The operator's length: `:::=`, `::=`, `:=`, `?=`, `.=`, `=>`.
-            let op = [&b":::="[..], b"::=", b":=", b"?=", b".=", b"=>"]
-                .iter()
-                .find(|o| v[i..].starts_with(o))
-                .map_or(1, |o| o.len());
-            (!matches!(v[i], b'?' | b'.') && value_may_start(v, i + 1, min_value))
+        Some(b':') | Some(b'=') | Some(b'?') | Some(b'.') | Some(b'|') => {
+            // The operator's length: `:::=`, `::=`, `:=`, `??=`, `?=`,
+            // `.=`, `||=`, `=>`.
+            let op = [
+                &b":::="[..],
+                b"::=",
+                b":=",
+                b"??=",
+                b"?=",
+                b".=",
+                b"||=",
+                b"=>",
+            ]
+            .iter()
+            .find(|o| v[i..].starts_with(o))
+            .map_or(1, |o| o.len());
+            (!matches!(v[i], b'?' | b'.' | b'|') && value_may_start(v, i + 1, min_value))
                 || (op > 1 && value_may_start(v, i + op, min_value))
         }
-        Some(b',') => quoted && value_may_start(v, i + 1, min_value),
+        Some(b',') => quoted && !indexed && value_may_start(v, i + 1, min_value),
         _ => false,
     }
 }
@@ -3573,6 +3642,11 @@ mod tests {
             b"--pass hunter22",
             b"password\":\"hunter2\"",
             b"tokentokentoken: 12345678",
+            b"ENV[\"API_TOKEN\"] = \"abcdefgh12\"",
+            b"settings[:secret_key]=abcdefgh12",
+            b"ENV['STRIPE_SECRET'] ||= 'x'",
+            b"apiKey ??= \"x\"",
+            b"token\"] , \"x\"",
         ];
         for id in ["generic-secret", "generic-password"] {
             let re = generic_regex(id);
@@ -3620,6 +3694,12 @@ mod tests {
             b"\n",
             b"client-",
             b"key",
+            b"]",
+            b"[",
+            b"|",
+            b"?",
+            b"||=",
+            b"??=",
         ];
         let res = [
             generic_regex("generic-secret"),

@@ -164,6 +164,9 @@ pub struct Scanner {
     /// Metas of the Terraform variable rules (a block's `default` read
     /// line by line reports as the rule that reads the block whole).
     block_metas: (usize, usize),
+    /// `env-entry-secret`'s: an `env` entry's value read line by line
+    /// reports as the rule that reads the entry whole.
+    env_entry_meta: usize,
 }
 
 fn placeholder(kind: &str) -> Vec<u8> {
@@ -354,6 +357,7 @@ impl Scanner {
         let repeat_meta_base = b.metas.len();
         let meta_of = |id: &str| b.metas.iter().position(|m| &*m.id == id);
         let generic_meta = meta_of("generic-secret").unwrap_or(output_meta);
+        let env_entry_meta = meta_of("env-entry-secret").unwrap_or(generic_meta);
         let block_metas = (
             meta_of("terraform-variable-secret").unwrap_or(generic_meta),
             meta_of("terraform-variable-password").unwrap_or(generic_meta),
@@ -463,6 +467,7 @@ impl Scanner {
             output_meta,
             generic_meta,
             block_metas,
+            env_entry_meta,
         }
     }
 
@@ -745,6 +750,11 @@ impl Scanner {
         if let Some(v) = conversation.element_value(line) {
             if engine::generic_ok(v, None, true, 0.0) {
                 found.push((v.to_vec(), self.generic_meta));
+            }
+        }
+        if let Some(v) = conversation.env_value(line) {
+            if !v.iter().all(u8::is_ascii_lowercase) && engine::generic_ok(v, None, true, 0.0) {
+                found.push((v.to_vec(), self.env_entry_meta));
             }
         }
         if let Some(v) = conversation.label_value(line) {

@@ -61,6 +61,12 @@ pub enum Check {
     /// word, which in prose about the command is the next word of the
     /// sentence (`the net user command lists accounts`).
     FlagPassword,
+    /// A setting whose name and value are two fields (`<add key="N"
+    /// value="V"/>`, `- name: N` ⏎ `value: V`): `FlagPassword`'s checks,
+    /// with the setting's name (the field after `key` / `name`, not
+    /// `value`) as the name that may say the value is a reference
+    /// (`SECRET_NAME`, `token_file`); see [`crate::engine::entry_name`].
+    EntryPassword,
     /// The `default` of a block named like a secret (Terraform's
     /// `variable "db_token" { … default = "V" }`): `Generic`'s checks, with
     /// the block's name (not `default`) as the name that may say the value
@@ -162,7 +168,7 @@ macro_rules! assign {
 /// (`System.setProperty("NAME", "…")`, `headers.put("X-Api-Key", "…")`).
 macro_rules! assign_q {
     () => {
-        r#"(?:\s+(?:\[\]byte|[A-Za-z_][A-Za-z0-9_]{0,20}))?(?:["']\s*,|["']?\s*(?::::=|::=|:=|\?=|\.=|=>|=|:))[ \t]*"#
+        r#"(?:\s+(?:\[\]byte|[A-Za-z_][A-Za-z0-9_]{0,20}))?(?:["']\s*,|["']?\]?\s*(?::::=|::=|:=|\?\?=|\?=|\.=|\|\|=|=>|=|:))[ \t]*"#
     };
 }
 
@@ -628,7 +634,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "bearer-token",
             "bearer-token",
             &["bearer", "authorization"],
-            r"(?i)(?:\bbearer|authorization[\x22']?\s*[:=]\s*[\x22']?(?:token|bearer))\s+([A-Za-z0-9._~+/-]{12,}=*)",
+            r"(?i)(?:\bbearer|authorization[\x22']?\s*[:=]\s*[\x22']?(?:token|bearer))\s+([A-Za-z0-9._~+/-]{12,}=*)|authorization[\x22']?[ \t]*[:=][ \t]*[\x22']?([A-Za-z0-9._~+/-]{20,}=*)(?:[^A-Za-z0-9._~+/=-]|$)",
             Check::Bearer,
         ),
         grp(
@@ -998,6 +1004,91 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl|az|oc|cf)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::Password,
         ),
+        // A setting whose name and value are two attributes or an element of
+        // a settings tag (`add`, `property`, `param`, `entry`, …):
+        // .NET `<add key="ApiKey" value="V" />`, Spring's `<property
+        // name="password" value="V"/>`, Java properties XML `<entry
+        // key="db.password">V</entry>`, `<property
+        // name="hibernate.connection.password">V</property>`.
+        grp(
+            "xml-named-setting",
+            "generic-secret",
+            &[
+                "<add ",
+                "<property ",
+                "<param ",
+                "<parameter ",
+                "<constant ",
+                "<entry ",
+                "<setting ",
+                "<env ",
+                "<variable ",
+            ],
+            r#"(?i)<(?:add|property|param|parameter|constant|entry|setting|env|variable)\s+(?:key|name)\s*=\s*["'][A-Za-z0-9_.:-]*(?:password|passwd|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|connection[_.-]?string)[A-Za-z0-9_.:-]*["'](?:\s*>\s*([^<>\s]{4,})\s*</|(?:\s+[A-Za-z_:-]+\s*=\s*"[^"\n]*")*?\s+value\s*=\s*(?:"([^"\n]{4,})"|'([^'\n]{4,})'))"#,
+            Check::EntryPassword,
+        ),
+        // An `env` list entry named like a secret (Kubernetes, Compose, CI):
+        // `- name: DB_PASSWORD` ⏎ `  value: "V"` — one text in a decoded
+        // view; read line by line in plain text
+        // (`conversation::Conversation::env_value`, reporting as this rule).
+        grp(
+            "env-entry-secret",
+            "generic-secret",
+            &["- name:"],
+            r#"(?i)-[ \t]+name:[ \t]*["']?[A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]*["']?[ \t]*\r?\n[ \t]+value:[ \t]*(?:"([^"\n]{4,})"|'([^'\n]{4,})'|([^\s"'#][^\s"'#]{3,}))"#,
+            Check::EntryPassword,
+        ),
+        // HTTP basic auth as a pair in code: Python `requests`' `auth=("bob",
+        // "V")`, `HTTPBasicAuth("bob", "V")`, `BasicAuth("bob", "V")`.
+        grp(
+            "code-basic-auth-pair",
+            "password",
+            &["auth=", "auth =", "basicauth("],
+            r#"(?:\bauth\s*=\s*\(|BasicAuth\()\s*(?:"[^"\n]{1,64}"|'[^'\n]{1,64}')\s*,\s*(?:"([^"\n]{4,})"|'([^'\n]{4,})')"#,
+            Check::FlagPassword,
+        ),
+        // A `pass` key with a quoted value (nodemailer's `auth: { user,
+        // pass: "V" }`, `"pass": "V"`, `pass = 'V'`); bare `pass` is every
+        // "tests pass", so the quote is required.
+        grp(
+            "pass-key-password",
+            "password",
+            &["pass:", "pass\":", "pass':", "pass =", "pass="],
+            r#"(?:^|[^A-Za-z0-9_.-])["']?pass["']?[ \t]*(?::|=)[ \t]*(?:"([^"\n]{4,})"|'([^'\n]{4,})')"#,
+            Check::FlagPassword,
+        ),
+        // Commands that store a secret take it as an argument: `gh secret
+        // set N --body V`, `aws secretsmanager create-secret …
+        // --secret-string V`, `az keyvault secret set … --value V`, `aws ssm
+        // put-parameter … --type SecureString … --value V`, `dotnet
+        // user-secrets set N V`, `ansible-vault encrypt_string 'V'`, and a
+        // here-string into `gcloud secrets`, `docker secret create`,
+        // `vercel env add`, `wrangler secret put`.
+        grp(
+            "secret-store-command",
+            "generic-secret",
+            &[
+                "secret set",
+                "secretsmanager",
+                "securestring",
+                "user-secrets",
+                "encrypt_string",
+                "<<<",
+            ],
+            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            Check::FlagPassword,
+        ),
+        // A tool's `config set NAME V` where NAME is a secret's: `wp config
+        // set DB_PASSWORD V`, `git config --global github.token V`, `npm
+        // config set _authToken V`, `composer config github-oauth.github.com
+        // V`.
+        grp(
+            "config-set-secret",
+            "generic-secret",
+            &["config set", "git config", "composer config"],
+            r#"(?i)(?:\b(?:wp|npm|yarn|pnpm|pip)\s+config\s+set|\b(?:git|composer)\s+config)\b(?:\s+--?[A-Za-z-]+)*\s+["']?[A-Za-z0-9_.:/@-]*(?:password|passwd|secret|token|api[_-]?key|oauth)[A-Za-z0-9_.:/@-]*["']?\s+["']?([^\s"'`;&|<>=-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
         // `psexec \\host -u USER -p PASSWORD cmd`.
         grp(
             "psexec-password",
@@ -1022,8 +1113,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "nxc ",
                 "smbmap",
                 "rdesktop",
+                "redis-cli",
             ],
-            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::FlagPassword,
         ),
         // Archive and crypto tools given a password as a flag: `zip -P PW`
@@ -1078,17 +1170,7 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "ldap-bind-password",
             "password",
-            &[
-                "ldapsearch",
-                "ldapadd",
-                "ldapmodify",
-                "ldapdelete",
-                "ldapmodrdn",
-                "ldappasswd",
-                "ldapwhoami",
-                "ldapcompare",
-                "ldapexop",
-            ],
+            &["ldap"],
             r#"(?i:\bldap(?:search|add|modify|delete|modrdn|passwd|whoami|compare|exop))\b[^\n]*?\s-w[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::FlagPassword,
         ),
@@ -1141,7 +1223,10 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // A password fed on standard input: `echo PW | sudo -S …`, `echo PW
         // | docker login -u bob --password-stdin`, `echo 'bob:PW' |
-        // chpasswd`, `passwd --stdin`, `kinit`, `cryptsetup`.
+        // chpasswd`, `passwd --stdin`, `kinit`, `cryptsetup`, and commands
+        // that store a secret read from it (`gcloud secrets create`, `docker
+        // secret create`, `vercel env add`, `wrangler secret put`, `gh
+        // secret set`).
         grp(
             "stdin-password",
             "password",
@@ -1152,8 +1237,13 @@ pub fn builtin() -> Vec<RuleDef> {
                 "chpasswd",
                 "kinit",
                 "cryptsetup",
+                "gcloud secrets",
+                "secret create",
+                "env add",
+                "secret put",
+                "secret set",
             ],
-            r#"(?i:\b(?:echo|printf))\s+(?:-[neE]+\s+)?(?:'%s\\n'\s+|"%s\\n"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>]{4,}))[ \t]*\|[ \t]*(?:sudo[ \t]+-S\b|[^\n|]*?--password-stdin|(?:sudo\s+)?(?:passwd\b[^\n|]*?--stdin|chpasswd\b|kinit\b|cryptsetup\b))"#,
+            r#"(?i:\b(?:echo|printf))\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>]{4,}))[ \t]*\|[ \t]*(?:sudo[ \t]+-S\b|[^\n|]*?--password-stdin|(?:sudo\s+)?(?:passwd\b[^\n|]*?--stdin|chpasswd\b|kinit\b|cryptsetup\b)|(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b)"#,
             Check::FlagPassword,
         ),
         // SQL Server's command-line tools take the password as `-P` (upper

@@ -755,6 +755,187 @@ fn mixed_case_letter_values_are_not_code_names() {
     );
 }
 
+/// Code and config that name a secret in ways the plain `NAME = value`
+/// shape misses: an index (`ENV["API_TOKEN"] = …`), Ruby's `||=` and C#'s
+/// `??=`, a setting whose name and value are two fields (XML attributes,
+/// a properties element, a Kubernetes `env` entry), a basic-auth pair in
+/// code, a `pass` key, a raw `Authorization` value.
+#[test]
+fn secrets_in_indexed_and_two_field_settings() {
+    let p = pw;
+    let k = |n| rs(n, ALNUM, 32);
+    check(&[
+        ("index", format!("ENV[\"API_TOKEN\"] = \"{}\"", k(1)), k(1)),
+        ("index", format!("os.environ[\"DB_PASSWORD\"] = \"{}\"", p(2)), p(2)),
+        ("index", format!("process.env['API_KEY'] = '{}';", k(3)), k(3)),
+        ("index", format!("$_ENV['DB_PASSWORD'] = '{}';", p(4)), p(4)),
+        ("index", format!("settings[:secret_key] = \"{}\"", k(5)), k(5)),
+        ("||=", format!("ENV[\"STRIPE_SECRET\"] ||= \"{}\"", k(6)), k(6)),
+        ("??=", format!("apiKey ??= \"{}\";", k(7)), k(7)),
+        (
+            "xml attributes",
+            format!("<add key=\"ApiKey\" value=\"{}\" />", k(8)),
+            k(8),
+        ),
+        (
+            "xml attributes",
+            format!("<property name=\"password\" value=\"{}\"/>", p(9)),
+            p(9),
+        ),
+        (
+            "xml element",
+            format!("<entry key=\"db.password\">{}</entry>", p(10)),
+            p(10),
+        ),
+        (
+            "xml element",
+            format!(
+                "<property name=\"hibernate.connection.password\">{}</property>",
+                p(11)
+            ),
+            p(11),
+        ),
+        (
+            "env entry",
+            format!(
+                "env:\n  - name: LOG_LEVEL\n    value: debug\n  - name: DB_PASSWORD\n    value: \"{}\"",
+                p(12)
+            ),
+            p(12),
+        ),
+        (
+            "env entry",
+            format!("- name: GITHUB_TOKEN\n  value: {}", k(13)),
+            k(13),
+        ),
+        (
+            "basic-auth pair",
+            format!("requests.get(url, auth=(\"bob\", \"{}\"))", p(14)),
+            p(14),
+        ),
+        (
+            "basic-auth pair",
+            format!("s.auth = HTTPBasicAuth('bob', '{}')", p(15)),
+            p(15),
+        ),
+        (
+            "pass key",
+            format!("auth: {{ user: \"bob@x.io\", pass: \"{}\" }}", p(16)),
+            p(16),
+        ),
+        ("pass key", format!("{{\"user\":\"bob\",\"pass\":\"{}\"}}", p(17)), p(17)),
+        (
+            "authorization",
+            format!("curl -H \"Authorization: {}\" https://api.example.com", k(18)),
+            k(18),
+        ),
+        ("redis-cli", format!("redis-cli -h cache -a {} ping", p(19)), p(19)),
+    ]);
+}
+
+/// Commands that store a secret take it as an argument, a here-string or
+/// standard input; a tool's `config set NAME V` with a secret's name.
+#[test]
+fn secret_storing_commands() {
+    let p = pw;
+    let k = |n| rs(n, ALNUM, 32);
+    check(&[
+        (
+            "gh secret set",
+            format!("gh secret set NPM_TOKEN --body {}", k(30)),
+            k(30),
+        ),
+        (
+            "gh secret set",
+            format!("gh secret set API_KEY -b\"{}\" --repo o/r", k(31)),
+            k(31),
+        ),
+        (
+            "secretsmanager",
+            format!(
+                "aws secretsmanager create-secret --name prod/db --secret-string '{}'",
+                p(32)
+            ),
+            p(32),
+        ),
+        (
+            "keyvault",
+            format!(
+                "az keyvault secret set --vault-name kv --name db --value {}",
+                p(33)
+            ),
+            p(33),
+        ),
+        (
+            "ssm SecureString",
+            format!(
+                "aws ssm put-parameter --name /app/db --value {} --type SecureString",
+                p(34)
+            ),
+            p(34),
+        ),
+        (
+            "ssm SecureString",
+            format!(
+                "aws ssm put-parameter --type SecureString --name /app/db --value {}",
+                p(35)
+            ),
+            p(35),
+        ),
+        (
+            "user-secrets",
+            format!("dotnet user-secrets set \"Stripe:SecretKey\" \"{}\"", k(36)),
+            k(36),
+        ),
+        (
+            "encrypt_string",
+            format!(
+                "ansible-vault encrypt_string '{}' --name db_password",
+                p(37)
+            ),
+            p(37),
+        ),
+        (
+            "here-string",
+            format!("gcloud secrets create db --data-file=- <<< {}", p(38)),
+            p(38),
+        ),
+        (
+            "here-string",
+            format!("vercel env add API_KEY production <<< \"{}\"", k(39)),
+            k(39),
+        ),
+        (
+            "stdin",
+            format!(
+                "printf \"%s\" \"{}\" | docker secret create db_password -",
+                p(40)
+            ),
+            p(40),
+        ),
+        (
+            "stdin",
+            format!("echo -n {} | wrangler secret put API_TOKEN", k(41)),
+            k(41),
+        ),
+        (
+            "config set",
+            format!("wp config set DB_PASSWORD {}", p(42)),
+            p(42),
+        ),
+        (
+            "config set",
+            format!("git config --global github.token {}", k(43)),
+            k(43),
+        ),
+        (
+            "config set",
+            format!("composer config --global github-oauth.github.com {}", k(44)),
+            k(44),
+        ),
+    ]);
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
@@ -819,6 +1000,25 @@ fn habit_near_misses_do_not_fire() {
             "each row is identified by UUID in the users table".to_string(),
             "the secret to success is patience".to_string(),
             "the token for the request is expired".to_string(),
+            // Indexes, two-field settings and secret-storing commands with
+            // no secret in them: a code name, a reference, a variable, a
+            // file, a plain setting.
+            "tokens[i] = count".to_string(),
+            "data[\"token\"] = token_value".to_string(),
+            "cache[secret_id] = compute(x)".to_string(),
+            "<add key=\"LogLevel\" value=\"Debug42\" />".to_string(),
+            "<add key=\"TokenFile\" value=\"C:\\\\keys\\\\tok.txt\" />".to_string(),
+            "- name: SECRET_NAME\n  value: my-app-secret".to_string(),
+            "- name: API_TOKEN\n  valueFrom:\n    secretKeyRef: {name: x, key: y}".to_string(),
+            "- name: GITHUB_TOKEN\n  value: ${{ secrets.GITHUB_TOKEN }}".to_string(),
+            "requests.get(url, auth=(user, password))".to_string(),
+            "the tests pass: 12 of 12".to_string(),
+            "pass: true".to_string(),
+            "Authorization: Bearer".to_string(),
+            "gh secret set NPM_TOKEN < token.txt".to_string(),
+            "aws ssm put-parameter --name /app/level --value Debug42 --type String".to_string(),
+            "git config --global user.signingkey 3AA5C34371567BD2".to_string(),
+            "echo $TOKEN | wrangler secret put API_TOKEN".to_string(),
         ],
     );
 }
