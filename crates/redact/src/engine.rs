@@ -1327,21 +1327,14 @@ pub fn decoded_secret(d: &[u8]) -> bool {
     let l = lower(d);
     for n in NAMES {
         for p in memchr::memmem::find_iter(&l, n.as_bytes()) {
-            // To the end of the name, past its closing quote, to `=` or `:`.
+            // To the end of the name, then past its operator.
             let mut q = p + n.len();
             while q < l.len() && (l[q].is_ascii_alphanumeric() || matches!(l[q], b'_' | b'-')) {
                 q += 1;
             }
-            while q < l.len() && matches!(l[q], b'"' | b'\'' | b' ' | b'\t') {
-                q += 1;
-            }
-            if !matches!(l.get(q), Some(b'=' | b':')) {
+            let Some(q) = value_start(d, q) else {
                 continue;
-            }
-            q += 1;
-            while q < d.len() && matches!(d[q], b'"' | b'\'' | b' ' | b'\t') {
-                q += 1;
-            }
+            };
             let e = d[q..]
                 .iter()
                 .position(|b| b" \t\"',\r\n}".contains(b))
@@ -1407,6 +1400,24 @@ const PUBLIC_PREFIXES: &[&str] = &[
     "non",
 ];
 
+/// From `q`, just after a name: past a closing quote and blanks, an `=` or
+/// `:`, then quotes and blanks — where the value starts (`None` without
+/// the operator).
+fn value_start(v: &[u8], mut q: usize) -> Option<usize> {
+    let skip = |q: &mut usize| {
+        while *q < v.len() && matches!(v[*q], b'"' | b'\'' | b' ' | b'\t') {
+            *q += 1;
+        }
+    };
+    skip(&mut q);
+    if !matches!(v.get(q), Some(b'=' | b':')) {
+        return None;
+    }
+    q += 1;
+    skip(&mut q);
+    Some(q)
+}
+
 /// Does a match starting at `start` take its name from a placeholder's
 /// kind (`[REDACTED:password-hash]: 19000:0:…`, the rest of a shadow line
 /// after its hash)? An index closes with `]` before its operator
@@ -1432,17 +1443,9 @@ pub fn entry_name(pre: &[u8]) -> &[u8] {
         if i > 0 && pre[i - 1].is_ascii_alphanumeric() {
             continue;
         }
-        let mut j = at;
-        while j < pre.len() && matches!(pre[j], b' ' | b'\t') {
-            j += 1;
-        }
-        if !matches!(pre.get(j), Some(b'=' | b':')) {
+        let Some(j) = value_start(pre, at) else {
             continue;
-        }
-        j += 1;
-        while j < pre.len() && matches!(pre[j], b' ' | b'\t' | b'"' | b'\'') {
-            j += 1;
-        }
+        };
         let end = pre[j..]
             .iter()
             .position(|&b| !is_ident(b))

@@ -1089,6 +1089,28 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)(?:\b(?:wp|npm|yarn|pnpm|pip)\s+config\s+set|\b(?:git|composer)\s+config)\b(?:\s+--?[A-Za-z-]+)*\s+["']?[A-Za-z0-9_.:/@-]*(?:password|passwd|secret|token|api[_-]?key|oauth)[A-Za-z0-9_.:/@-]*["']?\s+["']?([^\s"'`;&|<>=-][^\s"'`;&|<>]{3,})"#,
             Check::FlagPassword,
         ),
+        // Server config directives that hold a password: Redis'
+        // `requirepass PW` / `masterauth PW` (also through `CONFIG SET`), a
+        // Wi-Fi pre-shared key (`psk="PW"` in wpa_supplicant and
+        // NetworkManager files). At the start of a line or of a quoted
+        // string.
+        grp(
+            "config-directive-password",
+            "password",
+            &["requirepass", "masterauth", "psk"],
+            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))"#,
+            Check::FlagPassword,
+        ),
+        // A `.pgpass` line, `host:port:database:user:password` (`*` for any
+        // of the first four), at the start of a line or of a quoted
+        // string (`echo "db:5432:app:bob:PW" >> ~/.pgpass`).
+        grp(
+            "pgpass-line",
+            "password",
+            &[":5432:", ":5433:", ":6432:", ":*:"],
+            r#"(?m)(?:^|["'\n])[ \t]*(?:[A-Za-z0-9_.-]+|\*):(?:[0-9]{1,5}|\*):[A-Za-z0-9_.$*-]+:[A-Za-z0-9_.@$*-]+:([^\s:"']{4,})[ \t]*(?:$|["'\n])"#,
+            Check::FlagPassword,
+        ),
         // `psexec \\host -u USER -p PASSWORD cmd`.
         grp(
             "psexec-password",

@@ -936,6 +936,57 @@ fn secret_storing_commands() {
     ]);
 }
 
+/// Config directives that hold a password, and `.pgpass` lines.
+#[test]
+fn config_directives_and_pgpass_lines() {
+    let p = pw;
+    check(&[
+        ("redis.conf", format!("requirepass {}", p(60)), p(60)),
+        (
+            "redis.conf",
+            format!("# replication\nmasterauth \"{}\"", p(61)),
+            p(61),
+        ),
+        (
+            "redis CONFIG SET",
+            format!("redis-cli CONFIG SET requirepass '{}'", p(62)),
+            p(62),
+        ),
+        (
+            "wpa_supplicant",
+            format!("network={{\n    ssid=\"home\"\n    psk=\"{}\"\n}}", p(63)),
+            p(63),
+        ),
+        (
+            "NetworkManager",
+            format!("[wifi-security]\nkey-mgmt=wpa-psk\npsk={}", p(64)),
+            p(64),
+        ),
+        (
+            ".pgpass",
+            format!("db.internal:5432:app:app_user:{}", p(65)),
+            p(65),
+        ),
+        (".pgpass", format!("*:*:*:postgres:{}", p(66)), p(66)),
+        (
+            ".pgpass",
+            format!("echo \"localhost:5432:*:bob:{}\" >> ~/.pgpass", p(67)),
+            p(67),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "requirepass is set in redis.conf",
+            "# requirepass foobared",
+            "psk=$WIFI_PSK",
+            "root:x:0:0:root:/root:/bin/bash",
+            "10:20:30:40:5060",
+            "INFO:8080:main:worker:started",
+        ],
+    );
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
