@@ -164,6 +164,10 @@ pub struct Scanner {
     /// Metas of the Terraform variable rules (a block's `default` read
     /// line by line reports as the rule that reads the block whole).
     block_metas: (usize, usize),
+    /// `xml-element-secret`'s: an element's value on the line after its
+    /// opening tag, read line by line, reports as the rule that reads the
+    /// element whole.
+    element_meta: usize,
     /// `env-entry-secret`'s: an `env` entry's value read line by line
     /// reports as the rule that reads the entry whole.
     env_entry_meta: usize,
@@ -358,6 +362,7 @@ impl Scanner {
         let meta_of = |id: &str| b.metas.iter().position(|m| &*m.id == id);
         let generic_meta = meta_of("generic-secret").unwrap_or(output_meta);
         let env_entry_meta = meta_of("env-entry-secret").unwrap_or(generic_meta);
+        let element_meta = meta_of("xml-element-secret").unwrap_or(generic_meta);
         let block_metas = (
             meta_of("terraform-variable-secret").unwrap_or(generic_meta),
             meta_of("terraform-variable-password").unwrap_or(generic_meta),
@@ -468,6 +473,7 @@ impl Scanner {
             generic_meta,
             block_metas,
             env_entry_meta,
+            element_meta,
         }
     }
 
@@ -749,7 +755,7 @@ impl Scanner {
         found.extend(said.drain(..).map(|v| (v, self.output_meta)));
         if let Some(v) = conversation.element_value(line) {
             if engine::generic_ok(v, None, true, 0.0) {
-                found.push((v.to_vec(), self.generic_meta));
+                found.push((v.to_vec(), self.element_meta));
             }
         }
         if let Some(v) = conversation.env_value(line) {

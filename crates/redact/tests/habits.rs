@@ -1073,3 +1073,27 @@ fn habit_near_misses_do_not_fire() {
         ],
     );
 }
+
+/// A value read line by line in plain text (an element's value on the
+/// line after its tag, an `env` entry's `value:` under its `name:`)
+/// reports as the rule that reads the same text whole in a decoded view.
+#[test]
+fn line_by_line_values_report_as_their_rules() {
+    let s = scanner();
+    let v = pw(90);
+    for (text, rule) in [
+        (
+            format!("<db>\n<password>\n{v}\n</password>\n</db>"),
+            "xml-element-secret",
+        ),
+        (
+            format!("env:\n  - name: DB_PASSWORD\n    value: \"{v}\""),
+            "env-entry-secret",
+        ),
+    ] {
+        for input in [text.clone(), json_line(&text)] {
+            let rules: Vec<String> = s.scan(&input).iter().map(|f| f.rule.to_string()).collect();
+            assert_eq!(rules, [rule], "{input}");
+        }
+    }
+}
