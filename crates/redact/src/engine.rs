@@ -374,6 +374,9 @@ pub struct Engine {
     pub mac_rule: usize,
     /// Index of the private-IPv6 rule, gated by the shape check in `shape_gates` likewise.
     pub ipv6_rule: usize,
+    /// Per rule: it has no keyword and runs only on a segment holding one
+    /// of `rules::NON_ASCII_WORDS` (`rules::NON_ASCII_RULES`).
+    pub non_ascii: Vec<bool>,
     /// The caller's home: other-home never claims it (it becomes `~`).
     pub home: Option<Vec<u8>>,
     /// Per rule: the check a keyword occurrence must pass to trigger it
@@ -1988,8 +1991,15 @@ impl Engine {
             ),
             _ => (0, v.len()),
         };
+        let mut trigger: Option<bool> = None;
         for &r in &self.always {
             if (r == self.mac_rule && !mac) || (r == self.ipv6_rule && !ipv6) {
+                continue;
+            }
+            if self.non_ascii[r]
+                && !*trigger
+                    .get_or_insert_with(|| !v.is_ascii() && crate::rules::non_ascii_trigger(v))
+            {
                 continue;
             }
             triggered[r] = true;

@@ -377,6 +377,11 @@ impl Scanner {
             .iter()
             .position(|r| &*b.metas[r.meta].id == "private-ipv6")
             .unwrap_or(usize::MAX);
+        let non_ascii = b
+            .rules
+            .iter()
+            .map(|r| rules::NON_ASCII_RULES.contains(&&*b.metas[r.meta].id))
+            .collect();
         // Built-in rules whose keyword occurrences are checked before they
         // run (config rules never are: their ids start with `config:`).
         let gates = b
@@ -464,6 +469,7 @@ impl Scanner {
                 home: identity.home.as_ref().map(|h| h.as_bytes().to_vec()),
                 mac_rule,
                 ipv6_rule,
+                non_ascii,
                 gates,
                 kw_ungated,
                 windowed,

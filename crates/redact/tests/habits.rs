@@ -987,6 +987,56 @@ fn config_directives_and_pgpass_lines() {
     );
 }
 
+/// Credentials named in prose in other languages and scripts (a name in a
+/// Latin script also before a linking word, "das Passwort ist V"; one in
+/// another script before a colon or `=`); the sentence's next word is not
+/// one.
+#[test]
+fn credentials_named_in_other_languages() {
+    let p = pw;
+    let k = |n| rs(n, ALNUM, 32);
+    check(&[
+        ("fr", format!("le mot de passe est {}", p(100)), p(100)),
+        ("es", format!("la contraseña es {}", p(101)), p(101)),
+        ("de", format!("das Passwort ist {}", p(102)), p(102)),
+        ("pt", format!("a senha é {}", p(103)), p(103)),
+        ("nl", format!("wachtwoord: {}", p(104)), p(104)),
+        ("pl", format!("hasło: {}", p(105)), p(105)),
+        ("tr", format!("şifre: {}", p(106)), p(106)),
+        ("sv", format!("Lösenord: {}", p(107)), p(107)),
+        ("vi", format!("mật khẩu: {}", p(108)), p(108)),
+        ("ru", format!("пароль: {}", p(109)), p(109)),
+        ("ru", format!("ПАРОЛЬ = {}", p(110)), p(110)),
+        ("el", format!("κωδικός: {}", p(111)), p(111)),
+        ("he", format!("סיסמה: {}", p(112)), p(112)),
+        ("ar", format!("كلمة المرور: {}", p(113)), p(113)),
+        ("hi", format!("पासवर्ड: {}", p(114)), p(114)),
+        ("ja", format!("パスワード：{}", p(115)), p(115)),
+        ("zh", format!("密码：{}", p(116)), p(116)),
+        ("zh", format!("数据库密码 : {}", p(117)), p(117)),
+        ("ko", format!("비밀번호: {}", p(118)), p(118)),
+        ("de key", format!("API-Schlüssel: {}", k(119)), k(119)),
+        ("fr key", format!("clé API : {}", k(120)), k(120)),
+        ("es key", format!("clave de API: {}", k(121)), k(121)),
+        ("ja key", format!("APIキー: {}", k(122)), k(122)),
+        ("ru key", format!("токен: {}", k(123)), k(123)),
+        ("zh key", format!("令牌：{}", k(124)), k(124)),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "das Passwort ist falsch",
+            "Passwort vergessen? Klicken Sie hier",
+            "la contraseña es incorrecta",
+            "пароль неверный",
+            "パスワードを忘れた場合",
+            "密码错误，请重试",
+            "le mot de passe est trop court (8 caractères)",
+            "Пароль должен содержать 8 символов",
+        ],
+    );
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
