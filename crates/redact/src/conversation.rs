@@ -226,8 +226,15 @@ impl Conversation {
     pub fn env_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
         let t = line.trim_ascii();
         let open = std::mem::replace(&mut self.env_open, false);
-        if t.starts_with(b"- ") || t.starts_with(b"-\t") {
-            self.env_open = SECRET_ENV_NAME.as_ref().is_some_and(|re| re.is_match(t))
+        if let Some(rest) = t.strip_prefix(b"-") {
+            // A list item: only `- name: …` can open an entry (a cheap test
+            // before the regex; Markdown lists and diffs are full of `- `).
+            self.env_open = rest.first().is_some_and(|&b| b == b' ' || b == b'\t')
+                && rest
+                    .trim_ascii_start()
+                    .get(..5)
+                    .is_some_and(|k| k.eq_ignore_ascii_case(b"name:"))
+                && SECRET_ENV_NAME.as_ref().is_some_and(|re| re.is_match(t))
                 && !crate::engine::names_a_reference(crate::engine::entry_name(t));
             return None;
         }
