@@ -143,9 +143,10 @@ static BLOCK_DEFAULT: LazyLock<Option<Regex>> =
 /// `- name: DB_PASSWORD` alone on its line: an `env` list entry named
 /// like a secret whose `value:` is on the next line.
 static SECRET_ENV_NAME: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(
-        r#"(?i-u)^-[ \t]+name:[ \t]*["']?[A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]*["']?$"#,
-    )
+    Regex::new(&format!(
+        r#"(?i-u)^-[ \t]+name:[ \t]*["']?[A-Za-z0-9_.-]*{}[A-Za-z0-9_.-]*["']?$"#,
+        crate::rules::SETTING_SECRET_NAMES
+    ))
     .ok()
 });
 

@@ -317,6 +317,12 @@ pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
     "docker", "podman", "buildah", "skopeo", "registry", "oras", "nerdctl", "az", "oc", "cf",
 ];
 
+/// A setting's name that says its value is a secret, where the name is a
+/// field of its own (`<add key="ApiKey" value=…>`, `- name: DB_PASSWORD`):
+/// the rules `xml-named-setting` and `env-entry-secret` and the
+/// line-by-line reading of an `env` entry (`conversation::env_value`).
+pub const SETTING_SECRET_NAMES: &str = r"(?:password|passwd|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|connection[_.-]?string)";
+
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
 
 pub fn builtin() -> Vec<RuleDef> {
@@ -1125,7 +1131,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "<env ",
                 "<variable ",
             ],
-            r#"(?i)<(?:add|property|param|parameter|constant|entry|setting|env|variable)\s+(?:key|name)\s*=\s*["'][A-Za-z0-9_.:-]*(?:password|passwd|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|connection[_.-]?string)[A-Za-z0-9_.:-]*["'](?:\s*>\s*([^<>\s]{4,})\s*</|(?:\s+[A-Za-z_:-]+\s*=\s*"[^"\n]*")*?\s+value\s*=\s*(?:"([^"\n]{4,})"|'([^'\n]{4,})'))"#,
+            leak(format!(
+                r#"(?i)<(?:add|property|param|parameter|constant|entry|setting|env|variable)\s+(?:key|name)\s*=\s*["'][A-Za-z0-9_.:-]*{SETTING_SECRET_NAMES}[A-Za-z0-9_.:-]*["'](?:\s*>\s*([^<>\s]{{4,}})\s*</|(?:\s+[A-Za-z_:-]+\s*=\s*"[^"\n]*")*?\s+value\s*=\s*(?:"([^"\n]{{4,}})"|'([^'\n]{{4,}})'))"#
+            )),
             Check::EntryPassword,
         ),
         // An `env` list entry named like a secret (Kubernetes, Compose, CI):
@@ -1136,7 +1144,9 @@ pub fn builtin() -> Vec<RuleDef> {
             "env-entry-secret",
             "generic-secret",
             &["- name:"],
-            r#"(?i)-[ \t]+name:[ \t]*["']?[A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]*["']?[ \t]*\r?\n[ \t]+value:[ \t]*(?:"([^"\n]{4,})"|'([^'\n]{4,})'|([^\s"'#][^\s"'#]{3,}))"#,
+            leak(format!(
+                r#"(?i)-[ \t]+name:[ \t]*["']?[A-Za-z0-9_.-]*{SETTING_SECRET_NAMES}[A-Za-z0-9_.-]*["']?[ \t]*\r?\n[ \t]+value:[ \t]*(?:"([^"\n]{{4,}})"|'([^'\n]{{4,}})'|([^\s"'#][^\s"'#]{{3,}}))"#
+            )),
             Check::EntryPassword,
         ),
         // HTTP basic auth as a pair in code: Python `requests`' `auth=("bob",
