@@ -292,6 +292,156 @@ pub fn compile_builtin(pattern: &str) -> Result<Regex, regex::Error> {
         .build()
 }
 
+/// Where every match of a keyword-anchored rule starts
+/// (`rules::ANCHORED_RULES`), relative to the occurrences of its keywords
+/// that the automaton reports.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Anchor {
+    /// Where one of its keywords starts (`\b(?:password|passwd|…)…`).
+    Keyword,
+    /// Within the run of name bytes (`[A-Za-z0-9_.-]`) that ends where one
+    /// of its keywords starts: at the run's first byte (the rule's
+    /// `[A-Za-z0-9_.-]*KEYNAME…`, which can start anywhere in the run, so a
+    /// match starting later in it means one starting at its first byte), at
+    /// a `--` in it (`--password V`), or at the keyword
+    /// (`\bsshpass -p V`).
+    NameRun,
+}
+
+/// A keyword-anchored rule's regex, compiled on first use with the
+/// settings of [`compile_builtin`] (the same engine, which the `regex`
+/// crate wraps without an anchored search).
+///
+/// Why: a rule's regex otherwise searches its whole segment (or zone) from
+/// the start; the lazy DFA walks every byte before the match, then walks
+/// the match again backwards to find where it starts. Anchored at the few
+/// places a match can start, a search reads only the match (or the few
+/// bytes that refute one) and needs no reverse pass. On the varied corpus
+/// these rules matched at nearly every search: that walk was their cost.
+pub struct AnchoredRegex {
+    pub anchor: Anchor,
+    pattern: &'static str,
+    cell: std::sync::OnceLock<regex_automata::meta::Regex>,
+}
+
+/// [`compile_builtin`]'s settings, for the `regex_automata` engine itself
+/// (as `regex::bytes::RegexBuilder` sets them).
+pub fn compile_anchored(
+    pattern: &str,
+) -> Result<regex_automata::meta::Regex, Box<regex_automata::meta::BuildError>> {
+    use regex_automata::{meta, util::syntax, MatchKind};
+    meta::Builder::new()
+        .configure(
+            meta::Config::new()
+                .match_kind(MatchKind::LeftmostFirst)
+                .utf8_empty(false)
+                .nfa_size_limit(Some(BUILTIN_PATTERN_BYTES))
+                .hybrid_cache_capacity(2 << 20),
+        )
+        .syntax(syntax::Config::new().unicode(false).utf8(false))
+        .build(pattern)
+        .map_err(Box::new)
+}
+
+/// Is `b` a byte of [`Anchor::NameRun`]'s runs?
+fn is_name_run_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-'
+}
+
+impl AnchoredRegex {
+    pub fn builtin(anchor: Anchor, pattern: &'static str) -> AnchoredRegex {
+        AnchoredRegex {
+            anchor,
+            pattern,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub fn get(&self) -> &regex_automata::meta::Regex {
+        self.cell.get_or_init(|| {
+            let p = self.pattern;
+            compile_anchored(p)
+                .unwrap_or_else(|e| panic!("built-in pattern {p:?} does not compile: {e}"))
+        })
+    }
+
+    /// The leftmost-first match of the rule in `hay` that starts in
+    /// `at..stop`, as an unanchored search of `hay` from `at` finds it,
+    /// given `starts`: the start offsets of every occurrence of the rule's
+    /// keywords in `hay`, ascending. With `slots` (sized by
+    /// [`AnchoredRegex::slots`]) the groups are resolved into it.
+    ///
+    /// Exact because every match starts at a candidate (see [`Anchor`]):
+    /// the candidates are tried in ascending order, each with an anchored
+    /// search, so the first that matches is the leftmost start, and an
+    /// anchored search there finds the same (leftmost-first) match as the
+    /// unanchored one.
+    pub fn find(
+        &self,
+        hay: &[u8],
+        at: usize,
+        stop: usize,
+        starts: &[usize],
+        slots: Option<&mut [Option<regex_automata::util::primitives::NonMaxUsize>]>,
+        cands: &mut Vec<usize>,
+    ) -> Option<(usize, usize)> {
+        use regex_automata::{Anchored, Input};
+        let re = self.get();
+        // A zone's `hay` ends before some of the segment's keywords; a match
+        // in `hay` holds none of those, and a candidate too many only costs
+        // a search.
+        let lo = starts.partition_point(|&k| k < at);
+        let hi = starts.partition_point(|&k| k <= hay.len());
+        let starts = &starts[lo..hi.max(lo)];
+        let cands: &[usize] = match self.anchor {
+            Anchor::Keyword => starts,
+            Anchor::NameRun => {
+                cands.clear();
+                for &k in starts {
+                    let mut r = k;
+                    while r > at && is_name_run_byte(hay[r - 1]) {
+                        r -= 1;
+                    }
+                    cands.push(r);
+                    cands.extend(
+                        memchr::memchr_iter(b'-', &hay[r..k])
+                            .map(|i| r + i)
+                            .filter(|&i| hay.get(i + 1) == Some(&b'-')),
+                    );
+                    cands.push(k);
+                }
+                cands.sort_unstable();
+                cands.dedup();
+                cands
+            }
+        };
+        let mut slots = slots;
+        for &c in cands {
+            if c >= stop || c > hay.len() {
+                return None;
+            }
+            let input = Input::new(hay).range(c..).anchored(Anchored::Yes);
+            let m = match slots.as_deref_mut() {
+                Some(sl) => re.search_slots(&input, sl).and_then(|_| {
+                    let (s, e) = (sl[0]?, sl[1]?);
+                    Some((s.get(), e.get()))
+                }),
+                None => re.search(&input).map(|m| (m.start(), m.end())),
+            };
+            if m.is_some() {
+                return m;
+            }
+        }
+        None
+    }
+
+    /// Slots for [`AnchoredRegex::find`]: two per group, the whole match's
+    /// first.
+    pub fn slots(&self) -> Vec<Option<regex_automata::util::primitives::NonMaxUsize>> {
+        vec![None; self.get().group_info().slot_len()]
+    }
+}
+
 pub enum Matcher {
     Regex {
         re: LazyRegex,
@@ -303,6 +453,9 @@ pub enum Matcher {
         /// verify re-run the rule only between two of them around the
         /// placeholders.
         stops: LazyStops,
+        /// For a keyword-anchored rule (`rules::ANCHORED_RULES`): the
+        /// same pattern, searched only where a match can start.
+        anchored: Option<Box<AnchoredRegex>>,
     },
     Pem,
     OtherHome,
@@ -390,6 +543,10 @@ pub struct Engine {
     /// stop bytes (see [`keyword_windows`]). Only rules every match of
     /// which holds one of their keywords (`rules::WINDOWED_RULES`).
     pub windowed: Vec<bool>,
+    /// Per rule: searched with its [`AnchoredRegex`] at the places its
+    /// matches can start (set for the rules that have one; tests clear it
+    /// to compare with whole searches).
+    pub anchored: Vec<bool>,
 }
 
 /// A cheap look at the bytes around a keyword occurrence that can prove
@@ -663,9 +820,14 @@ pub struct Scratch {
     /// Per entry of `list`: the stretch verify re-runs that rule on (see
     /// [`rule_zone`]), or `None` for the whole segment.
     zones: Vec<Option<(usize, usize)>>,
-    /// Keyword occurrences of windowed rules: (rule, start, end).
+    /// Keyword occurrences of windowed and anchored rules: (rule, start,
+    /// end).
     occ: Vec<(usize, usize, usize)>,
     windows: Vec<(usize, usize)>,
+    /// An anchored rule's keyword starts, and its candidate starts.
+    starts: Vec<usize>,
+    cands: Vec<usize>,
+    slots: Vec<Option<regex_automata::util::primitives::NonMaxUsize>>,
     /// Keyword matches of every segment this scratch scanned on its current
     /// line, in scan order.
     pub cache: KwCache,
@@ -2029,7 +2191,7 @@ impl Engine {
         for m in &kw {
             let pi = m.pattern;
             for &r in &self.kw_rules[pi] {
-                if self.windowed[r] {
+                if self.windowed[r] || self.anchored[r] {
                     occ.push((r, m.start, m.end));
                 }
                 if !triggered[r] && self.gate_passes(self.gates[r], pi, v, m, &mut gate) {
@@ -2070,7 +2232,17 @@ impl Engine {
                     min_entropy,
                     allow,
                     stops,
+                    anchored,
                 } => {
+                    let anchored = anchored.as_deref().filter(|_| self.anchored[ri]);
+                    if anchored.is_some() {
+                        scratch.starts.clear();
+                        scratch
+                            .starts
+                            .extend(occ.iter().filter(|o| o.0 == ri).map(|&(_, ks, _)| ks));
+                        scratch.starts.sort_unstable();
+                        scratch.starts.dedup();
+                    }
                     // A windowed rule runs in the windows around its
                     // keywords; any other in its zone (or the whole line).
                     let mut windows = std::mem::take(&mut scratch.windows);
@@ -2090,7 +2262,8 @@ impl Engine {
                             v,
                             layer,
                             views,
-                            re.get(),
+                            re,
+                            anchored,
                             *group,
                             *check,
                             *min_entropy,
@@ -2179,7 +2352,8 @@ impl Engine {
         v: &[u8],
         layer: L,
         views: &Views,
-        re: &Regex,
+        re: &LazyRegex,
+        anchored: Option<&AnchoredRegex>,
         group: usize,
         check: Check,
         min_entropy: f64,
@@ -2190,7 +2364,15 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
     ) -> (u32, u32) {
-        let mut locs = re.capture_locations();
+        let mut locs = match anchored {
+            None => Some(re.get().capture_locations()),
+            Some(a) => {
+                if group != 0 {
+                    scratch.slots = a.slots();
+                }
+                None
+            }
+        };
         // Within a zone `(x, y)` (see `rule_zone`) the matches starting in
         // `x..y` end by `y`, so the search needs the text up to `v[y]`
         // only (the byte a look-around at `y` reads).
@@ -2208,30 +2390,33 @@ impl Engine {
             // A whole-match rule needs no capture engine: the search alone
             // gives the same span (`find_at` and `captures_read_at` share
             // one search; the latter then resolves the groups).
-            let found_at = if group == 0 {
-                re.find_at(hay, at)
-            } else {
-                re.captures_read_at(&mut locs, hay, at)
+            let found_at = match (anchored, locs.as_mut()) {
+                (Some(a), _) => {
+                    let slots = (group != 0).then_some(&mut scratch.slots[..]);
+                    a.find(hay, at, stop, &scratch.starts, slots, &mut scratch.cands)
+                }
+                (None, Some(locs)) if group != 0 => re
+                    .get()
+                    .captures_read_at(locs, hay, at)
+                    .map(|m| (m.start(), m.end())),
+                (None, _) => re.get().find_at(hay, at).map(|m| (m.start(), m.end())),
             };
-            let Some(m) = found_at else {
+            let Some((m_start, m_end)) = found_at else {
                 break;
             };
-            if m.start() >= stop {
+            if m_start >= stop {
                 break;
             }
-            let m_start = m.start();
-            at = if m.end() > m.start() {
-                m.end()
-            } else {
-                m.end() + 1
+            at = if m_end > m_start { m_end } else { m_end + 1 };
+            let group_span = match &locs {
+                _ if group == 0 => Some((m_start, m_end)),
+                Some(locs) => (1..locs.len()).find_map(|g| locs.get(g)),
+                None => scratch.slots[2..]
+                    .chunks_exact(2)
+                    .find_map(|g| Some((g[0]?.get(), g[1]?.get()))),
             };
-            let (s, e) = if group == 0 {
-                (m.start(), m.end())
-            } else {
-                match (1..locs.len()).find_map(|g| locs.get(g)) {
-                    Some(p) => p,
-                    None => continue,
-                }
+            let Some((s, e)) = group_span else {
+                continue;
             };
             let val = &v[s..e];
             let prev = if s > 0 { Some(v[s - 1]) } else { None };
@@ -2251,28 +2436,27 @@ impl Engine {
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
                 Check::Generic => {
-                    !in_placeholder(v, m.start())
-                        && !names_a_reference(&v[m.start()..s])
+                    !in_placeholder(v, m_start)
+                        && !names_a_reference(&v[m_start..s])
                         && !elided_after(&v[e..])
                         && generic_ok(val, next, false, min_entropy)
                 }
                 Check::Password => {
-                    !in_placeholder(v, m.start())
-                        && !names_a_reference(&v[m.start()..s])
+                    !in_placeholder(v, m_start)
+                        && !names_a_reference(&v[m_start..s])
                         && generic_ok(val, next, true, 0.0)
                 }
                 Check::FlagPassword => {
                     !val.iter().all(u8::is_ascii_lowercase) && generic_ok(val, next, true, 0.0)
                 }
                 Check::EntryPassword => {
-                    !names_a_reference(entry_name(&v[m.start()..s]))
+                    !names_a_reference(entry_name(&v[m_start..s]))
                         && !val.iter().all(u8::is_ascii_lowercase)
                         && generic_ok(val, next, true, 0.0)
                 }
                 Check::BlockSecret | Check::BlockPassword => {
                     let password = check == Check::BlockPassword;
-                    block_default_ok(&v[m.start()..s], val, next, password)
-                        && !elided_after(&v[e..])
+                    block_default_ok(&v[m_start..s], val, next, password) && !elided_after(&v[e..])
                 }
                 Check::Basic => {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
@@ -2342,7 +2526,7 @@ impl Engine {
                         && !self.path_allowed(val)
                 }
                 Check::ProviderNamed => {
-                    crate::rules::provider_named_ok(&v[m.start()..s], val)
+                    crate::rules::provider_named_ok(&v[m_start..s], val)
                         && !elided_after(&v[e..])
                         // `00DE…!AQcA…`: cut at a byte the value holds.
                         && !next.is_some_and(|b| is_alnum(b) || b == b'!')
@@ -3757,6 +3941,218 @@ mod tests {
         })
     }
 
+    /// Each keyword-anchored rule's [`AnchoredRegex::find`], iterated as
+    /// `run_regex` iterates it (from a start, up to a stop), yields exactly
+    /// the matches and groups an unanchored search of the same text yields,
+    /// on random texts from the fragments its alternatives start with
+    /// (keywords glued to names, `--`, `\b` edges, operators, values) and
+    /// random bytes, from random starts and stops. It fails when a rule's
+    /// pattern gains an alternative that starts elsewhere.
+    #[test]
+    fn anchored_search_equals_whole_search() {
+        let scanner = crate::Scanner::new(crate::Identity::default(), None);
+        let e = &scanner.engine;
+        let parts: &[&str] = &[
+            "password",
+            "PASSWORD",
+            "Passwd",
+            "passphrase",
+            "pw",
+            "pwd",
+            "_pass",
+            "db_pass",
+            "--pass",
+            "--password",
+            "--token",
+            "--api-key",
+            "--client-secret",
+            "sshpass",
+            "mysql",
+            "mysqldump",
+            "mariadb",
+            "secret",
+            "Secret",
+            "token",
+            "api_key",
+            "api-key",
+            "ApiKey",
+            "access key",
+            "client secret",
+            "client_secret",
+            "app-secret",
+            "secret key",
+            "auth token",
+            "api token",
+            "credentials",
+            "signing_key",
+            "x",
+            "my",
+            "db",
+            "DB_",
+            ".",
+            "-",
+            "--",
+            "_",
+            " ",
+            "  ",
+            "\t",
+            "\n",
+            "=",
+            ":",
+            ": ",
+            " = ",
+            ":=",
+            "::=",
+            "?=",
+            "||=",
+            "=>",
+            ".=",
+            "\"",
+            "'",
+            "`",
+            ",",
+            "[",
+            "]",
+            "(",
+            ")",
+            "\\",
+            " is ",
+            " for ",
+            " the ",
+            " -p",
+            " -p ",
+            " -u root",
+            "hunter22",
+            "Zq8vR2mK7pL4xN9wQ1",
+            "s3cr3t-V4lue",
+            "abcdefgh",
+            "é",
+            "{",
+            "}",
+            "$",
+            "#",
+            "1",
+            "&",
+            ";",
+            "|",
+            "[]byte ",
+            "string ",
+            "now ",
+        ];
+        let mut rng = crate::testkit::XorShift(0x5EED_A11C_0FFE_E123u64);
+        let mut next = || rng.next();
+        let mut matched = vec![0usize; crate::rules::ANCHORED_RULES.len()];
+        for (ai, &(id, anchor)) in crate::rules::ANCHORED_RULES.iter().enumerate() {
+            let ri = e
+                .rules
+                .iter()
+                .position(|r| &*e.metas[r.meta].id == id)
+                .unwrap_or_else(|| panic!("no rule {id}"));
+            let Matcher::Regex {
+                re,
+                group,
+                anchored: Some(a),
+                ..
+            } = &e.rules[ri].matcher
+            else {
+                panic!("{id} is not an anchored regex rule");
+            };
+            assert_eq!(a.anchor, anchor);
+            assert!(e.anchored[ri]);
+            let re = re.get();
+            let mut locs = re.capture_locations();
+            let mut slots = a.slots();
+            let mut cands = Vec::new();
+            for _ in 0..20000 {
+                let n = 1 + (next() % 14) as usize;
+                let mut t: Vec<u8> = (0..n)
+                    .flat_map(|_| {
+                        if next() % 9 == 0 {
+                            vec![next() as u8]
+                        } else {
+                            parts[(next() % parts.len() as u64) as usize]
+                                .as_bytes()
+                                .to_vec()
+                        }
+                    })
+                    .collect();
+                // Half the texts hold a name, a separator and a value.
+                if next() % 2 == 0 {
+                    let name = [
+                        "password",
+                        "db_password",
+                        "api key",
+                        "client_secret",
+                        "x--token",
+                    ];
+                    let sep = [" is ", ": ", "=", " = \"", " for the db: ", " "];
+                    let val = ["hunter22", "Zq8vR2mK7pL4xN9wQ1abc", "s3cr3t-V4lue"];
+                    let at = (next() as usize) % (t.len() + 1);
+                    let shaped = [
+                        name[(next() % name.len() as u64) as usize],
+                        sep[(next() % sep.len() as u64) as usize],
+                        val[(next() % val.len() as u64) as usize],
+                    ]
+                    .concat();
+                    t.splice(at..at, shaped.bytes());
+                }
+                let mut kws = Vec::new();
+                e.keywords.find_all(&t, &mut LaneBufs::default(), &mut kws);
+                let mut starts: Vec<usize> = kws
+                    .iter()
+                    .filter(|m| e.kw_rules[m.pattern].contains(&ri))
+                    .map(|m| m.start)
+                    .collect();
+                starts.sort_unstable();
+                starts.dedup();
+                let from = if next() % 2 == 0 {
+                    0
+                } else {
+                    (next() as usize) % (t.len() + 1)
+                };
+                let (hay, stop) = if next() % 3 == 0 {
+                    let y = from + (next() as usize) % (t.len() + 1 - from);
+                    (&t[..(y + 1).min(t.len())], y)
+                } else {
+                    (&t[..], usize::MAX)
+                };
+                let (mut want, mut got) = (Vec::new(), Vec::new());
+                let mut at = from;
+                while at <= hay.len() {
+                    let Some(m) = re.captures_read_at(&mut locs, hay, at) else {
+                        break;
+                    };
+                    if m.start() >= stop {
+                        break;
+                    }
+                    let g = (1..locs.len()).find_map(|g| locs.get(g));
+                    want.push((m.start(), m.end(), g));
+                    at = m.end().max(m.start() + 1);
+                }
+                let mut at = from;
+                while at <= hay.len() {
+                    let sl = (*group != 0).then_some(&mut slots[..]);
+                    let Some((ms, me)) = a.find(hay, at, stop, &starts, sl, &mut cands) else {
+                        break;
+                    };
+                    let g = slots[2..]
+                        .chunks_exact(2)
+                        .find_map(|g| Some((g[0]?.get(), g[1]?.get())));
+                    got.push((ms, me, g));
+                    at = me.max(ms + 1);
+                }
+                assert_eq!(
+                    got,
+                    want,
+                    "{id} on {:?} from {from} stop {stop}",
+                    String::from_utf8_lossy(hay)
+                );
+                matched[ai] += want.len();
+            }
+        }
+        assert!(matched.iter().all(|&n| n >= 300), "{matched:?}");
+    }
+
     /// Could rule `id` (pattern `re`) keep a match in `v`? For
     /// `lan-hostname`, a match `Check::Host` may keep (it drops one that
     /// [`host_may_end`] refuses); for the others, any match.
@@ -4305,6 +4701,10 @@ mod lazy_regex_tests {
                 .rules
                 .iter()
                 .filter_map(|r| match &r.matcher {
+                    // An anchored rule runs (and compiles) its own regex.
+                    Matcher::Regex {
+                        anchored: Some(a), ..
+                    } => Some(a.cell.get().is_some()),
                     Matcher::Regex { re, .. } => Some(re.cell.get().is_some()),
                     _ => None,
                 })

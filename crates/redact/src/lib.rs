@@ -284,6 +284,10 @@ impl Scanner {
                 min_entropy: def.min_entropy,
                 allow: def.allow.iter().map(|a| a.as_bytes().to_vec()).collect(),
                 stops: reach::LazyStops::new(Some(def.pattern)),
+                anchored: rules::ANCHORED_RULES
+                    .iter()
+                    .find(|(id, _)| *id == def.id)
+                    .map(|&(_, a)| Box::new(engine::AnchoredRegex::builtin(a, def.pattern))),
             };
             b.rule(meta, matcher, &kws);
         }
@@ -344,6 +348,7 @@ impl Scanner {
                             allow: Vec::new(),
                             // Not analysed: verify runs them on the whole line.
                             stops: reach::LazyStops::new(None),
+                            anchored: None,
                         };
                         b.rule(meta, m, &r.keywords);
                     }
@@ -424,6 +429,19 @@ impl Scanner {
                     && matches!(r.matcher, Matcher::Regex { .. })
             })
             .collect();
+        let anchored = b
+            .rules
+            .iter()
+            .map(|r| {
+                matches!(
+                    r.matcher,
+                    Matcher::Regex {
+                        anchored: Some(_),
+                        ..
+                    }
+                )
+            })
+            .collect();
         let kw_ungated =
             b.kw.iter()
                 .map(|k| rules::ASSIGN_UNGATED_KEYWORDS.contains(&k.as_str()))
@@ -473,6 +491,7 @@ impl Scanner {
                 gates,
                 kw_ungated,
                 windowed,
+                anchored,
             },
             degraded,
             output_meta,
@@ -565,8 +584,15 @@ impl Scanner {
     /// or a long-lived process that would rather pay it up front.
     pub fn compile_all(&self) {
         for r in &self.engine.rules {
-            if let engine::Matcher::Regex { re, .. } = &r.matcher {
-                re.get();
+            if let engine::Matcher::Regex { re, anchored, .. } = &r.matcher {
+                match anchored {
+                    Some(a) => {
+                        a.get();
+                    }
+                    None => {
+                        re.get();
+                    }
+                }
             }
         }
     }
@@ -2758,6 +2784,109 @@ mod window_tests {
         }
         assert!(found > 3000, "only {found} windowed-rule findings");
         assert!(per_rule.iter().all(|&n| n >= 20), "{per_rule:?}");
+    }
+}
+
+#[cfg(test)]
+mod anchor_tests {
+    use super::*;
+
+    /// Keyword-anchored rules (`engine::AnchoredRegex`) give the scanner
+    /// exactly the findings and output of whole searches, raw and
+    /// JSON-escaped, through stage one and verify.
+    #[test]
+    fn anchored_scan_equals_whole_scan() {
+        let id = zed_identity();
+        let anchored = Scanner::new(id.clone(), None);
+        let mut whole = Scanner::new(id, None);
+        assert_eq!(
+            anchored.engine.anchored.iter().filter(|&&a| a).count(),
+            rules::ANCHORED_RULES.len()
+        );
+        whole.engine.anchored = vec![false; whole.engine.anchored.len()];
+        let names = [
+            "password",
+            "DB_PASSWORD",
+            "db_pass",
+            "my.passwd",
+            "--password",
+            "--pass",
+            "pwd",
+            "passphrase",
+            "secret",
+            "API_KEY",
+            "x--token",
+            "--api-key",
+            "client secret",
+            "api token",
+            "access_key",
+            "auth-token",
+            "app_secret",
+            "signing_key",
+            "credentials",
+            "sshpass -p",
+            "mysql -u root -p",
+            "mariadb-dump -p",
+        ];
+        let seps = [
+            "=",
+            " = ",
+            ": ",
+            ":",
+            " is ",
+            " for the db: ",
+            " ",
+            "=\"",
+            ": '",
+            " := ",
+            " ||= ",
+            "\"] = \"",
+            "\", \"",
+            " string = \"",
+        ];
+        let vals = [
+            "hunter22",
+            "Zq8vR2mK7pL4xN9wQ1abc",
+            "s3cr3t-V4lue!",
+            "$DB_PASSWORD",
+            "changeme",
+            "[REDACTED:password]",
+            "abc",
+        ];
+        let glue = [" ", "\n", "x", "é", "(", ", ", "\t", "", "--", "_"];
+        let mut rng = crate::testkit::XorShift(0x0A4C_4011_D00D_5EEDu64);
+        let mut next = || rng.next();
+        let mut found = 0;
+        for _ in 0..4000 {
+            let mut text = String::new();
+            for _ in 0..1 + next() % 4 {
+                let pick = |n: u64, from: &[&'static str]| from[(n % from.len() as u64) as usize];
+                text.push_str(pick(next(), &glue));
+                text.push_str(pick(next(), &names));
+                text.push_str(pick(next(), &seps));
+                text.push_str(pick(next(), &vals));
+                text.push_str(pick(next(), &glue));
+            }
+            for t in [
+                text.clone(),
+                serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
+            ] {
+                let a = anchored.scan(&t);
+                found += a
+                    .iter()
+                    .filter(|f| rules::ANCHORED_RULES.iter().any(|(r, _)| *r == &*f.rule))
+                    .count();
+                assert_eq!(a, whole.scan(&t), "{t:?}");
+                let (ra, rb) = (anchored.redact(&t), whole.redact(&t));
+                assert_eq!(
+                    ra.as_ref().map(|r| &r.text).ok(),
+                    rb.as_ref().map(|r| &r.text).ok(),
+                    "{t:?}"
+                );
+                assert_eq!(ra.is_err(), rb.is_err(), "{t:?}");
+            }
+        }
+        assert!(found > 2000, "only {found} anchored-rule findings");
     }
 }
 

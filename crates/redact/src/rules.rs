@@ -300,6 +300,19 @@ pub fn non_ascii_trigger(v: &[u8]) -> bool {
     memchr::memchr2_iter(b':', b'=', v).any(near) || FULL_WIDTH_COLON.find_iter(v).any(near)
 }
 
+/// Rules searched only where their matches can start (see
+/// `engine::Anchor`): each alternative of the pattern starts at one of the
+/// rule's keywords (`Keyword`), or, for the two generic assignment rules,
+/// in the run of name bytes before one (`NameRun`).
+/// `engine::tests::anchored_search_equals_whole_search` holds each to it on
+/// random texts.
+pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
+    ("prose-password", crate::engine::Anchor::Keyword),
+    ("prose-secret", crate::engine::Anchor::Keyword),
+    ("generic-password", crate::engine::Anchor::NameRun),
+    ("generic-secret", crate::engine::Anchor::NameRun),
+];
+
 pub const WINDOWED_RULES: &[&str] = &[
     "lan-hostname",
     "provider-named",
