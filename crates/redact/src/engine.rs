@@ -306,6 +306,11 @@ pub enum Anchor {
     /// a `--` in it (`--password V`), or at the keyword
     /// (`\bsshpass -p V`).
     NameRun,
+    /// At the text's first byte, or at a byte no name holds (not
+    /// `[A-Za-z0-9_.$-]`) just before a letter (`provider-named`: the
+    /// provider's name opens the match after such a byte), before the last
+    /// of its keywords.
+    WordStart,
 }
 
 /// A keyword-anchored rule's regex, compiled on first use with the
@@ -412,6 +417,19 @@ impl AnchoredRegex {
                 }
                 cands.sort_unstable();
                 cands.dedup();
+                cands
+            }
+            Anchor::WordStart => {
+                cands.clear();
+                let &last = starts.last()?;
+                let name = |b: u8| is_name_run_byte(b) || b == b'$';
+                let end = last.min(stop).min(hay.len().saturating_sub(1));
+                if at == 0 && !hay.is_empty() {
+                    cands.push(0);
+                }
+                cands.extend(
+                    (at.max(1)..end).filter(|&q| !name(hay[q]) && hay[q + 1].is_ascii_alphabetic()),
+                );
                 cands
             }
         };
@@ -4062,6 +4080,17 @@ mod tests {
             "[]byte ",
             "string ",
             "now ",
+            "zentrafy",
+            "Owlbot",
+            "cloud plan",
+            "TOKEN",
+            "access",
+            "private",
+            "key",
+            "auth",
+            "pat",
+            "tkn",
+            "$x",
         ];
         let mut rng = crate::testkit::XorShift(0x5EED_A11C_0FFE_E123u64);
         let mut next = || rng.next();
@@ -4087,7 +4116,7 @@ mod tests {
             let mut locs = re.capture_locations();
             let mut slots = vec![None; a.slot_len()];
             let mut cands = Vec::new();
-            for _ in 0..20000 {
+            for _ in 0..40000 {
                 let n = 1 + (next() % 14) as usize;
                 let mut t: Vec<u8> = (0..n)
                     .flat_map(|_| {
@@ -4108,8 +4137,20 @@ mod tests {
                         "api key",
                         "client_secret",
                         "x--token",
+                        "zentrafy_api_token",
+                        " owlbot access key",
+                        "$cloud-PRIVATE-key",
                     ];
-                    let sep = [" is ", ": ", "=", " = \"", " for the db: ", " "];
+                    let sep = [
+                        " is ",
+                        ": ",
+                        "=",
+                        " = \"",
+                        " for the db: ",
+                        " ",
+                        "-",
+                        "\" := `",
+                    ];
                     let val = ["hunter22", "Zq8vR2mK7pL4xN9wQ1abc", "s3cr3t-V4lue"];
                     let at = (next() as usize) % (t.len() + 1);
                     let shaped = [
@@ -4174,7 +4215,7 @@ mod tests {
                 matched[ai] += want.len();
             }
         }
-        assert!(matched.iter().all(|&n| n >= 300), "{matched:?}");
+        assert!(matched.iter().all(|&n| n >= 500), "{matched:?}");
     }
 
     /// Could rule `id` (pattern `re`) keep a match in `v`? For

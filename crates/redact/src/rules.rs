@@ -311,6 +311,7 @@ pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
     ("prose-secret", crate::engine::Anchor::Keyword),
     ("generic-password", crate::engine::Anchor::NameRun),
     ("generic-secret", crate::engine::Anchor::NameRun),
+    ("provider-named", crate::engine::Anchor::WordStart),
 ];
 
 pub const WINDOWED_RULES: &[&str] = &[
