@@ -136,6 +136,13 @@ impl Keywords {
             i += 1;
         }
         let stride = reps.len();
+        // `walk4` tests `s < lim` as the sign of `s - lim`: every row offset
+        // must stay below 2^31. The library's own premultiplied state ids
+        // (index times a power of two at least our row width) already do.
+        assert!(
+            order.len() * stride < 1 << 31,
+            "keyword automaton too large"
+        );
         // Match states first, so "is a match" is one compare.
         let mut renum: Vec<usize> = (0..order.len()).collect();
         renum.sort_by_key(|&i| !dfa.is_match(order[i]));
@@ -377,7 +384,13 @@ fn walk4(
         s2 = trans[s2 as usize + classes[l2[t] as usize] as usize];
         s3 = trans[s3 as usize + classes[l3[t] as usize] as usize];
         t += 1;
-        if (s0 < lim) | (s1 < lim) | (s2 < lim) | (s3 < lim) {
+        // `s < lim` is the sign of `s - lim` (both below 2^31): one test
+        // for the four lanes.
+        let any = s0.wrapping_sub(lim)
+            | s1.wrapping_sub(lim)
+            | s2.wrapping_sub(lim)
+            | s3.wrapping_sub(lim);
+        if (any as i32) < 0 {
             break;
         }
     }
