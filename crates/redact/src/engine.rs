@@ -1130,17 +1130,32 @@ fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<us
         let slot = gram_slot(g, log2);
         filter[slot / 64] & (1 << (slot % 64)) != 0
     };
-    // Two probes per eight-byte load: the grams at `j` and `j + 4`.
+    // Four probes per two eight-byte loads (the grams at `j`, `j + 4`,
+    // `j + 8`, `j + 12`), tested together: one branch, the loads in flight
+    // at once.
     let mut j = from;
-    for c in v.get(from..).unwrap_or(&[]).chunks_exact(2 * GRAM_STRIDE) {
-        let w = u64::from_le_bytes(c.try_into().expect("eight bytes"));
-        if hit(w as u32) {
-            return Some(j);
+    for c in v.get(from..).unwrap_or(&[]).chunks_exact(4 * GRAM_STRIDE) {
+        let w = u64::from_le_bytes(c[..8].try_into().expect("eight bytes"));
+        let x = u64::from_le_bytes(c[8..].try_into().expect("eight bytes"));
+        let (a, b, c, d) = (
+            hit(w as u32),
+            hit((w >> 32) as u32),
+            hit(x as u32),
+            hit((x >> 32) as u32),
+        );
+        if a | b | c | d {
+            let k = if a {
+                0
+            } else if b {
+                1
+            } else if c {
+                2
+            } else {
+                3
+            };
+            return Some(j + k * GRAM_STRIDE);
         }
-        if hit((w >> 32) as u32) {
-            return Some(j + GRAM_STRIDE);
-        }
-        j += 2 * GRAM_STRIDE;
+        j += 4 * GRAM_STRIDE;
     }
     while j + 4 <= v.len() {
         if hit(load_u32(v, j)) {
