@@ -1243,12 +1243,33 @@ impl Known {
 
     /// As [`Known::find_all`], for the values added since [`Known::len`]
     /// was `first`.
-    pub fn find_all_from(&self, v: &[u8], first: usize, mut f: impl FnMut(usize, usize, usize)) {
+    pub fn find_all_from(&self, v: &[u8], first: usize, f: impl FnMut(usize, usize, usize)) {
+        self.sweep(v, first, v.len(), f)
+    }
+
+    /// As [`Known::find_all`], for the occurrences that start before
+    /// `before` only (and possibly a few after it): the probes stop there,
+    /// while each candidate is still compared with the whole of `v`.
+    pub fn find_starting_before(
+        &self,
+        v: &[u8],
+        before: usize,
+        f: impl FnMut(usize, usize, usize),
+    ) {
+        self.sweep(v, 0, before, f)
+    }
+
+    fn sweep(&self, v: &[u8], first: usize, before: usize, mut f: impl FnMut(usize, usize, usize)) {
         if self.values.is_empty() || v.len() < MIN_REPEAT_LEN {
             return;
         }
+        // An occurrence starting at `i` is found by the probe at the first
+        // multiple of the stride at or after `i + b` (its gram offset `b`
+        // is below `GRAM_STRIDE`): probes up to `before + GRAM_STRIDE`
+        // find every occurrence starting before `before`.
+        let probed = &v[..before.saturating_add(2 * GRAM_STRIDE).min(v.len())];
         let mut j = 0;
-        while let Some(c) = next_candidate(v, j, &self.filter, self.filter_log2) {
+        while let Some(c) = next_candidate(probed, j, &self.filter, self.filter_log2) {
             j = c + GRAM_STRIDE;
             let Some(entries) = self.by_gram.get(&load_u32(v, c)) else {
                 continue;

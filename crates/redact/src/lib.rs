@@ -1368,8 +1368,9 @@ impl LineRedactor<'_> {
                         &self.home_hits,
                         (&mut self.home_views, &mut self.home_views_built),
                         v.len(),
-                        |hay, at| {
-                            for i in memchr::memchr_iter(v[0], hay) {
+                        |hay, before, at| {
+                            let probed = &hay[..before.min(hay.len())];
+                            for i in memchr::memchr_iter(v[0], probed) {
                                 if hay[i..].starts_with(v) {
                                     at(i, i + v.len());
                                 }
@@ -1550,7 +1551,7 @@ impl LineRedactor<'_> {
                 &self.home_hits,
                 (&mut self.home_views, &mut self.home_views_built),
                 known.max_len(),
-                |hay, at| known.find_all(hay, |a, b, _| at(a, b)),
+                |hay, before, at| known.find_starting_before(hay, before, |a, b, _| at(a, b)),
             )
         {
             return false;
@@ -1610,21 +1611,25 @@ impl LineRedactor<'_> {
     }
 }
 
-/// Does some text `find` reports (`find(haystack, at)` calls `at(start,
-/// end)` for each occurrence), of at most `reach` bytes, stand in `orig`
-/// or in one of its decoded layers over one of the home `edits`? Such an
-/// occurrence lies within `reach` of an edit; when that stretch holds no
-/// escape, every layer holds the raw bytes there at the same offsets (the
-/// line before the first edit is plain: `plain_json_prefix`), so the raw
-/// stretch is all to search. Otherwise each layer is searched, its
-/// occurrences mapped to raw bytes; `views` (and whether they are built
-/// from `orig` yet) are built once per line.
+/// Does some text `find` reports (`find(haystack, before, at)` calls
+/// `at(start, end)` for each occurrence, and may skip those starting at or
+/// after `before`), of at most `reach` bytes, stand in `orig` or in one of
+/// its decoded layers over one of the home `edits`? Such an occurrence
+/// lies within `reach` of an edit and starts before the last edit's end;
+/// when that stretch holds no escape, every layer holds the raw bytes there
+/// at the same offsets (the line before the last edit's end is plain:
+/// `plain_json_prefix`), so the raw stretch is all to search. Otherwise
+/// each layer is searched, its occurrences mapped to raw bytes; `views`
+/// (and whether they are built from `orig` yet) are built once per line.
+/// Offsets below the last edit's end are the same in every layer, so
+/// `before` holds there too: the search reads the whole layer only to
+/// compare a candidate, not to look for one.
 fn over_edits(
     orig: &[u8],
     edits: &[Hit],
     views: (&mut view::Views, &mut bool),
     reach: usize,
-    mut find: impl FnMut(&[u8], &mut dyn FnMut(usize, usize)),
+    mut find: impl FnMut(&[u8], usize, &mut dyn FnMut(usize, usize)),
 ) -> bool {
     let over = |a: usize, b: usize| edits.iter().any(|h| a < h.end && h.start < b);
     let (Some(first), Some(last)) = (edits.first(), edits.last()) else {
@@ -1636,7 +1641,9 @@ fn over_edits(
     );
     let mut hit = false;
     if memchr::memchr2(b'\\', b'%', &orig[lo..hi]).is_none() {
-        find(&orig[lo..hi], &mut |a, b| hit |= over(lo + a, lo + b));
+        find(&orig[lo..hi], last.end - lo, &mut |a, b| {
+            hit |= over(lo + a, lo + b)
+        });
         return hit;
     }
     let (views, built) = views;
@@ -1644,9 +1651,17 @@ fn over_edits(
         views.build(orig);
         *built = true;
     }
+    // Up to the last edit's end the line is plain (no escape, no `%`; the
+    // edits' own bytes are checked too, a home directory may hold a `%`),
+    // so every layer has the raw bytes there, at the same offsets.
+    let same = if memchr::memchr2(b'\\', b'%', &orig[..last.end]).is_none() {
+        last.end
+    } else {
+        usize::MAX
+    };
     for k in 0..=views.count() {
         let layer = if k == 0 { orig } else { views.layer(k) };
-        find(layer, &mut |a, b| {
+        find(layer, same, &mut |a, b| {
             let (a, b) = if k == 0 {
                 (a, b)
             } else {
