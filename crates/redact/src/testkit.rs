@@ -24,3 +24,23 @@ impl XorShift {
             .collect()
     }
 }
+
+/// `a` and `b` find the same in `t` and redact it the same way (or both
+/// refuse it); `a`'s findings. For tests comparing a fast path with the
+/// search it replaces.
+pub fn same_scan_and_redaction(
+    a: &crate::Scanner,
+    b: &crate::Scanner,
+    t: &str,
+) -> Vec<crate::Finding> {
+    let found = a.scan(t);
+    assert_eq!(found, b.scan(t), "{t:?}");
+    let (ra, rb) = (a.redact(t), b.redact(t));
+    assert_eq!(
+        ra.as_ref().map(|r| &r.text).ok(),
+        rb.as_ref().map(|r| &r.text).ok(),
+        "{t:?}"
+    );
+    assert_eq!(ra.is_err(), rb.is_err(), "{t:?}");
+    found
+}
