@@ -311,6 +311,54 @@ pub enum Anchor {
     /// provider's name opens the match after such a byte), before the last
     /// of its keywords.
     WordStart,
+    /// At the last run of word bytes (`[A-Za-z0-9_]`) of one of the
+    /// `tokens` whitespace-separated tokens before one of its keywords
+    /// (`\bdocker\s+login`, `\bhelm\s+registry\s+login`, `\baws\s+configure`,
+    /// `\bmachine\s+HOST\s+login\s+USER\s+password`: a `\b` word that a
+    /// token ends with), or, with `line_start`, where the blanks before a
+    /// keyword begin a line (`(?m)^[ \t]*password`).
+    TokensBefore { tokens: u8, line_start: bool },
+}
+
+/// Is `b` matched by the regex syntax's `\s` with Unicode off?
+fn is_regex_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// The candidates of [`Anchor::TokensBefore`] for the keyword at `k`.
+fn tokens_before(hay: &[u8], k: usize, tokens: u8, line_start: bool, out: &mut Vec<usize>) {
+    if line_start {
+        let mut r = k;
+        while r > 0 && matches!(hay[r - 1], b' ' | b'\t') {
+            r -= 1;
+        }
+        if r == 0 || hay[r - 1] == b'\n' {
+            out.push(r);
+        }
+    }
+    let mut e = k;
+    for _ in 0..tokens {
+        // The blanks, then the token, before `e`.
+        let mut t = e;
+        while t > 0 && is_regex_space(hay[t - 1]) {
+            t -= 1;
+        }
+        if t == e && e != k {
+            break;
+        }
+        let end = t;
+        let mut w = end;
+        while w > 0 && is_word_byte(hay[w - 1]) {
+            w -= 1;
+        }
+        if w < end {
+            out.push(w);
+        }
+        while t > 0 && !is_regex_space(hay[t - 1]) {
+            t -= 1;
+        }
+        e = t;
+    }
 }
 
 /// A keyword-anchored rule's regex, compiled on first use with the
@@ -415,6 +463,16 @@ impl AnchoredRegex {
                     );
                     cands.push(k);
                 }
+                cands.sort_unstable();
+                cands.dedup();
+                cands
+            }
+            Anchor::TokensBefore { tokens, line_start } => {
+                cands.clear();
+                for &k in starts {
+                    tokens_before(hay, k, tokens, line_start, cands);
+                }
+                cands.retain(|&c| c >= at);
                 cands.sort_unstable();
                 cands.dedup();
                 cands
@@ -4127,6 +4185,20 @@ mod tests {
             "pat",
             "tkn",
             "$x",
+            "docker",
+            "helm registry",
+            " login ",
+            "login",
+            " -u bob",
+            " --password=",
+            "aws",
+            " configure set ",
+            "aws_secret_access_key ",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+            "machine",
+            " example.com ",
+            "\n  ",
+            "x.",
         ];
         let mut rng = crate::testkit::XorShift(0x5EED_A11C_0FFE_E123u64);
         let mut next = || rng.next();
@@ -4176,6 +4248,11 @@ mod tests {
                         "zentrafy_api_token",
                         " owlbot access key",
                         "$cloud-PRIVATE-key",
+                        "docker login -u bob -p",
+                        "helm  registry login x.io --password",
+                        "aws configure set aws_secret_access_key",
+                        "machine h login u password",
+                        "\n password",
                     ];
                     let sep = [
                         " is ",
@@ -4187,7 +4264,12 @@ mod tests {
                         "-",
                         "\" := `",
                     ];
-                    let val = ["hunter22", "Zq8vR2mK7pL4xN9wQ1abc", "s3cr3t-V4lue"];
+                    let val = [
+                        "hunter22",
+                        "Zq8vR2mK7pL4xN9wQ1abc",
+                        "s3cr3t-V4lue",
+                        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                    ];
                     let at = (next() as usize) % (t.len() + 1);
                     let shaped = [
                         name[(next() % name.len() as u64) as usize],
@@ -4196,6 +4278,34 @@ mod tests {
                     ]
                     .concat();
                     t.splice(at..at, shaped.bytes());
+                }
+                // And a quarter a whole command or file line of the rules
+                // whose matches start before their keyword.
+                let commands: &[&str] = match id {
+                    "registry-login-password" => &[
+                        "docker login -u bob -p hunter22",
+                        "x.podman  login\t--password=s3cr3t-V4lue",
+                        "helm registry login x.io --password 'hunter22'",
+                        "mydocker login -p hunter22",
+                    ],
+                    "aws-cli-secret" => &[
+                        "aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                        "$ aws  configure\tset default.aws_session_token \"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1\"",
+                        "xaws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                    ],
+                    "netrc-password" => &[
+                        "machine api.x.io login bob password hunter22",
+                        "machine h\n  password s3cr3t-V4lue",
+                        "login u password hunter22",
+                        "\n  password hunter22x\n",
+                        "x.machine h login u password hunter22",
+                    ],
+                    _ => &[],
+                };
+                if !commands.is_empty() && next() % 2 == 0 {
+                    let at = (next() as usize) % (t.len() + 1);
+                    let c = commands[(next() % commands.len() as u64) as usize];
+                    t.splice(at..at, c.bytes());
                 }
                 let mut kws = Vec::new();
                 e.keywords.find_all(&t, &mut LaneBufs::default(), &mut kws);

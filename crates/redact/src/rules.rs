@@ -302,8 +302,10 @@ pub fn non_ascii_trigger(v: &[u8]) -> bool {
 
 /// Rules searched only where their matches can start (see
 /// `engine::Anchor`): each alternative of the pattern starts at one of the
-/// rule's keywords (`Keyword`), or, for the two generic assignment rules,
-/// in the run of name bytes before one (`NameRun`).
+/// rule's keywords (`Keyword`), for the two generic assignment rules in
+/// the run of name bytes before one (`NameRun`), after a byte no name
+/// holds (`WordStart`), or at a word ending one of the tokens before one
+/// (`TokensBefore`).
 /// `engine::tests::anchored_search_equals_whole_search` holds each to it on
 /// random texts.
 pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
@@ -312,6 +314,27 @@ pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
     ("generic-password", crate::engine::Anchor::NameRun),
     ("generic-secret", crate::engine::Anchor::NameRun),
     ("provider-named", crate::engine::Anchor::WordStart),
+    (
+        "registry-login-password",
+        crate::engine::Anchor::TokensBefore {
+            tokens: 2,
+            line_start: false,
+        },
+    ),
+    (
+        "aws-cli-secret",
+        crate::engine::Anchor::TokensBefore {
+            tokens: 1,
+            line_start: false,
+        },
+    ),
+    (
+        "netrc-password",
+        crate::engine::Anchor::TokensBefore {
+            tokens: 4,
+            line_start: true,
+        },
+    ),
 ];
 
 pub const WINDOWED_RULES: &[&str] = &[
