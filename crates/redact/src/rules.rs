@@ -304,8 +304,9 @@ pub fn non_ascii_trigger(v: &[u8]) -> bool {
 /// `engine::Anchor`): each alternative of the pattern starts at one of the
 /// rule's keywords (`Keyword`), for the two generic assignment rules in
 /// the run of name bytes before one (`NameRun`), after a byte no name
-/// holds (`WordStart`), or at a word ending one of the tokens before one
-/// (`TokensBefore`).
+/// holds (`WordStart`), at a word ending one of the tokens before one
+/// (`TokensBefore`), or where a line or a quoted string begins
+/// (`LineOrQuote`).
 /// `engine::tests::anchored_search_equals_whole_search` holds each to it on
 /// random texts.
 pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
@@ -328,6 +329,8 @@ pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
             line_start: false,
         },
     ),
+    ("env-line-secret", crate::engine::Anchor::LineOrQuote),
+    ("env-line-password", crate::engine::Anchor::LineOrQuote),
     (
         "netrc-password",
         crate::engine::Anchor::TokensBefore {
