@@ -318,9 +318,6 @@ pub enum Anchor {
     /// token ends with), or, with `line_start`, where the blanks before a
     /// keyword begin a line (`(?m)^[ \t]*password`).
     TokensBefore { tokens: u8, line_start: bool },
-    /// At the text's start, at a `"` or a line feed, or just after a line
-    /// feed, up to its last keyword (`(?m)(?:^|["\n])…`: a `.env` line).
-    LineOrQuote,
 }
 
 /// Is `b` matched by the regex syntax's `\s` with Unicode off?
@@ -477,23 +474,6 @@ impl AnchoredRegex {
                 }
                 cands.retain(|&c| c >= at);
                 cands.sort_unstable();
-                cands.dedup();
-                cands
-            }
-            Anchor::LineOrQuote => {
-                cands.clear();
-                let &last = starts.last()?;
-                let end = (last + 1).min(stop).min(hay.len());
-                if at == 0 || hay.get(at - 1) == Some(&b'\n') {
-                    cands.push(at);
-                }
-                for i in memchr::memchr2_iter(b'"', b'\n', &hay[at.min(end)..end]) {
-                    let q = at + i;
-                    cands.push(q);
-                    if hay[q] == b'\n' {
-                        cands.push(q + 1);
-                    }
-                }
                 cands.dedup();
                 cands
             }
@@ -4312,13 +4292,6 @@ mod tests {
                         "aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
                         "$ aws  configure\tset default.aws_session_token \"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1\"",
                         "xaws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
-                    ],
-                    "env-line-secret" | "env-line-password" => &[
-                        "DB_PASSWORD=hunter22x(%!",
-                        "\nexport  API_TOKEN=Zq8vR2mK7pL4xN9wQ1abc",
-                        "\"\t MY_SECRET = s3cr3t-V4lue",
-                        "x API_KEY=hunter2222",
-                        "\n\nPASSWD=hunter22\n",
                     ],
                     "netrc-password" => &[
                         "machine api.x.io login bob password hunter22",

@@ -304,9 +304,8 @@ pub fn non_ascii_trigger(v: &[u8]) -> bool {
 /// `engine::Anchor`): each alternative of the pattern starts at one of the
 /// rule's keywords (`Keyword`), for the two generic assignment rules in
 /// the run of name bytes before one (`NameRun`), after a byte no name
-/// holds (`WordStart`), at a word ending one of the tokens before one
-/// (`TokensBefore`), or where a line or a quoted string begins
-/// (`LineOrQuote`).
+/// holds (`WordStart`), or at a word ending one of the tokens before one
+/// (`TokensBefore`).
 /// `engine::tests::anchored_search_equals_whole_search` holds each to it on
 /// random texts.
 pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
@@ -329,8 +328,6 @@ pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
             line_start: false,
         },
     ),
-    ("env-line-secret", crate::engine::Anchor::LineOrQuote),
-    ("env-line-password", crate::engine::Anchor::LineOrQuote),
     (
         "netrc-password",
         crate::engine::Anchor::TokensBefore {
