@@ -320,11 +320,6 @@ pub enum Anchor {
     TokensBefore { tokens: u8, line_start: bool },
 }
 
-/// Is `b` matched by the regex syntax's `\s` with Unicode off?
-fn is_regex_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-}
-
 /// The candidates of [`Anchor::TokensBefore`] for the keyword at `k`.
 fn tokens_before(hay: &[u8], k: usize, tokens: u8, line_start: bool, out: &mut Vec<usize>) {
     if line_start {
@@ -340,7 +335,7 @@ fn tokens_before(hay: &[u8], k: usize, tokens: u8, line_start: bool, out: &mut V
     for _ in 0..tokens {
         // The blanks, then the token, before `e`.
         let mut t = e;
-        while t > 0 && is_regex_space(hay[t - 1]) {
+        while t > 0 && is_ascii_space(hay[t - 1]) {
             t -= 1;
         }
         if t == e && e != k {
@@ -354,7 +349,7 @@ fn tokens_before(hay: &[u8], k: usize, tokens: u8, line_start: bool, out: &mut V
         if w < end {
             out.push(w);
         }
-        while t > 0 && !is_regex_space(hay[t - 1]) {
+        while t > 0 && !is_ascii_space(hay[t - 1]) {
             t -= 1;
         }
         e = t;
@@ -396,9 +391,9 @@ pub fn compile_anchored(
         .map_err(Box::new)
 }
 
-/// Is `b` a byte of [`Anchor::NameRun`]'s runs?
+/// Is `b` a byte of [`Anchor::NameRun`]'s runs (`[A-Za-z0-9_.-]`)?
 fn is_name_run_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-'
+    is_word_byte(b) || b == b'.' || b == b'-'
 }
 
 impl AnchoredRegex {

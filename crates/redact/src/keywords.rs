@@ -541,6 +541,12 @@ mod tests {
         with_empty.push(String::new());
         check_against_reference(&with_empty);
         check_against_reference(&[]);
+        // A keyword longer than a laned line (a per-repo identity string
+        // can be): the lanes' warm-up covers all of the shorter lines.
+        let unit = "x sk-ant-token /home/zed abc secret_access_key ".repeat(4);
+        let mut long = pats.clone();
+        long.push(unit[3..140].to_string());
+        check_against_reference(&long);
     }
 
     /// Reusing an earlier text's matches gives exactly the full walk's
