@@ -932,13 +932,36 @@ pub struct Scratch {
     /// allowlisted spans too (see [`derive_allowed`]).
     prior_allowed: Vec<AllowedRec>,
     layer_edits: Vec<Vec<(usize, usize, usize)>>,
+    /// Buffers reused across lines: [`derive_allowed`]'s windows, a
+    /// layer's short allowlisted spans, the placeholders' spans.
+    derive_windows: Vec<(usize, usize, isize)>,
+    short: Vec<(usize, usize)>,
+    placeholders: Vec<(usize, usize)>,
 }
 
-#[derive(Default, Clone)]
+#[derive(Default)]
 struct AllowedRec {
     spans: Vec<(usize, usize)>,
     overlap: bool,
     valid: bool,
+}
+
+/// Written out so that `clone_from` reuses `spans`' buffer (a derived
+/// `Clone` replaces it with a fresh allocation on every line).
+impl Clone for AllowedRec {
+    fn clone(&self) -> AllowedRec {
+        AllowedRec {
+            spans: self.spans.clone(),
+            overlap: self.overlap,
+            valid: self.valid,
+        }
+    }
+
+    fn clone_from(&mut self, source: &AllowedRec) {
+        self.spans.clone_from(&source.spans);
+        self.overlap = source.overlap;
+        self.valid = source.valid;
+    }
 }
 
 impl Scratch {
@@ -2113,7 +2136,13 @@ impl Engine {
                 .filter(|r| prebuilt && r.valid && !r.overlap)
                 .zip(scratch.layer_edits.get(layer));
             match prior {
-                Some((rec, edits)) => derive_allowed(v, &rec.spans, edits, &mut scratch.allowed),
+                Some((rec, edits)) => derive_allowed(
+                    v,
+                    &rec.spans,
+                    edits,
+                    &mut scratch.allowed,
+                    &mut scratch.derive_windows,
+                ),
                 None => {
                     let overlap = mark_allowed(v, &mut scratch.allowed);
                     // Same cap as the keyword cache: on a newline-free file
@@ -2164,25 +2193,27 @@ impl Engine {
                 );
             }
             if hits.len() > layer_first {
-                let short: Vec<(usize, usize)> = allowed
-                    .iter()
-                    .filter(|(a, b)| b - a < SKIP_SCAN_MIN)
-                    .map(|&(a, b)| {
+                let mut short = std::mem::take(&mut scratch.short);
+                short.clear();
+                short.extend(allowed.iter().filter(|(a, b)| b - a < SKIP_SCAN_MIN).map(
+                    |&(a, b)| {
                         if layer == 0 {
                             (a, b)
                         } else {
                             views.to_raw(layer, a, b)
                         }
-                    })
-                    .collect();
+                    },
+                ));
                 drop_within(hits, layer_first, &short);
+                scratch.short = short;
             }
             scratch.allowed = allowed;
         }
         // Placeholders are never findings (idempotence): drop hits that lie
         // wholly inside one.
         if F_REDACTED.find(raw).is_some() {
-            drop_within(hits, first, &placeholder_spans(raw));
+            placeholder_spans(raw, &mut scratch.placeholders);
+            drop_within(hits, first, &scratch.placeholders);
         }
         scratch.views = views;
         scratch.views_valid = true;
@@ -3317,16 +3348,19 @@ fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
 /// before that quote) up to `pe + MEMBER_LOOK_BACK` are looked at again;
 /// every other member reads the same bytes as in `old` and keeps its
 /// answer, shifted.
+///
+/// `windows` is a buffer, reused across calls.
 pub fn derive_allowed(
     new: &[u8],
     old: &[(usize, usize)],
     edits: &[(usize, usize, usize)],
     out: &mut Vec<(usize, usize)>,
+    windows: &mut Vec<(usize, usize, isize)>,
 ) {
     out.clear();
     // Windows of `new` to recompute, each with the shift of the members
     // that follow it (old offset + shift = new offset).
-    let mut windows: Vec<(usize, usize, isize)> = Vec::with_capacity(edits.len());
+    windows.clear();
     let mut delta = 0isize;
     for &(s, e, put) in edits {
         let ps = (s as isize + delta) as usize;
@@ -3692,8 +3726,8 @@ fn maybe_ipv6(v: &[u8]) -> bool {
     memchr::memchr_iter(b':', v).any(|i| ipv6_at(v, i))
 }
 
-fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
+fn placeholder_spans(raw: &[u8], out: &mut Vec<(usize, usize)>) {
+    out.clear();
     for s in F_REDACTED.find_iter(raw) {
         let rest = &raw[s + 10..];
         let len = rest
@@ -3706,7 +3740,6 @@ fn placeholder_spans(raw: &[u8]) -> Vec<(usize, usize)> {
             }
         }
     }
-    out
 }
 
 fn is_pem_body(b: u8) -> bool {
@@ -3738,8 +3771,22 @@ pub const ALLOWED_ID_KEYS: &[&str] = &[
 /// Rewrites `raw` into `out`, replacing merged hit spans by placeholders.
 /// Returns the merged spans (start, end, meta) for reporting.
 pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) -> Vec<Hit> {
+    let mut merged = Vec::new();
+    apply_into(metas, raw, hits, out, &mut merged);
+    merged
+}
+
+/// [`apply`], leaving the merged spans in `merged` (cleared first): the
+/// per-line path reuses that buffer.
+pub fn apply_into(
+    metas: &[Meta],
+    raw: &[u8],
+    hits: &mut [Hit],
+    out: &mut Vec<u8>,
+    merged: &mut Vec<Hit>,
+) {
     hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end), h.meta));
-    let mut merged: Vec<Hit> = Vec::new();
+    merged.clear();
     for &h in hits.iter() {
         if let Some(last) = merged.last_mut() {
             if h.start < last.end {
@@ -3766,13 +3813,12 @@ pub fn apply(metas: &[Meta], raw: &[u8], hits: &mut [Hit], out: &mut Vec<u8>) ->
         merged.push(h);
     }
     let mut at = 0;
-    for h in &merged {
+    for h in merged.iter() {
         out.extend_from_slice(&raw[at..h.start]);
         out.extend_from_slice(&metas[h.meta].placeholder);
         at = h.end;
     }
     out.extend_from_slice(&raw[at..]);
-    merged
 }
 
 #[cfg(test)]
@@ -4820,7 +4866,7 @@ mod tests {
                 continue;
             }
             mark_allowed(&new, &mut want);
-            derive_allowed(&new, &old_spans, &edits, &mut got);
+            derive_allowed(&new, &old_spans, &edits, &mut got, &mut Vec::new());
             checked += 1;
             nonempty += usize::from(!want.is_empty());
             assert_eq!(got, want, "{:?} {edits:?}", String::from_utf8_lossy(&old));

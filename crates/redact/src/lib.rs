@@ -625,6 +625,8 @@ impl Scanner {
         // Nothing here reuses keyword matches across scans.
         let mut scratch = Scratch::not_recording();
         let known = Known::default();
+        let mut bufs = VerifyBufs::default();
+        let mut changed = Vec::new();
         for (pi, part) in parts.iter().enumerate() {
             let mut text = Vec::with_capacity(part.len());
             let mut findings = Vec::new();
@@ -638,7 +640,7 @@ impl Scanner {
                 }
                 line_buf.clear();
                 let merged = engine::apply(&self.engine.metas, body, &mut h, &mut line_buf);
-                let changed = output_spans(&self.engine.metas, &merged);
+                output_spans(&self.engine.metas, &merged, &mut changed);
                 self.check_line(
                     body,
                     &line_buf,
@@ -649,6 +651,7 @@ impl Scanner {
                     None,
                     &known,
                     &mut residual,
+                    &mut bufs,
                 )?;
                 findings.extend(merged.iter().map(|m| self.finding(m, li + 1)));
                 text.extend_from_slice(&line_buf);
@@ -769,6 +772,10 @@ impl Scanner {
             homed: Vec::new(),
             home_all: Vec::new(),
             home_text: Vec::new(),
+            home_merged: Vec::new(),
+            merged: Vec::new(),
+            changed: Vec::new(),
+            verify_bufs: VerifyBufs::default(),
             home_first_on: true,
             homed_lines: 0,
         })
@@ -903,8 +910,8 @@ impl Scanner {
     /// no re-scan: the scan is a pure function of the line, and it found
     /// nothing there.
     #[allow(clippy::too_many_arguments)]
-    fn check_line(
-        &self,
+    fn check_line<'a>(
+        &'a self,
         before: &[u8],
         after: &[u8],
         merged: &[Hit],
@@ -914,51 +921,65 @@ impl Scanner {
         prior: Option<&Scratch>,
         known: &Known,
         residual: &mut Vec<String>,
+        bufs: &mut VerifyBufs<'a>,
     ) -> Result<(), RedactError> {
         self.check_json(before, after, merged, line)?;
         let first = before.iter().find(|b| !b.is_ascii_whitespace());
-        let mut hits = Vec::new();
-        let mut found = Vec::new();
+        let VerifyBufs {
+            hits,
+            found,
+            allowed,
+            edits,
+            put_edits,
+            windows,
+            derive_windows,
+        } = bufs;
+        hits.clear();
+        found.clear();
         let mut pem_open = 0;
         if matches!(first, Some(b'{')) && after.len() > 4 * VERIFY_CONTEXT {
-            let mut allowed = Vec::new();
             // Stage one walked `before` for allowlisted members; the
             // output's follow from those and the placeholders.
             match prior.and_then(|p| p.raw_allowed()) {
                 Some(old) => {
-                    let edits: Vec<(usize, usize, usize)> = merged
-                        .iter()
-                        .map(|h| (h.start, h.end, self.engine.metas[h.meta].placeholder.len()))
-                        .collect();
-                    engine::derive_allowed(after, old, &edits, &mut allowed);
+                    edits.clear();
+                    edits.extend(
+                        merged
+                            .iter()
+                            .map(|h| (h.start, h.end, self.engine.metas[h.meta].placeholder.len())),
+                    );
+                    engine::derive_allowed(after, old, edits, allowed, derive_windows);
                 }
-                None => self.engine.allowed_spans(after, &mut allowed),
+                None => self.engine.allowed_spans(after, allowed),
             }
-            for (a, b) in verify_windows(after, changed, &allowed) {
+            verify_windows(after, changed, allowed, windows);
+            for &(a, b) in windows.iter() {
                 self.engine.scan_line_as(
                     &after[a..b],
                     true,
                     scratch,
                     known,
                     &mut pem_open,
-                    &mut found,
-                    &mut hits,
+                    found,
+                    hits,
                 );
             }
         } else {
             // Stage one decoded `before`; the output's views follow from
             // those and the placeholders (see `Views::derive`).
             if let Some(p) = prior {
-                let edits: Vec<(usize, usize, &[u8])> = merged
-                    .iter()
-                    .map(|h| (h.start, h.end, &self.engine.metas[h.meta].placeholder[..]))
-                    .collect();
-                scratch.derive_views(p, &edits);
+                put_edits.clear();
+                put_edits.extend(
+                    merged
+                        .iter()
+                        .map(|h| (h.start, h.end, &self.engine.metas[h.meta].placeholder[..])),
+                );
+                scratch.derive_views(p, put_edits);
             }
             self.engine
-                .scan_line(after, scratch, known, &mut pem_open, &mut found, &mut hits);
+                .scan_line(after, scratch, known, &mut pem_open, found, hits);
         }
-        for h in hits {
+        for h in hits.iter() {
             let m = &self.engine.metas[h.meta];
             if m.severity == Severity::Block {
                 residual.push(m.kind.to_string());
@@ -1093,17 +1114,30 @@ fn escape_len(e: &[u8]) -> usize {
 }
 
 /// Placeholder spans in the output line, from the merged raw spans.
-fn output_spans(metas: &[engine::Meta], merged: &[Hit]) -> Vec<(usize, usize)> {
+fn output_spans(metas: &[engine::Meta], merged: &[Hit], out: &mut Vec<(usize, usize)>) {
     let mut delta: isize = 0;
-    merged
-        .iter()
-        .map(|h| {
-            let p = metas[h.meta].placeholder.len();
-            let s = (h.start as isize + delta) as usize;
-            delta += p as isize - (h.end - h.start) as isize;
-            (s, s + p)
-        })
-        .collect()
+    out.clear();
+    out.extend(merged.iter().map(|h| {
+        let p = metas[h.meta].placeholder.len();
+        let s = (h.start as isize + delta) as usize;
+        delta += p as isize - (h.end - h.start) as isize;
+        (s, s + p)
+    }));
+}
+
+/// Verify's buffers, reused across lines: its hits and values found, the
+/// output's allowlisted spans and the windows it scans, the placeholder
+/// edits (with their lengths, and with the placeholders themselves), and
+/// [`engine::derive_allowed`]'s windows.
+#[derive(Default)]
+struct VerifyBufs<'a> {
+    hits: Vec<Hit>,
+    found: Vec<(Vec<u8>, usize)>,
+    allowed: Vec<(usize, usize)>,
+    edits: Vec<(usize, usize, usize)>,
+    put_edits: Vec<(usize, usize, &'a [u8])>,
+    windows: Vec<(usize, usize)>,
+    derive_windows: Vec<(usize, usize, isize)>,
 }
 
 /// Windows of a JSON line to verify: each change widened by
@@ -1115,8 +1149,9 @@ fn verify_windows(
     line: &[u8],
     changed: &[(usize, usize)],
     allowed: &[(usize, usize)],
-) -> Vec<(usize, usize)> {
-    windows_snapped(line, changed, allowed, snap_to_members)
+    out: &mut Vec<(usize, usize)>,
+) {
+    windows_snapped(line, changed, allowed, snap_to_members, out)
 }
 
 /// Is `line[i]` a `"` that starts a member (after `{`, `,` or `[`)?
@@ -1152,8 +1187,9 @@ fn windows_snapped(
     changed: &[(usize, usize)],
     allowed: &[(usize, usize)],
     snap: impl Fn(&[u8], usize, usize) -> (usize, usize),
-) -> Vec<(usize, usize)> {
-    let mut out: Vec<(usize, usize)> = Vec::new();
+    out: &mut Vec<(usize, usize)>,
+) {
+    out.clear();
     for &(s, e) in changed {
         let (a, b) = snap(line, s, e);
         // Never cut an allowlisted value (a signature, an image): leave it
@@ -1174,7 +1210,6 @@ fn windows_snapped(
             _ => out.push((a, b)),
         }
     }
-    out
 }
 
 fn io_err(context: &str, source: std::io::Error) -> RedactError {
@@ -1246,6 +1281,12 @@ pub struct LineRedactor<'s> {
     homed: Vec<u8>,
     home_all: Vec<Hit>,
     home_text: Vec<u8>,
+    home_merged: Vec<Hit>,
+    /// A changed line's merged spans, their places in the output, and
+    /// verify's buffers: reused across lines.
+    merged: Vec<Hit>,
+    changed: Vec<(usize, usize)>,
+    verify_bufs: VerifyBufs<'s>,
     /// Off only in tests, for the two-stage reference.
     home_first_on: bool,
     /// Lines redacted home directory first.
@@ -1424,8 +1465,15 @@ impl LineRedactor<'_> {
             // bytes it read, and it found nothing in them.
             self.out.extend_from_slice(body);
         } else {
-            let merged = engine::apply(&s.engine.metas, body, &mut self.hits, &mut self.out);
-            let changed = output_spans(&s.engine.metas, &merged);
+            let mut merged = std::mem::take(&mut self.merged);
+            engine::apply_into(
+                &s.engine.metas,
+                body,
+                &mut self.hits,
+                &mut self.out,
+                &mut merged,
+            );
+            output_spans(&s.engine.metas, &merged, &mut self.changed);
             // Verify may reuse stage one's keyword matches for the bytes the
             // placeholders left alone.
             std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
@@ -1433,13 +1481,16 @@ impl LineRedactor<'_> {
                 body,
                 &self.out,
                 &merged,
-                &changed,
+                &self.changed,
                 self.lines,
                 &mut self.verify_scratch,
                 Some(&self.scratch),
                 &self.known,
                 &mut self.residual,
+                &mut self.verify_bufs,
             );
+            self.merged = merged;
+            let merged = &self.merged;
             std::mem::swap(&mut self.verify_scratch.prior, &mut self.scratch.cache);
             verified?;
             if !self.residual.is_empty() {
@@ -1557,8 +1608,14 @@ impl LineRedactor<'_> {
             return false;
         }
         homed.clear();
-        let merged = engine::apply(&s.engine.metas, orig, &mut self.home_hits, homed);
-        debug_assert_eq!(merged, self.home_hits);
+        engine::apply_into(
+            &s.engine.metas,
+            orig,
+            &mut self.home_hits,
+            homed,
+            &mut self.home_merged,
+        );
+        debug_assert_eq!(self.home_merged, self.home_hits);
         self.homed_lines += 1;
         true
     }
@@ -1591,10 +1648,10 @@ impl LineRedactor<'_> {
         }
         let mut text = std::mem::take(&mut self.home_text);
         text.clear();
-        let merged = engine::apply(metas, orig, &mut all, &mut text);
+        engine::apply_into(metas, orig, &mut all, &mut text, &mut self.home_merged);
         debug_assert_eq!(text, self.out, "home-first output");
         self.findings
-            .extend(merged.iter().map(|m| s.finding(m, lines)));
+            .extend(self.home_merged.iter().map(|m| s.finding(m, lines)));
         self.home_all = all;
         self.home_text = text;
     }
@@ -1869,18 +1926,26 @@ mod tests {
         changed: &[(usize, usize)],
         allowed: &[(usize, usize)],
     ) -> Vec<(usize, usize)> {
-        windows_snapped(line, changed, allowed, |line, s, e| {
-            let a0 = s.saturating_sub(VERIFY_CONTEXT);
-            let a = (a0.saturating_sub(VERIFY_CONTEXT)..=a0)
-                .rev()
-                .find(|&i| member_start(line, i))
-                .map_or(a0.saturating_sub(VERIFY_CONTEXT), |i| i - 1);
-            let b0 = (e + VERIFY_CONTEXT).min(line.len());
-            let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
-                .find(|&i| member_start(line, i))
-                .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
-            (a, b)
-        })
+        let mut out = Vec::new();
+        windows_snapped(
+            line,
+            changed,
+            allowed,
+            |line, s, e| {
+                let a0 = s.saturating_sub(VERIFY_CONTEXT);
+                let a = (a0.saturating_sub(VERIFY_CONTEXT)..=a0)
+                    .rev()
+                    .find(|&i| member_start(line, i))
+                    .map_or(a0.saturating_sub(VERIFY_CONTEXT), |i| i - 1);
+                let b0 = (e + VERIFY_CONTEXT).min(line.len());
+                let b = (b0..(b0 + VERIFY_CONTEXT).min(line.len()))
+                    .find(|&i| member_start(line, i))
+                    .map_or((b0 + VERIFY_CONTEXT).min(line.len()), |i| i - 1);
+                (a, b)
+            },
+            &mut out,
+        );
+        out
     }
 
     #[test]
@@ -1923,8 +1988,10 @@ mod tests {
                 allowed.push((at, end));
                 at = end + 1 + (rng.next() % 2000) as usize;
             }
+            let mut windows = Vec::new();
+            verify_windows(&line, &changed, &allowed, &mut windows);
             assert_eq!(
-                verify_windows(&line, &changed, &allowed),
+                windows,
                 verify_windows_bytewise(&line, &changed, &allowed),
                 "round {round}"
             );

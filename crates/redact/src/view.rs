@@ -185,6 +185,11 @@ fn decode_u<'b>(s: &[u8], buf: &'b mut [u8; 4]) -> Option<(usize, &'b [u8])> {
 pub struct Views {
     pub layers: Vec<Layer>,
     used: usize,
+    /// [`Views::derive_recording`]'s edits of the layer it is deriving and
+    /// of the next, as `(start, end, index of the edit's put)`: buffers
+    /// reused across lines.
+    cur: Vec<(usize, usize, usize)>,
+    next: Vec<(usize, usize, usize)>,
 }
 
 impl Views {
@@ -247,14 +252,11 @@ impl Views {
         layer_edits: &mut Vec<Vec<(usize, usize, usize)>>,
     ) -> bool {
         self.used = 0;
-        let mut record = |k: usize, e: &[(usize, usize, &[u8])]| {
-            if layer_edits.len() <= k {
-                layer_edits.resize_with(k + 1, Vec::new);
-            }
-            layer_edits[k].clear();
-            layer_edits[k].extend(e.iter().map(|&(s, t, p)| (s, t, p.len())));
-        };
-        record(0, edits);
+        if layer_edits.is_empty() {
+            layer_edits.push(Vec::new());
+        }
+        layer_edits[0].clear();
+        layer_edits[0].extend(edits.iter().map(|&(s, t, p)| (s, t, p.len())));
         let safe_put = |p: &[u8]| {
             !p.iter().any(|&b| b == b'\\' || b == b'%')
                 && p.first().is_none_or(|&b| {
@@ -265,8 +267,33 @@ impl Views {
         if !edits.iter().all(|&(s, e, p)| s < e && safe_put(p)) {
             return false;
         }
-        let mut cur: Vec<(usize, usize, &[u8])> = edits.to_vec();
-        let mut next: Vec<(usize, usize, &[u8])> = Vec::with_capacity(cur.len());
+        let mut cur = std::mem::take(&mut self.cur);
+        let mut next = std::mem::take(&mut self.next);
+        cur.clear();
+        cur.extend(edits.iter().enumerate().map(|(i, &(s, e, _))| (s, e, i)));
+        let derived = self.derive_layers(prev, edits, &mut cur, &mut next, layer_edits);
+        self.cur = cur;
+        self.next = next;
+        derived
+    }
+
+    /// The layer walk of [`Views::derive_recording`], with its edit
+    /// buffers lent.
+    fn derive_layers(
+        &mut self,
+        prev: &Views,
+        edits: &[(usize, usize, &[u8])],
+        cur: &mut Vec<(usize, usize, usize)>,
+        next: &mut Vec<(usize, usize, usize)>,
+        layer_edits: &mut Vec<Vec<(usize, usize, usize)>>,
+    ) -> bool {
+        let mut record = |k: usize, e: &[(usize, usize, usize)]| {
+            if layer_edits.len() <= k {
+                layer_edits.resize_with(k + 1, Vec::new);
+            }
+            layer_edits[k].clear();
+            layer_edits[k].extend(e.iter().map(|&(s, t, i)| (s, t, edits[i].2.len())));
+        };
         for k in 0..prev.used {
             if self.layers.len() <= k {
                 self.layers.push(Layer::default());
@@ -288,7 +315,8 @@ impl Views {
                 src_start: (x.src_start as isize + ds) as u32,
                 src_len: x.src_len,
             };
-            for &(s, e, put) in &cur {
+            for &(s, e, i) in cur.iter() {
+                let put = edits[i].2;
                 while u < units.len() && (units[u].src_start + units[u].src_len) as usize <= s {
                     let x = &units[u];
                     new.units.push(shifted(x, dv, ds));
@@ -313,7 +341,7 @@ impl Views {
                 }
                 new.bytes.extend_from_slice(&old.bytes[vo..vs]);
                 new.bytes.extend_from_slice(put);
-                next.push((vs, ve, put));
+                next.push((vs, ve, i));
                 vo = ve;
                 dv += put.len() as isize - (ve - vs) as isize;
                 ds += put.len() as isize - (e - s) as isize;
@@ -326,8 +354,8 @@ impl Views {
                 return true;
             }
             self.used = k + 1;
-            record(k + 1, &next);
-            std::mem::swap(&mut cur, &mut next);
+            record(k + 1, next);
+            std::mem::swap(cur, next);
         }
         true
     }
