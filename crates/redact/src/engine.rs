@@ -702,10 +702,11 @@ pub enum Gate {
     /// word.
     Upper,
     /// `prose-password`: every match is its word (`password`, `pw`, …, a
-    /// keyword each) with no word byte (`[A-Za-z0-9_]`) before it and
-    /// ASCII whitespace, `:` or `=` right after it (`\b` and the
-    /// separators that follow). `passwords`, `password_hash` and the
-    /// `password]` of a placeholder fail.
+    /// keyword each) with no word byte before it (`\b`), or that word
+    /// after `_` (the last word of a name, `MYSQL_ROOT_PASSWORD to S`,
+    /// whose `_password` is a keyword too), and ASCII whitespace, `:` or
+    /// `=` right after it (the separators that follow). `passwords`,
+    /// `password_hash` and the `password]` of a placeholder fail.
     WordThenSep,
     /// `lan-hostname`: every match ends with one of its keywords (`.local`,
     /// `.lan`, …), and a match is kept only when the byte after it is not
@@ -2471,7 +2472,7 @@ impl Engine {
             Gate::SlashPair => *a.slash_pair.get_or_insert_with(|| slash_pair(v)),
             Gate::Upper => !v[m.start..m.end].iter().any(u8::is_ascii_lowercase),
             Gate::WordThenSep => {
-                !(m.start > 0 && is_word_byte(v[m.start - 1]))
+                (v[m.start] == b'_' || !(m.start > 0 && is_word_byte(v[m.start - 1])))
                     && v.get(m.end)
                         .is_some_and(|&b| is_ascii_space(b) || b == b':' || b == b'=')
             }
@@ -2601,6 +2602,13 @@ impl Engine {
                     !in_placeholder(v, m_start)
                         && !names_a_reference(&v[m_start..s])
                         && generic_ok(val, next, true, 0.0)
+                }
+                Check::ProseSecret => {
+                    !in_placeholder(v, m_start)
+                        && !names_a_reference(&v[m_start..s])
+                        && !elided_after(&v[e..])
+                        && generic_ok(val, next, false, min_entropy)
+                        && (val.len() >= crate::rules::PROSE_SHORT_VALUE || mixed_case_digits(val))
                 }
                 Check::FlagPassword => {
                     !val.iter().all(u8::is_ascii_lowercase) && generic_ok(val, next, true, 0.0)
@@ -3332,6 +3340,13 @@ fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
         _ => val.len() <= 128 && all_id_chars(val),
     };
     (ok && len > 0).then_some((s, s + len))
+}
+
+/// Does `v` hold an upper-case letter, a lower-case letter and a digit?
+fn mixed_case_digits(v: &[u8]) -> bool {
+    v.iter().any(u8::is_ascii_uppercase)
+        && v.iter().any(u8::is_ascii_lowercase)
+        && v.iter().any(u8::is_ascii_digit)
 }
 
 /// [`mark_allowed`] of `new`, which is a text whose spans were `old` with
@@ -4564,6 +4579,8 @@ mod tests {
             b" / ",
             b"admin",
             b"x-is-ab",
+            b" was set to ",
+            b"_PASSWORD to ",
             b"dist/",
             b"Winter1998#",
             b"`",

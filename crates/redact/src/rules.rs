@@ -34,6 +34,11 @@ pub enum Check {
     Basic,
     /// Bearer / token auth value: must look like a credential, not a word.
     Bearer,
+    /// A key or token named in prose (`the api key is V`): `Generic`'s
+    /// checks, and a value shorter than [`PROSE_SHORT_VALUE`] must mix
+    /// upper case, lower case and digits (`the api key is configured`,
+    /// `the access token is EXPIRED_99` are words, not keys).
+    ProseSecret,
     /// Password inside a URL: reject obvious placeholders.
     UrlPassword,
     /// Base64 that decodes to secret-bearing text: a PEM private key,
@@ -180,6 +185,9 @@ pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[
 pub const GENERIC_MIN_VALUE: usize = 8;
 /// Shortest value the generic-password pattern accepts (`{4,}` below).
 pub const PASSWORD_MIN_VALUE: usize = 4;
+/// Values named in prose shorter than this must mix cases and digits
+/// (`Check::ProseSecret`); the pattern takes them from 10 bytes.
+pub const PROSE_SHORT_VALUE: usize = 16;
 
 /// `min_entropy` of a prefixed-token rule whose prefix and alphabet name
 /// the format alone: no entropy floor (the default floor is
@@ -1509,8 +1517,8 @@ pub fn builtin() -> Vec<RuleDef> {
                     "access-key",
                     "accesskey",
                 ],
-                r#"(?i)\b(?:client[ _-]?secret|app[ _-]?secret|secret[ _-]?key|api[ _-]?(?:key|token|secret)|access[ _-]?(?:token|key)|auth[ _-]?token)(?:\s+(?:for|of|to)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is\s+)?)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
-                Check::Generic,
+                r#"(?i)\b(?:client[ _-]?secret|app[ _-]?secret|secret[ _-]?key|api[ _-]?(?:key|token|secret)|access[ _-]?(?:token|key)|auth[ _-]?token)(?:\s+(?:for|of|to)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is\s+)?)["'`]?([A-Za-z0-9_./+=-]{10,})"#,
+                Check::ProseSecret,
             )
         },
         // Credentials named in prose in other languages: "das Passwort ist
@@ -1612,12 +1620,61 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // `the password for the db is S`, `password: S`: a human password
         // named in prose must hold a letter and a digit (`the password is
-        // wrong` is not one).
+        // wrong` is not one). The first alternative is the change of one:
+        // `set the password to S`, `password was changed to S`, `I set
+        // MYSQL_ROOT_PASSWORD to S` (a name's last word, so no `\b` before
+        // it, but its `_`, a keyword of its own); it comes first because
+        // the second would take `changed` for the value, and the rule
+        // resumes after a match its check refused.
         grp(
             "prose-password",
             "password",
-            &["password", "passwd", "passphrase", "pw", "pwd"],
-            r#"(?i)\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            &[
+                "password",
+                "passwd",
+                "passphrase",
+                "pw",
+                "pwd",
+                "_password",
+                "_passwd",
+                "_passphrase",
+            ],
+            r#"(?i)(?:_|\b)(?:password|passwd|passphrase)\s+(?:(?:is|was|has\s+been|have\s+been|got)\s+)?(?:now\s+)?(?:(?:changed|set|reset|updated|rotated)\s+)?to\s+["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])|\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            Check::Bearer,
+        ),
+        // `my sudo pass is S`, `the wifi pass was S`: `pass` as a noun,
+        // after a word that says whose (bare `pass is` is every "the first
+        // pass is slow").
+        grp(
+            "pass-is-password",
+            "password",
+            &[" pass is ", " pass was "],
+            r#"(?i)\b(?:my|the|our|your|his|her|their|sudo|root|admin|wifi|wi-fi|db|database|ssh|vpn|login|account)\s+pass\s+(?:is|was)\s+(?:now\s+)?["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            Check::Bearer,
+        ),
+        // A `pass` key starting a line with its value bare (`pass: S` in
+        // YAML, `pass = S` in an INI file or a mail client's config): the
+        // value ends the line and holds a letter and a digit, so test
+        // tallies (`pass: 12`, `pass: 3/3`), flags (`pass: true`) and types
+        // (`pass: string;`) are not taken.
+        grp(
+            "pass-line-password",
+            "password",
+            &["pass:", "pass =", "pass=", "pass :"],
+            r#"(?m)(?:^|["\n])[ \t]*(?:-[ \t]+)?["']?pass["']?[ \t]*[:=][ \t]*([^\s"'`,;&|<>(){}\[\]\\$%][^\s"'`,;&|<>(){}\[\]\\]{5,63})[ \t]*(?:$|["\n])"#,
+            Check::Bearer,
+        ),
+        // Logging in with a pair in prose: `login with bob:S`, `log in as
+        // admin/S`, `sign in using ops:S`, `use admin/S to log in`. The
+        // value holds a letter and a digit (`login with user:pass`,
+        // `log in as root/admin` are not ones).
+        grp(
+            "login-with-pair",
+            "password",
+            &[
+                "login", "log in", "log-in", "sign in", "sign-in", "signin", "logon", "log on",
+            ],
+            r#"(?i)\b(?:log[ -]?in|sign[ -]?in|log[ -]?on)\b[^\n]{0,40}?\s(?:with|as|using)\s+["'`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])|\buse\s+["'`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])["'`]?\s+to\s+(?:log|sign)[ -]?(?:in|on)\b"#,
             Check::Bearer,
         ),
         // `user admin pass S`, `login zed pw S`.

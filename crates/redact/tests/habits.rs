@@ -1037,6 +1037,112 @@ fn credentials_named_in_other_languages() {
     );
 }
 
+/// A password changed or set in prose, `pass` as a noun or a bare
+/// config key, a login pair named in prose, and a short key named in
+/// prose (mixed case and digits).
+#[test]
+fn password_changes_pass_keys_login_pairs_and_short_prose_keys() {
+    let short = |n| {
+        format!(
+            "{}{}{}",
+            rs(n, "ABCDEFGHJKLMNPQRSTUVWXYZ", 3),
+            rs(n + 1, "abcdefghijkmnopqrstuvwxyz", 5),
+            rs(n + 2, "23456789", 3)
+        )
+    };
+    check(&[
+        (
+            "password change",
+            format!("set the password to {}", pw(1)),
+            pw(1),
+        ),
+        (
+            "password change",
+            format!("the db password was changed to {} yesterday", pw(2)),
+            pw(2),
+        ),
+        (
+            "password change",
+            format!("Password has been reset to {}.", pw(3)),
+            pw(3),
+        ),
+        (
+            "password change",
+            format!("I set MYSQL_ROOT_PASSWORD to {} in compose", pw(4)),
+            pw(4),
+        ),
+        (
+            "password change",
+            format!("change password to {} please", pw(5)),
+            pw(5),
+        ),
+        (
+            "password change",
+            format!("passphrase updated to '{}'", pw(6)),
+            pw(6),
+        ),
+        (
+            "pass as a noun",
+            format!("my sudo pass is {}", pw(7)),
+            pw(7),
+        ),
+        (
+            "pass as a noun",
+            format!("the wifi pass was {} before", pw(8)),
+            pw(8),
+        ),
+        ("pass key line", format!("pass: {}", pw(9)), pw(9)),
+        ("pass key line", format!("  pass = {}", pw(10)), pw(10)),
+        (
+            "pass key line",
+            format!("auth:\n  user: bob\n  pass: {}", pw(11)),
+            pw(11),
+        ),
+        ("pass key line", format!("- pass: {}", pw(12)), pw(12)),
+        (
+            "login pair",
+            format!("login with bob:{} at the portal", pw(13)),
+            pw(13),
+        ),
+        ("login pair", format!("log in as admin/{}", pw(14)), pw(14)),
+        (
+            "login pair",
+            format!("sign in using ops@example.org:{} on staging", pw(15)),
+            pw(15),
+        ),
+        (
+            "login pair",
+            format!("use admin/{} to log in", pw(16)),
+            pw(16),
+        ),
+        (
+            "login pair",
+            format!("Login to the admin panel with root:{}", pw(17)),
+            pw(17),
+        ),
+        (
+            "short prose key",
+            format!("the api key is {}", short(18)),
+            short(18),
+        ),
+        (
+            "short prose key",
+            format!("my api token is {}", short(21)),
+            short(21),
+        ),
+        (
+            "short prose key",
+            format!("api key for the geocoder: {}", short(24)),
+            short(24),
+        ),
+        (
+            "short prose key",
+            format!("access token = {}", short(27)),
+            short(27),
+        ),
+    ]);
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
@@ -1064,6 +1170,31 @@ fn habit_near_misses_do_not_fire() {
             "Forgot password? Reset it from the login page.".to_string(),
             "the password for the db is in 1Password".to_string(),
             "tests pass now; user admin pass review next".to_string(),
+            // A password's change without one, `pass` as a tally, a flag, a
+            // type or a reference, a login without a password, a short
+            // value named in prose that is a word or a name.
+            "set the password to something stronger".to_string(),
+            "the password was changed to meet the policy".to_string(),
+            "password reset to default".to_string(),
+            "I set MYSQL_ROOT_PASSWORD to the value in .env".to_string(),
+            "the first pass is slow, the second pass is fast".to_string(),
+            "my pass is valid until June".to_string(),
+            "pass: 12".to_string(),
+            "pass: 3/3".to_string(),
+            "pass: true".to_string(),
+            "  pass: string;".to_string(),
+            "pass: ${SMTP_PASS}".to_string(),
+            "pass = None".to_string(),
+            "login with your account".to_string(),
+            "log in as root/admin".to_string(),
+            "sign in with google:oauth".to_string(),
+            "use admin/admin to log in".to_string(),
+            "login with https://example.com/auth".to_string(),
+            "the api key is configured".to_string(),
+            "the api key is EXPIRED_KEY".to_string(),
+            "the access token is refreshed every hour".to_string(),
+            "api key: ANTHROPIC_API_KEY".to_string(),
+            "the api key is abcd1234efgh".to_string(),
             "let password = read_password()?;".to_string(),
             // The command-line clients above without a password: a prompt,
             // a variable, a port, the next flag, a lower-case `-p`.
