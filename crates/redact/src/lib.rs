@@ -2771,7 +2771,7 @@ mod window_tests {
                     "abc",
                     "1a2b3c4d5e6f7890abcdef01",
                 ];
-                let shaped = match (round / 2) % 5 {
+                let shaped = match (round / 2) % 6 {
                     0 => format!(
                         "aws{}configure{}set{}{}aws_secret_access_key{}{}{}",
                         pick(&mut next, &sp),
@@ -2822,6 +2822,18 @@ mod window_tests {
                         pick(&mut next, &["", "_X", "_1"]),
                         pick(&mut next, &["=", " = ", "\t=", ":"]),
                         pick(&mut next, &v)
+                    ),
+                    4 => format!(
+                        "{}{}{}{}{}{}",
+                        pick(
+                            &mut next,
+                            &["login", "Log in", "sign-in", "logon", "use", "LOGIN"]
+                        ),
+                        pick(&mut next, &[" ", " to the panel ", "\n", "\" ", " x"]),
+                        pick(&mut next, &["with ", "as ", "using ", "", "with '"]),
+                        pick(&mut next, &["bob:", "admin/", "ops@x.org:", "a\"b:"]),
+                        pick(&mut next, &v),
+                        pick(&mut next, &["", " to log in", " to sign in", "'", "."])
                     ),
                     _ => format!(
                         "{}{}{}",

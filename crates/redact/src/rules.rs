@@ -352,6 +352,7 @@ pub const WINDOWED_RULES: &[&str] = &[
     "bearer-token",
     "env-line-secret",
     "env-line-password",
+    "login-with-pair",
 ];
 
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
@@ -1668,13 +1669,16 @@ pub fn builtin() -> Vec<RuleDef> {
         // admin/S`, `sign in using ops:S`, `use admin/S to log in`. The
         // value holds a letter and a digit (`login with user:pass`,
         // `log in as root/admin` are not ones).
+        // No `"` in a match: the rule is searched only in the stretch
+        // around its keyword between quotes (`WINDOWED_RULES`), not in
+        // every JSON line that says `login`.
         grp(
             "login-with-pair",
             "password",
             &[
                 "login", "log in", "log-in", "sign in", "sign-in", "signin", "logon", "log on",
             ],
-            r#"(?i)\b(?:log[ -]?in|sign[ -]?in|log[ -]?on)\b[^\n]{0,40}?\s(?:with|as|using)\s+["'`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])|\buse\s+["'`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])["'`]?\s+to\s+(?:log|sign)[ -]?(?:in|on)\b"#,
+            r#"(?i)\b(?:log[ -]?in|sign[ -]?in|log[ -]?on)\b[^\n"]{0,40}?\s(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])|\buse\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])['`]?\s+to\s+(?:log|sign)[ -]?(?:in|on)\b"#,
             Check::Bearer,
         ),
         // `user admin pass S`, `login zed pw S`.
