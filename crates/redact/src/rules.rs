@@ -214,9 +214,19 @@ pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "mariadb", "sshpass", "-
 const INTL_LINK: &str =
     r#"(?:[ \t]*(?::|：|=)[ \t]*|[ \t]*(?:は|是|为|為|는|은)?[ \t]+(?:[^\s"'`:]+[ \t]+){0,2})"#;
 
-/// The separator a name in a non-Latin script is followed by: a colon
-/// (ASCII or full-width) or `=` (see [`non_ascii_trigger`]).
-const INTL_SEP: &str = r#"[ \t]*(?::|：|=)[ \t]*"#;
+/// Between a name in a non-Latin script and its value: a colon (ASCII or
+/// full-width) or `=`; a topic or copula particle right after the name
+/// (`密码是 V`, `密码为 V`, `パスワードは V`, `비밀번호는 V`); or a dash,
+/// after at most a short phrase saying what for (`пароль — V`, `пароль от
+/// базы — V`, `токен для CI – V`). Each of those marks is one of
+/// [`NON_ASCII_LINKS`], where [`non_ascii_trigger`] looks for a name
+/// before it; blanks and the phrase are bounded so the name stays within
+/// [`NON_ASCII_REACH`] of it.
+const INTL_SEP: &str = r#"(?:[ \t]*(?::|：|=)[ \t]*|(?:は|是|为|為|는|은)[ \t]*|(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:]{1,16})?[ \t]{0,2}(?:—|–)[ \t]*)"#;
+
+/// The marks other than `:`, `：` and `=` that [`INTL_SEP`] puts between
+/// a name in a non-Latin script and its value.
+pub const NON_ASCII_LINKS: &[&str] = &["は", "是", "为", "為", "는", "은", "—", "–"];
 
 /// A value named in prose in another language: printable ASCII, optionally
 /// quoted (`"`, `「`, `“`), not ending in sentence punctuation.
@@ -280,7 +290,8 @@ pub const NON_ASCII_WORDS: &[&str] = &[
 pub const NON_ASCII_REACH: usize = 48;
 
 /// Does `v` hold one of [`NON_ASCII_WORDS`] within [`NON_ASCII_REACH`]
-/// bytes before a `:`, `：` or `=`?
+/// bytes before a `:`, `：`, `=` or one of [`NON_ASCII_LINKS`] (and the
+/// blanks before it)?
 pub fn non_ascii_trigger(v: &[u8]) -> bool {
     static AC: std::sync::LazyLock<Option<aho_corasick::AhoCorasick>> =
         std::sync::LazyLock::new(|| aho_corasick::AhoCorasick::new(NON_ASCII_WORDS).ok());
@@ -291,21 +302,54 @@ pub fn non_ascii_trigger(v: &[u8]) -> bool {
     let ends_a_name =
         |b: u8| (0x80..=0xBF).contains(&b) || matches!(b, b'I' | b'o' | b'e' | b'd' | b'u');
     // Every word holds a non-ASCII byte: a window without one is skipped
-    // before the automaton runs.
-    let near = |p: usize| {
+    // before the automaton runs. After a dash the name may be followed by
+    // a phrase (`пароль для ci — V`), which can end in any byte.
+    let near_after = |p: usize, name_right_before: bool| {
         let mut q = p;
         while q > 0 && matches!(v[q - 1], b' ' | b'\t') {
             q -= 1;
         }
-        if q == 0 || !ends_a_name(v[q - 1]) {
+        if q == 0 || (name_right_before && !ends_a_name(v[q - 1])) {
             return false;
         }
-        let w = &v[p.saturating_sub(NON_ASCII_REACH)..p];
+        let w = &v[q.saturating_sub(NON_ASCII_REACH)..q];
         !w.is_ascii() && AC.as_ref().is_none_or(|ac| ac.is_match(w))
     };
     static FULL_WIDTH_COLON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new("：".as_bytes()));
-    memchr::memchr2_iter(b':', b'=', v).any(near) || FULL_WIDTH_COLON.find_iter(v).any(near)
+    static LINKS: std::sync::LazyLock<Option<aho_corasick::AhoCorasick>> =
+        std::sync::LazyLock::new(|| {
+            // Leftmost-first: the links never overlap, and it is the match
+            // kind whose search uses the library's vector prefilter. An
+            // NFA: a DFA's build cost 2.8 M instructions at the first
+            // non-ASCII segment, for eight three-byte words.
+            aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .kind(Some(aho_corasick::AhoCorasickKind::NoncontiguousNFA))
+                .build(NON_ASCII_LINKS)
+                .ok()
+        });
+    let near = |p: usize| near_after(p, true);
+    memchr::memchr2_iter(b':', b'=', v).any(near)
+        || FULL_WIDTH_COLON.find_iter(v).any(near)
+        || match LINKS.as_ref() {
+            Some(links) => links.find_iter(v).any(|m| {
+                // The value follows the link (past blanks): ASCII, or a
+                // quote `「` / `“` — prose after a particle or a dash
+                // (`密码是必填项`) is skipped before the name is looked for.
+                let mut k = m.end();
+                while k < v.len() && matches!(v[k], b' ' | b'\t') {
+                    k += 1;
+                }
+                let rest = &v[k..];
+                let value_next = rest.first().is_some_and(u8::is_ascii_graphic)
+                    || rest.starts_with("「".as_bytes())
+                    || rest.starts_with("“".as_bytes());
+                value_next && near_after(m.start(), !matches!(v[m.start()], 0xE2))
+            }),
+            // Not built: the script rules run on every non-ASCII segment.
+            None => true,
+        }
 }
 
 /// Rules searched only where their matches can start (see
@@ -3064,6 +3108,16 @@ mod tests {
             "ab12",
             "数据库",
             "は",
+            "是",
+            "为",
+            "는",
+            "은",
+            " — ",
+            "–",
+            " от базы ",
+            " для CI",
+            " для db",
+            "      ",
             "です",
             "от",
             "x",

@@ -1021,6 +1021,15 @@ fn credentials_named_in_other_languages() {
         ("ja key", format!("APIキー: {}", k(122)), k(122)),
         ("ru key", format!("токен: {}", k(123)), k(123)),
         ("zh key", format!("令牌：{}", k(124)), k(124)),
+        // Linking words and dashes instead of a colon.
+        ("zh link", format!("密码是 {}", p(125)), p(125)),
+        ("zh link", format!("数据库密码为{}", p(126)), p(126)),
+        ("ja link", format!("パスワードは {} です", p(127)), p(127)),
+        ("ko link", format!("비밀번호는 {}", p(128)), p(128)),
+        ("ru dash", format!("пароль — {}", p(129)), p(129)),
+        ("ru dash", format!("пароль от базы — {}", p(130)), p(130)),
+        ("ru dash", format!("токен для CI – {}", k(131)), k(131)),
+        ("ja key link", format!("APIキーは{}", k(132)), k(132)),
     ]);
     assert_no_findings(
         &scanner(),
@@ -1033,6 +1042,12 @@ fn credentials_named_in_other_languages() {
             "密码错误，请重试",
             "le mot de passe est trop court (8 caractères)",
             "Пароль должен содержать 8 символов",
+            "密码是必填项",
+            "パスワードは 8 文字以上です",
+            "パスワードは GitHub の設定から変更できます",
+            "비밀번호는 안전하게 보관하세요",
+            "пароль — это ключ к аккаунту",
+            "пароль от базы — в 1Password",
         ],
     );
 }
