@@ -708,6 +708,13 @@ pub enum Gate {
     /// `=` right after it (the separators that follow). `passwords`,
     /// `password_hash` and the `password]` of a placeholder fail.
     WordThenSep,
+    /// `login-with-pair`: every match holds one of its verbs (`login`,
+    /// `sign in`, `log on`, …, a keyword each) followed by one space and
+    /// `with`, `as`, `using`, `to` or `into`, or by `to` itself (`log
+    /// into`), or preceded by `to ` (`use admin/S to log in`); an
+    /// occurrence with none of those (`docker login -u`, `the login
+    /// page`) is not that verb.
+    LoginPair,
     /// `lan-hostname`: every match ends with one of its keywords (`.local`,
     /// `.lan`, …), and a match is kept only when the byte after it is not
     /// a host byte (alphanumeric, `-`) and not a `.` followed by an
@@ -782,6 +789,21 @@ fn b64_value(v: &[u8], min: usize, echo: bool, eol: bool) -> bool {
         let end = start + word.len();
         end <= v.len() && v[start..end].eq_ignore_ascii_case(word) && run_after(end, true)
     })
+}
+
+/// Whether the verb `v[start..end]` stands as [`Gate::LoginPair`] says.
+fn login_pair_may(v: &[u8], start: usize, end: usize) -> bool {
+    let starts_word =
+        |rest: &[u8], w: &[u8]| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w);
+    let after = &v[end..];
+    let next_word = after.first() == Some(&b' ')
+        && [&b"with"[..], b"as", b"using", b"to", b"into"]
+            .iter()
+            .any(|w| starts_word(&after[1..], w));
+    let before = &v[..start];
+    next_word
+        || starts_word(after, b"to ")
+        || (before.len() >= 3 && before[before.len() - 3..].eq_ignore_ascii_case(b"to "))
 }
 
 /// Whether `v` holds a [`Gate::SlashPair`] candidate.
@@ -2477,6 +2499,7 @@ impl Engine {
                         .is_some_and(|&b| is_ascii_space(b) || b == b':' || b == b'=')
             }
             Gate::HostEnd => host_may_end(v, m.end),
+            Gate::LoginPair => login_pair_may(v, m.start, m.end),
             Gate::BytesAssigned => {
                 !v[m.start..m.end].eq_ignore_ascii_case(b"bytes")
                     || v[m.end..].iter().find(|&&b| !is_ascii_space(b)) == Some(&b'=')
@@ -4451,6 +4474,7 @@ mod tests {
             "env-line-password",
             "prose-password",
             "lan-hostname",
+            "login-with-pair",
         ];
         let res: Vec<Regex> = ids
             .iter()
@@ -4484,6 +4508,7 @@ mod tests {
                 "env-line-password" => b"the password=hunter22 is in passwords.txt",
                 "prose-password" => b"[REDACTED:password] and the passwords_db, pwned",
                 "lan-hostname" => b"edit .claude/settings.local.json and my.localhost",
+                "login-with-pair" => b"docker login -u bob:hunter22 and the login page",
                 _ => b"metadata: {\"a\": 1, \"b\": \"x\"} at 0123456789abcdef0123456789abcdef",
             };
             assert!(!engine_runs(&scanner, id, skipped, true), "{id}");
@@ -4581,6 +4606,10 @@ mod tests {
             b"x-is-ab",
             b" was set to ",
             b"_PASSWORD to ",
+            b" with bob:",
+            b"to ",
+            b"use ",
+            b"log into ",
             b"dist/",
             b"Winter1998#",
             b"`",
@@ -4611,7 +4640,7 @@ mod tests {
         ];
         let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
         let mut matched = vec![0usize; ids.len()];
-        for _ in 0..900_000 {
+        for _ in 0..1_100_000 {
             let n = 2 + (rng.next() % 12) as usize;
             let v: Vec<u8> = rng.concat(parts, n);
             for (i, (id, re)) in ids.iter().zip(&res).enumerate() {

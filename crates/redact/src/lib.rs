@@ -412,6 +412,7 @@ impl Scanner {
                 },
                 "session-cookie" => Gate::CookiePair,
                 "login-slash-password" => Gate::SlashPair,
+                "login-with-pair" => Gate::LoginPair,
                 "byte-string-secret" => Gate::BytesAssigned,
                 "env-line-secret" | "env-line-password" => Gate::Upper,
                 "prose-password" => Gate::WordThenSep,

@@ -1717,14 +1717,18 @@ pub fn builtin() -> Vec<RuleDef> {
         // `log in as root/admin` are not ones).
         // No `"` in a match: the rule is searched only in the stretch
         // around its keyword between quotes (`WINDOWED_RULES`), not in
-        // every JSON line that says `login`.
+        // every JSON line that says `login`; and only where the verb is
+        // followed by one of the words a pair comes after, or follows
+        // `to ` (`Gate::LoginPair`): `docker login -u` and `the login page`
+        // cost no search.
         grp(
             "login-with-pair",
             "password",
             &[
                 "login", "log in", "log-in", "sign in", "sign-in", "signin", "logon", "log on",
+                "log-on",
             ],
-            r#"(?i)\b(?:log[ -]?in|sign[ -]?in|log[ -]?on)\b[^\n"]{0,40}?\s(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])|\buse\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,63}[^\s"'`/:.,;!?)])['`]?\s+to\s+(?:log|sign)[ -]?(?:in|on)\b"#,
+            r#"(?i)\b(?:log[ -]?in|sign[ -]?in|log[ -]?on) (?:(?:to|into)\s[^\n"]{0,40}?\s)?(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])|\b(?:log|sign) into\s[^\n"]{0,40}?\s(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])|\buse\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])['`]?\s+to (?:log[ -]?in|sign[ -]?in|log[ -]?on)\b"#,
             Check::Bearer,
         ),
         // `user admin pass S`, `login zed pw S`.
