@@ -1266,7 +1266,9 @@ pub fn builtin() -> Vec<RuleDef> {
         // put-parameter … --type SecureString … --value V`, `dotnet
         // user-secrets set N V`, `ansible-vault encrypt_string 'V'`, and a
         // here-string into `gcloud secrets`, `docker secret create`,
-        // `vercel env add`, `wrangler secret put`.
+        // `vercel env add`, `wrangler secret put`, or a command reading a
+        // token or password on standard input (`gh auth login --with-token
+        // <<< V`, `… --password-stdin <<< V`).
         grp(
             "secret-store-command",
             "generic-secret",
@@ -1278,7 +1280,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "encrypt_string",
                 "<<<",
             ],
-            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
             Check::FlagPassword,
         ),
         // A tool's `config set NAME V` where NAME is a secret's: `wp config
@@ -1447,7 +1449,8 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::FlagPassword,
         ),
         // A password fed on standard input: `echo PW | sudo -S …`, `echo PW
-        // | docker login -u bob --password-stdin`, `echo 'bob:PW' |
+        // | docker login -u bob --password-stdin` (also `--token-stdin`, and
+        // `gh auth login --with-token`), `echo 'bob:PW' |
         // chpasswd`, `passwd --stdin`, `kinit`, `cryptsetup`, and commands
         // that store a secret read from it (`gcloud secrets create`, `docker
         // secret create`, `vercel env add`, `wrangler secret put`, `gh
@@ -1458,6 +1461,8 @@ pub fn builtin() -> Vec<RuleDef> {
             &[
                 "sudo -s",
                 "password-stdin",
+                "token-stdin",
+                "with-token",
                 "--stdin",
                 "chpasswd",
                 "kinit",
@@ -1468,7 +1473,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "secret put",
                 "secret set",
             ],
-            r#"(?i:\b(?:echo|printf))\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>]{4,}))[ \t]*\|[ \t]*(?:sudo[ \t]+-S\b|[^\n|]*?--password-stdin|(?:sudo\s+)?(?:passwd\b[^\n|]*?--stdin|chpasswd\b|kinit\b|cryptsetup\b)|(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b)"#,
+            r#"(?i:\b(?:echo|printf))\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>]{4,}))[ \t]*\|[ \t]*(?:sudo[ \t]+-S\b|[^\n|]*?--(?:password-stdin|token-stdin|with-token)|(?:sudo\s+)?(?:passwd\b[^\n|]*?--stdin|chpasswd\b|kinit\b|cryptsetup\b)|(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b)"#,
             Check::FlagPassword,
         ),
         // SQL Server's command-line tools take the password as `-P` (upper
@@ -1688,6 +1693,22 @@ pub fn builtin() -> Vec<RuleDef> {
             ],
             r#"(?i)(?:_|\b)(?:password|passwd|passphrase)\s+(?:(?:is|was|has\s+been|have\s+been|got)\s+)?(?:now\s+)?(?:(?:changed|set|reset|updated|rotated)\s+)?to\s+["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])|\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
+        ),
+        // fish's `set -x NAME V` (also `-gx`, `-Ux`, `--export`) where the
+        // name is a secret's: the shell's `export NAME=V`.
+        grp(
+            "fish-set-secret",
+            "generic-secret",
+            &[
+                "set -x",
+                "set -gx",
+                "set -xg",
+                "set -ux",
+                "set -xu",
+                "set --export",
+            ],
+            r#"(?i)\bset\s+(?:-[a-z]*x[a-z]*|--export)(?:\s+-[a-z]+)*\s+[A-Za-z0-9_]*(?:password|passwd|secret|token|api_?key|private_key|access_key)[A-Za-z0-9_]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$]{4,}))"#,
+            Check::FlagPassword,
         ),
         // `my sudo pass is S`, `the wifi pass was S`: `pass` as a noun,
         // after a word that says whose (bare `pass is` is every "the first

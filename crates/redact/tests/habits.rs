@@ -1158,6 +1158,56 @@ fn password_changes_pass_keys_login_pairs_and_short_prose_keys() {
     ]);
 }
 
+/// A token given on standard input to a login command, as a pipe or a
+/// here-string, and fish's `set -x` of a secret-named variable.
+#[test]
+fn tokens_on_stdin_and_fish_exports() {
+    let tok = |n| rs(n, ALNUM, 40);
+    check(&[
+        (
+            "here-string",
+            format!("gh auth login --with-token <<< {}", tok(1)),
+            tok(1),
+        ),
+        (
+            "here-string",
+            format!(
+                "docker login ghcr.io -u bob --password-stdin <<< '{}'",
+                pw(2)
+            ),
+            pw(2),
+        ),
+        (
+            "pipe",
+            format!("echo \"{}\" | gh auth login --with-token", tok(3)),
+            tok(3),
+        ),
+        (
+            "pipe",
+            format!("printf '%s' {} | cli login --token-stdin", tok(4)),
+            tok(4),
+        ),
+        ("fish", format!("set -x DB_PASSWORD {}", pw(5)), pw(5)),
+        ("fish", format!("set -gx GITHUB_TOKEN {}", tok(6)), tok(6)),
+        (
+            "fish",
+            format!("set --export OPENAI_API_KEY '{}'", tok(7)),
+            tok(7),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "gh auth login --with-token < token.txt",
+            "gh auth login --with-token <<< \"$GH_TOKEN\"",
+            "set -x",
+            "set -euxo pipefail",
+            "set -x DB_PASSWORD $DB_PASSWORD",
+            "set -gx PATH $HOME/bin $PATH",
+        ],
+    );
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
