@@ -1297,13 +1297,23 @@ pub fn builtin() -> Vec<RuleDef> {
         // Server config directives that hold a password: Redis'
         // `requirepass PW` / `masterauth PW` (also through `CONFIG SET`), a
         // Wi-Fi pre-shared key (`psk="PW"` in wpa_supplicant and
-        // NetworkManager files). At the start of a line or of a quoted
+        // NetworkManager files), keepalived's `auth_pass PW`, an LDAP
+        // client's bind password (`bindpw PW` in nslcd.conf, `bind_pw = PW`,
+        // slapd's `rootpw PW`). At the start of a line or of a quoted
         // string.
         grp(
             "config-directive-password",
             "password",
-            &["requirepass", "masterauth", "psk"],
-            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))"#,
+            &[
+                "requirepass",
+                "masterauth",
+                "psk",
+                "auth_pass",
+                "bindpw",
+                "bind_pw",
+                "rootpw",
+            ],
+            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))|(?m)(?:^|["\n])[ \t]*(?:auth_pass|bindpw|bind_pw|rootpw)(?:[ \t]*=[ \t]*|[ \t]+)["']?([^\s"'#]{4,})"#,
             Check::FlagPassword,
         ),
         // A `.pgpass` line, `host:port:database:user:password` (`*` for any
@@ -1693,6 +1703,16 @@ pub fn builtin() -> Vec<RuleDef> {
             ],
             r#"(?i)(?:_|\b)(?:password|passwd|passphrase)\s+(?:(?:is|was|has\s+been|have\s+been|got)\s+)?(?:now\s+)?(?:(?:changed|set|reset|updated|rotated)\s+)?to\s+["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])|\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
+        ),
+        // A C or C++ macro named like a secret (`#define WIFI_PASS "V"`,
+        // Arduino's `secrets.h`): the secret word is a whole part of the
+        // name between underscores (`COMPASS_ID` is not one).
+        grp(
+            "c-define-secret",
+            "generic-secret",
+            &["#define"],
+            r#"#define[ \t]+(?:[A-Za-z0-9]+_)*(?i:pass|passwd|password|pwd|secret|token|api_?key|apikey|psk|auth_?key)(?:_[A-Za-z0-9]+)*[ \t]+L?"([^"\n]{4,})""#,
+            Check::FlagPassword,
         ),
         // fish's `set -x NAME V` (also `-gx`, `-Ux`, `--export`) where the
         // name is a secret's: the shell's `export NAME=V`.

@@ -1159,9 +1159,10 @@ fn password_changes_pass_keys_login_pairs_and_short_prose_keys() {
 }
 
 /// A token given on standard input to a login command, as a pipe or a
-/// here-string, and fish's `set -x` of a secret-named variable.
+/// here-string, fish's `set -x` of a secret-named variable, a C macro
+/// named like a secret, and LDAP and keepalived password directives.
 #[test]
-fn tokens_on_stdin_and_fish_exports() {
+fn tokens_on_stdin_fish_exports_macros_and_directives() {
     let tok = |n| rs(n, ALNUM, 40);
     check(&[
         (
@@ -1188,6 +1189,25 @@ fn tokens_on_stdin_and_fish_exports() {
             tok(4),
         ),
         ("fish", format!("set -x DB_PASSWORD {}", pw(5)), pw(5)),
+        ("c macro", format!("#define WIFI_PASS \"{}\"", pw(8)), pw(8)),
+        (
+            "c macro",
+            format!("#define SECRET_API_KEY \"{}\"", tok(9)),
+            tok(9),
+        ),
+        (
+            "c macro",
+            format!("#define MQTT_PASSWORD  L\"{}\"", pw(10)),
+            pw(10),
+        ),
+        (
+            "config directive",
+            format!("    auth_pass {}", pw(11)),
+            pw(11),
+        ),
+        ("config directive", format!("bindpw {}", pw(12)), pw(12)),
+        ("config directive", format!("bind_pw = {}", pw(13)), pw(13)),
+        ("config directive", format!("rootpw {}", pw(14)), pw(14)),
         ("fish", format!("set -gx GITHUB_TOKEN {}", tok(6)), tok(6)),
         (
             "fish",
@@ -1204,6 +1224,11 @@ fn tokens_on_stdin_and_fish_exports() {
             "set -euxo pipefail",
             "set -x DB_PASSWORD $DB_PASSWORD",
             "set -gx PATH $HOME/bin $PATH",
+            "#define COMPASS_MODEL \"HMC5883\"",
+            "#define PASSWORD_MAX_LEN 64",
+            "#define TOKEN_TYPE \"bearer\"",
+            "rootpw {SSHA}",
+            "auth_pass $VRRP_PASS",
         ],
     );
 }
