@@ -2655,6 +2655,9 @@ impl Engine {
                     b64_decode(val, &mut scratch.b64, MAX_B64_DECODE)
                         && decoded_secret(&scratch.b64)
                 }
+                Check::PasswordWord => {
+                    crate::rules::password_word_ok(val) && !has_placeholder_mark(&lower(val))
+                }
                 Check::Bearer => {
                     !is_sops_ciphertext(val)
                         && val.iter().any(|b| b.is_ascii_digit())

@@ -1233,6 +1233,62 @@ fn tokens_on_stdin_fish_exports_macros_and_directives() {
     );
 }
 
+/// A one-word password of letters only, named in prose where the
+/// clause ends after it; the words that end such a clause as often stay.
+#[test]
+fn one_word_passwords_in_prose() {
+    let word = |n| rs(n, "abcdefghijkmnopqrstuvwxyz", 7);
+    check(&[
+        (
+            "one word",
+            format!("the root password is {}", word(1)),
+            word(1),
+        ),
+        (
+            "one word",
+            format!("The default password is {}.", word(2)),
+            word(2),
+        ),
+        (
+            "one word",
+            format!("wifi password was {}, ask me if it fails", word(3)),
+            word(3),
+        ),
+        (
+            "one word",
+            format!("my password is now '{}' and it works", word(4)),
+            word(4),
+        ),
+        (
+            "one word",
+            format!("the passphrase is {}!", word(5).to_uppercase()),
+            word(5).to_uppercase(),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "the password is wrong, try again",
+            "the password is required for login",
+            "the password is never logged",
+            "the password is stored in the vault",
+            "the password is hashed.",
+            "the password is expiring soon",
+            "the password is case sensitive",
+            "your password is too short",
+            "their password is about to expire.",
+            "a password is valid. When it expires",
+            "the group password is empty and the user",
+            "the password was locked.",
+            "the password was last changed in May",
+            "The PASSWORD is expected, not the token",
+            "the password is optional",
+            "the password is plaintext!",
+            "the password is secure and rotated",
+        ],
+    );
+}
+
 /// Prose and code that look like the classes above but hold no secret.
 #[test]
 fn habit_near_misses_do_not_fire() {
