@@ -294,6 +294,10 @@ pub const NON_ASCII_WORDS: &[&str] = &[
 /// longest name, `clé de l'API`, `كلمة المرور`, and blanks).
 pub const NON_ASCII_REACH: usize = 48;
 
+/// How much farther a name may stand before a dash ([`INTL_SEP`]'s
+/// phrase: two blanks, `для`, two blanks and 16 bytes).
+pub const NON_ASCII_PHRASE_REACH: usize = 26;
+
 /// Does `v` hold one of [`NON_ASCII_WORDS`] within [`NON_ASCII_REACH`]
 /// bytes before a `:`, `：`, `=` or one of [`NON_ASCII_LINKS`] (and the
 /// blanks before it)?
@@ -317,7 +321,12 @@ pub fn non_ascii_trigger(v: &[u8]) -> bool {
         if q == 0 || (name_right_before && !ends_a_name(v[q - 1])) {
             return false;
         }
-        let w = &v[q.saturating_sub(NON_ASCII_REACH)..q];
+        let reach = if name_right_before {
+            NON_ASCII_REACH
+        } else {
+            NON_ASCII_REACH + NON_ASCII_PHRASE_REACH
+        };
+        let w = &v[q.saturating_sub(reach)..q];
         !w.is_ascii() && AC.as_ref().is_none_or(|ac| ac.is_match(w))
     };
     static FULL_WIDTH_COLON: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
@@ -3446,6 +3455,12 @@ mod tests {
             }
         }
         assert!(matched > 300, "only {matched} random matches");
+        // The farthest a name can stand before a dash: the longest name
+        // (Thai, 24 bytes) and the longest phrase (two blanks, `для`, two
+        // blanks, 16 bytes).
+        let far = "รหัสผ่าน  для  абвгдежз — Qm83kZpx19#".as_bytes();
+        assert!(res.iter().any(|re| re.is_match(far)));
+        assert!(non_ascii_trigger(far));
     }
 
     #[test]
