@@ -2615,23 +2615,19 @@ impl Engine {
                         && !prev.is_some_and(is_alnum)
                         && !next.is_some_and(|b| is_alnum(b) || (b == b'-' && val.contains(&b'-')))
                 }
-                Check::Generic => {
+                Check::Generic | Check::ProseSecret => {
                     !in_placeholder(v, m_start)
                         && !names_a_reference(&v[m_start..s])
                         && !elided_after(&v[e..])
                         && generic_ok(val, next, false, min_entropy)
+                        && (check == Check::Generic
+                            || val.len() >= crate::rules::PROSE_SHORT_VALUE
+                            || mixed_case_digits(val))
                 }
                 Check::Password => {
                     !in_placeholder(v, m_start)
                         && !names_a_reference(&v[m_start..s])
                         && generic_ok(val, next, true, 0.0)
-                }
-                Check::ProseSecret => {
-                    !in_placeholder(v, m_start)
-                        && !names_a_reference(&v[m_start..s])
-                        && !elided_after(&v[e..])
-                        && generic_ok(val, next, false, min_entropy)
-                        && (val.len() >= crate::rules::PROSE_SHORT_VALUE || mixed_case_digits(val))
                 }
                 Check::FlagPassword => {
                     !val.iter().all(u8::is_ascii_lowercase) && generic_ok(val, next, true, 0.0)
@@ -2656,7 +2652,8 @@ impl Engine {
                         && decoded_secret(&scratch.b64)
                 }
                 Check::PasswordWord => {
-                    crate::rules::password_word_ok(val) && !has_placeholder_mark(&lower(val))
+                    let l = lower(val);
+                    crate::rules::password_word_ok(&l) && !has_placeholder_mark(&l)
                 }
                 Check::Bearer => {
                     !is_sops_ciphertext(val)

@@ -590,10 +590,9 @@ const PASSWORD_WORD_STOP: &[&str] = &[
     "strange",
 ];
 
-/// Is `v` (letters only, 4 to 32) a one-word password rather than the
-/// word that ends "the password is …" in prose?
-pub fn password_word_ok(v: &[u8]) -> bool {
-    let l = v.to_ascii_lowercase();
+/// Is `l` (letters only, 4 to 32, lower-cased) a one-word password rather
+/// than the word that ends "the password is …" in prose?
+pub fn password_word_ok(l: &[u8]) -> bool {
     let suffixes: &[&[u8]] = &[
         b"ed", b"ing", b"ly", b"able", b"ible", b"less", b"ful", b"ive", b"ous", b"ent", b"ant",
     ];
