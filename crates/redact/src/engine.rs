@@ -1534,6 +1534,31 @@ fn contains(h: &[u8], n: &str) -> bool {
     memchr::memmem::find(h, n.as_bytes()).is_some()
 }
 
+/// A YAML tag that says where a value comes from, standing where the value
+/// would: CloudFormation's `!Ref DbPassword` and `!Sub '{{resolve:…}}'`,
+/// Home Assistant's `!secret db_password`, Ansible's `!vault |`, `!ENV`,
+/// `!include`. What follows it is a name or a ciphertext, not the secret.
+/// Only with a space or the end after it: `!Ref` glued to more bytes
+/// (`!Refr3sh`) is a value that starts with `!`.
+fn is_reference_tag(v: &[u8], next: Option<u8>) -> bool {
+    const TAGS: &[&str] = &[
+        "ref", "sub", "getatt", "importvalue", "join", "select", "if", "findinmap", "split",
+        "cidr", "getazs", "secret", "vault", "env", "env_var", "include", "include_dir_list",
+        "include_dir_named", "input", "lambda",
+    ];
+    let ends = next.is_none_or(|b| b == b' ' || b == b'\t' || b == b'\n' || b == b'\r');
+    // `!!binary`, `!!str`, `!!python/bytes`: YAML's own tags, read as a
+    // value only where nothing follows them on the line (a block scalar's
+    // `!!binary |`, or the value already replaced after them).
+    let core = v.len() > 2
+        && v.starts_with(b"!!")
+        && v[2..].iter().all(|&b| b.is_ascii_alphanumeric() || b == b'/' || b == b':');
+    ends && (core
+        || (v.len() > 1
+            && v[0] == b'!'
+            && TAGS.iter().any(|t| v[1..].eq_ignore_ascii_case(t.as_bytes()))))
+}
+
 /// Is the value an identifier or dotted reference (`settings.SECRET_KEY`,
 /// `get_token`, `API_KEY`)? Code that names a secret is not a secret.
 fn is_code_ref(v: &[u8]) -> bool {
@@ -1921,7 +1946,7 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     if v.iter().all(|&b| b == v[0]) {
         return false;
     }
-    if is_code_ref(v) {
+    if is_code_ref(v) || is_reference_tag(v, next) {
         return false;
     }
     if password {
@@ -3305,10 +3330,30 @@ fn value_may_start(v: &[u8], j: usize, min_value: usize) -> bool {
             }
         }
         if !is_space_byte(v[p]) {
-            return false;
+            // The patterns' `rules::YAML_VALUE_TAG` before the value
+            // (`!!binary <base64>`): the value starts past it and its
+            // spaces.
+            return yaml_value_tag(&v[p..]).is_some_and(|t| value_may_start(v, p + t, min_value));
         }
         p += 1;
     }
+}
+
+/// The length of the YAML tag `rules::YAML_VALUE_TAG` steps over (`!!binary`,
+/// `!binary`, `!!str`, `!str`, ASCII case-insensitive) at the start of `t`,
+/// when a space or tab follows it.
+fn yaml_value_tag(t: &[u8]) -> Option<usize> {
+    let bangs = t.iter().take(2).take_while(|&&b| b == b'!').count();
+    if bangs == 0 {
+        return None;
+    }
+    [&b"binary"[..], b"str"].iter().find_map(|w| {
+        let end = bangs + w.len();
+        (t.len() > end
+            && t[bangs..end].eq_ignore_ascii_case(w)
+            && matches!(t[end], b' ' | b'\t'))
+        .then_some(end)
+    })
 }
 
 /// See [`Engine::allowed_spans`]. Returns whether two `":"` occurrences

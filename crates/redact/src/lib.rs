@@ -2772,7 +2772,7 @@ mod window_tests {
                     "abc",
                     "1a2b3c4d5e6f7890abcdef01",
                 ];
-                let shaped = match (round / 2) % 6 {
+                let shaped = match (round / 2) % 9 {
                     0 => format!(
                         "aws{}configure{}set{}{}aws_secret_access_key{}{}{}",
                         pick(&mut next, &sp),
@@ -2835,6 +2835,77 @@ mod window_tests {
                         pick(&mut next, &["bob:", "admin/", "ops@x.org:", "a\"b:"]),
                         pick(&mut next, &v),
                         pick(&mut next, &["", " to log in", " to sign in", "'", "."])
+                    ),
+                    6 => format!(
+                        "{}({}{}{}{}{}",
+                        pick(
+                            &mut next,
+                            &[
+                                "set_password",
+                                "x.setPassword",
+                                ".password",
+                                "with_password",
+                                "smtp.login",
+                                "new NetworkCredential",
+                                "DriverManager.getConnection",
+                                "pymysql.connect",
+                                "ssh.connect"
+                            ]
+                        ),
+                        pick(
+                            &mut next,
+                            &[
+                                "",
+                                "\"bob\", ",
+                                "user, ",
+                                "url, \"sa\", ",
+                                "host, 22, \"root\", ",
+                                "Some(",
+                                "\n"
+                            ]
+                        ),
+                        pick(&mut next, &["\"", "'", "b'"]),
+                        pick(&mut next, &v),
+                        pick(&mut next, &["\"", "'"]),
+                        pick(&mut next, &[")", ", x)", ")\n", " )", "))"])
+                    ),
+                    7 => format!(
+                        "{}{}{}{}{})",
+                        pick(
+                            &mut next,
+                            &[
+                                "cy.get('#password')",
+                                "find_element(By.ID, \"password\")",
+                                "page.type('#passwd', ",
+                                "userEvent.type(getByLabelText(/password/i), ",
+                                "page.locator(\"input[name=password]\")"
+                            ]
+                        ),
+                        pick(&mut next, &[".type(", ".send_keys(", ".fill(", "", "\n.type("]),
+                        pick(&mut next, &["\"", "'", "`"]),
+                        pick(&mut next, &v),
+                        pick(&mut next, &["\"", "'", "`"])
+                    ),
+                    8 => format!(
+                        "{}{}{}{}{}",
+                        pick(
+                            &mut next,
+                            &[
+                                "process.env.JWT_SECRET",
+                                "getenv('DB_PASS')",
+                                "os.environ.get(\"API_TOKEN\")",
+                                "env::var(\"API_KEY\")",
+                                "password",
+                                "x = secret"
+                            ]
+                        ),
+                        pick(
+                            &mut next,
+                            &[" || ", " ?? ", " ?: ", " or ", ".unwrap_or(", "||", " |\t| ", "\n|| "]
+                        ),
+                        pick(&mut next, &["\"", "'"]),
+                        pick(&mut next, &v),
+                        pick(&mut next, &["\"", "'"])
                     ),
                     _ => format!(
                         "{}{}{}",

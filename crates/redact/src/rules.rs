@@ -182,6 +182,12 @@ macro_rules! assign_q {
     };
 }
 
+/// A YAML tag that keeps the value after it a literal (`password: !!binary
+/// <base64>`, `token: !!str V`): the two generic rules step over it to the
+/// value. Other tags name where a value comes from (`!Ref`, `!secret`,
+/// `!vault`): `engine::generic_ok` refuses them as values.
+pub const YAML_VALUE_TAG: &str = r"(?:!!?(?i:binary|str)[ \t]+)?";
+
 pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|auth[_-]?token|credentials?|signing[_-]?key|encryption[_-]?key|master[_-]?key|session[_-]?key)";
 /// Keywords of the two generic rules that anchor an alternative other than
 /// `NAME … = value`, so the engine's assignment gate lets them through
@@ -645,6 +651,10 @@ pub const WINDOWED_RULES: &[&str] = &[
     "env-line-secret",
     "env-line-password",
     "login-with-pair",
+    "password-setter-call",
+    "login-call-password",
+    "form-password-typed",
+    "secret-fallback-default",
 ];
 
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
@@ -2059,6 +2069,172 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:user(?:name)?|login|account)\s*[:=]?\s*[A-Za-z0-9_.@-]{2,64}[,;]? +(?:pass(?:word)?|pw|pwd)(?:[:=]|  *[:=]?) *["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
         ),
+        // A password handed to a call in code. A setter or builder named
+        // for it (`user.set_password("S")`, `setPassword("S")`,
+        // `.with_password("S")`, `.password(Some("S"))`, keyring's
+        // `set_password("svc", "bob", "S")`: the last of up to three string
+        // arguments). The callee is exactly the word, with `set`, `with` or
+        // `use` before it: `check_password("x")`, `reset_password(email)`
+        // and `get_password("service")` are not setters.
+        grp(
+            "password-setter-call",
+            "password",
+            &["password(", "passwd(", "passphrase("],
+            r#"(?i)(?:^|[^A-Za-z0-9_])(?:(?:set|with|use)_?)?(?:password|passwd|passphrase)\([ \t]*(?:Some\([ \t]*)?(?:(?:"[^"\n]{0,200}"|'[^'\n]{0,200}')[ \t]*,[ \t]*){0,2}(?:[bruL@]|&?str::)?["']([^"'\s\\]{4,128})["'][ \t]*[,)]"#,
+            Check::Password,
+        ),
+        // A password as a positional argument of a call that logs in or
+        // connects: the second of `login(user, "S")` (exactly two
+        // arguments) and of the credential types' constructors
+        // (`NetworkCredential`, `PasswordAuthentication`, Apache's
+        // `UsernamePasswordCredentials`, Spring's `…AuthenticationToken`,
+        // pika's `PlainCredentials`, aiohttp's `BasicAuth`, requests'
+        // `HTTPDigestAuth`); the third of `getConnection(url, user, "S")`,
+        // `new PDO(dsn, user, "S")`, `mysqli_connect(host, user, "S", db)`
+        // and the Python MySQL clients' `connect(host, user, "S", db)`; the
+        // fourth of paramiko's `connect(host, 22, user, "S")`. The value
+        // holds a letter and a digit (`login(user, "admin")` stays).
+        grp(
+            "login-call-password",
+            "password",
+            &[
+                "login(",
+                "log_in(",
+                "signin(",
+                "sign_in(",
+                "credential(",
+                "authentication(",
+                "credentials(",
+                "authenticationtoken(",
+                "basicauth(",
+                "digestauth(",
+                "getconnection(",
+                "pdo(",
+                "mysqli(",
+                "mysqli_connect(",
+                "mysql_connect(",
+                "mysql_pconnect(",
+                ".connect(",
+            ],
+            r#"(?i)(?:\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,128})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth)\([ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[bru@]?["']([^"'\s\\]{4,128})["'][ \t]*[,).]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,128})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,128})["'][ \t]*[,)])"#,
+            Check::Bearer,
+        ),
+        // A password typed into a login form by a browser test: Cypress'
+        // `cy.get('#password').type('S')`, Selenium's
+        // `find_element(By.ID, "password").send_keys("S")`, Playwright's
+        // `locator('input[name=password]').fill('S')` and
+        // `page.type('#password', 'S')`, Testing Library's
+        // `userEvent.type(getByLabelText(/password/i), 'S')`.
+        grp(
+            "form-password-typed",
+            "password",
+            &[
+                ".type(",
+                ".fill(",
+                "send_keys(",
+                "sendkeys(",
+                ".setvalue(",
+                "presssequentially(",
+                "press_sequentially(",
+            ],
+            r#"(?i)pass(?:word|wd)?[^"'`\n]{0,40}["'`/][^\n]{0,40}?\.(?:type|fill|send_keys|sendKeys|setValue|pressSequentially|press_sequentially)\([ \t]*["'`]([^"'`\s\\{]{4,128})["'`]|\.(?:type|fill|setValue)\([ \t]*[^\n]{0,60}?pass(?:word|wd)?[^\n,]{0,40},[ \t]*["'`]([^"'`\s\\{]{4,128})["'`]"#,
+            Check::Password,
+        ),
+        // Go's MySQL DSN: `root:S@tcp(db:3306)/app`, `u:S@unix(/run/…)`.
+        // Not after a `[`: the user would be a placeholder's `REDACTED`.
+        grp(
+            "go-dsn-password",
+            "password",
+            &["@tcp(", "@tcp6(", "@udp(", "@unix("],
+            r#"(?:^|[^A-Za-z0-9_.\[-])[A-Za-z0-9_.-]{1,64}:([^\s:@"'`/\[]{3,128})@(?:tcp6?|udp|unix)\("#,
+            Check::Password,
+        ),
+        // A password hashed from the command line (`openssl passwd -6 S`,
+        // `useradd -p "$(openssl passwd -1 S)"`, `mkpasswd -m sha-512 S`)
+        // or in code (`bcrypt.hashpw(b"S", …)`, `password_hash('S', …)`,
+        // Django's `make_password("S")`, `BCrypt::Password.create("S")`,
+        // Spring's `passwordEncoder.encode("S")`): the input is the
+        // password. The commands' options are spelled out, so that an
+        // option's argument (`-salt xyz`, `-m help`) is never taken for it
+        // and `-stdin` or `-in FILE` ends the search.
+        grp(
+            "hashed-password-input",
+            "password",
+            &[
+                "openssl passwd",
+                "mkpasswd",
+                "crypt(",
+                "hashpw(",
+                "password_hash(",
+                "make_password(",
+                "hash_password(",
+                "hashpassword(",
+                "bcrypt.hash",
+                "password.create(",
+                "encoder.encode(",
+                "argon2.hash(",
+                "ph.hash(",
+                "context.hash(",
+                "hasher.hash(",
+            ],
+            r#"(?i)\bopenssl\s+passwd(?:\s+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)\s+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:\s+(?:-[mSRP]\s+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|BCrypt\.hashpw|[A-Za-z]*[Ee]ncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\(\s*[bru]?["']([^"'\s\\]{4,128})["']"#,
+            Check::Password,
+        ),
+        // A secret's default when its variable is unset:
+        // `process.env.JWT_SECRET || "S"`, `getenv('DB_PASS') ?: 'S'`,
+        // `os.environ.get("API_TOKEN") or "S"`, `env::var("TOKEN")
+        // .unwrap_or("S")` (the shell's `${DB_PASSWORD:-S}` is an
+        // assignment `generic-password` reads). The value holds a letter
+        // and a digit (`|| "localdev"` stays).
+        grp(
+            "secret-fallback-default",
+            "generic-secret",
+            &[
+                "||\"", "|| \"", "||'", "|| '", "??\"", "?? \"", "??'", "?? '", "?:\"", "?: \"",
+                "?:'", "?: '", " or\"", " or \"", " or'", " or '", "unwrap_or(\"", "unwrap_or('",
+            ],
+            r#"(?i)[A-Za-z0-9_]*(?:secret|token|api_?key|apikey|password|passwd|passphrase|_pass|private_?key|access_?key)[A-Za-z0-9_]*["']?[ \t]*[\])]{0,2}[ \t]*(?:\|\||\?\?|\?:|[ ]or|\)?\.unwrap_or\()[ ]?["']([^"'\s\\]{4,128})["']"#,
+            Check::Bearer,
+        ),
+        // Small command and config spellings: lftp's `-u user,S`, `vault
+        // login S` with a Vault token, npm's legacy `_auth=<base64 of
+        // user:password>`, a name ending in `_pw` (`DB_PW=S`, `root_pw:
+        // S`), expect's `send "S\r"` answering a password prompt.
+        grp(
+            "lftp-user-password",
+            "password",
+            &["lftp"],
+            r#"\blftp\b[^\n]*?\s-u\s+["']?[^\s,"']{1,64},([^\s"'`;&|<>]{3,})"#,
+            Check::Password,
+        ),
+        grp(
+            "vault-login-token",
+            "generic-secret",
+            &["vault login"],
+            r#"\bvault\s+login\s+(?:-[^\s]+\s+)*((?:hvs|hvb|hvr|s|b|r)\.[A-Za-z0-9_-]{20,})"#,
+            Check::Bearer,
+        ),
+        grp(
+            "npm-auth-pair",
+            "password",
+            &["_auth"],
+            r#"(?m)(?:^|["\n:])[ \t]*_auth[ \t]*=[ \t]*["']?([A-Za-z0-9+/]{8,}={0,2})["']?[ \t]*(?:$|["\n])"#,
+            Check::Bearer,
+        ),
+        grp(
+            "pw-suffix-password",
+            "password",
+            &["_pw", "-pw"],
+            r#"(?i)(?:^|[^A-Za-z0-9_])[A-Za-z0-9_-]*[_-]pw["']?[ \t]*(?::=|=|:)[ \t]*["']?([^\s"'`,;&|<>(){}\[\]\\$]{4,128})"#,
+            Check::Password,
+        ),
+        grp(
+            "expect-send-password",
+            "password",
+            &["send \"", "send -- \"", "send '", "send -- '"],
+            r#"\bexpect\s+(?:-[a-z]+\s+)*["'{][^"'}\n]*(?:assword|assphrase)[^"'}\n]*["'}][^\n]*?(?:\n[ \t]*|;\s*)\bsend\s+(?:--\s+)?["']([^"'\\\s$]{4,128})(?:\\[rn])*["']"#,
+            Check::Password,
+        ),
         // `<apiToken>S</apiToken>`, also with the value on its own line (a
         // decoded view holds the newlines; a bare multi-line text is read
         // line by line, see `engine::xml_open_tag`).
@@ -2204,12 +2380,12 @@ pub fn builtin() -> Vec<RuleDef> {
             ));
         } else if rule.id == "generic-secret" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{8,}})'|"((?-u:[^"\s]){{8,}})"|`((?-u:[^`\s]){{8,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
+                r#"(?i)[A-Za-z0-9_.-]*{GENERIC_KEY_NAMES}[A-Za-z0-9_.-]*{}{YAML_VALUE_TAG}(?:'((?-u:[^'\s]){{8,}})'|"((?-u:[^"\s]){{8,}})"|`((?-u:[^`\s]){{8,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{8,}}))|--(?:token|secret|api-key|access-key|client-secret)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{8,}})"#,
                 assign_q!()
             ));
         } else if rule.id == "generic-password" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\b(?:mysql(?:dump|admin|import|show|check|pump|sh|binlog|slap)?|mariadb(?:-?(?:dump|admin|import|check|show))?)\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}{YAML_VALUE_TAG}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\b(?:mysql(?:dump|admin|import|show|check|pump|sh|binlog|slap)?|mariadb(?:-?(?:dump|admin|import|check|show))?)\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
                 assign_q!()
             ));
         }

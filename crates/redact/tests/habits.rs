@@ -1424,3 +1424,327 @@ fn line_by_line_values_report_as_their_rules() {
         }
     }
 }
+
+/// Passwords handed to calls in code: a setter or builder named for the
+/// password, the positional password of a login or connect call or of a
+/// credential type's constructor, a browser test typing into a password
+/// field, a Go MySQL DSN.
+#[test]
+fn passwords_handed_to_calls() {
+    check(&[
+        (
+            "setter",
+            format!("user.set_password(\"{}\")", pw(1)),
+            pw(1),
+        ),
+        ("setter", format!("u.setPassword(\"{}\");", pw(2)), pw(2)),
+        (
+            "setter",
+            format!("Client::builder().password(\"{}\").build()", pw(3)),
+            pw(3),
+        ),
+        ("setter", format!(".with_password('{}')", pw(4)), pw(4)),
+        (
+            "setter",
+            format!("url.set_password(Some(\"{}\"))", pw(5)),
+            pw(5),
+        ),
+        (
+            "setter",
+            format!("keyring.set_password(\"github\", \"bob\", \"{}\")", pw(6)),
+            pw(6),
+        ),
+        (
+            "login call",
+            format!("imap.login('bob@example.com', '{}')", pw(7)),
+            pw(7),
+        ),
+        ("login call", format!("smtp.login(user, \"{}\")", pw(8)), pw(8)),
+        (
+            "credential type",
+            format!("new NetworkCredential(\"bob\", \"{}\")", pw(9)),
+            pw(9),
+        ),
+        (
+            "credential type",
+            format!(
+                "new PasswordAuthentication(\"bob\", \"{}\".toCharArray())",
+                pw(10)
+            ),
+            pw(10),
+        ),
+        (
+            "credential type",
+            format!("new UsernamePasswordCredentials(\"bob\", \"{}\")", pw(11)),
+            pw(11),
+        ),
+        (
+            "credential type",
+            format!("pika.PlainCredentials('guest', '{}')", pw(12)),
+            pw(12),
+        ),
+        (
+            "connect call",
+            format!("DriverManager.getConnection(url, \"sa\", \"{}\");", pw(13)),
+            pw(13),
+        ),
+        (
+            "connect call",
+            format!("new PDO(\"mysql:host=db;dbname=app\", \"root\", \"{}\");", pw(14)),
+            pw(14),
+        ),
+        (
+            "connect call",
+            format!("$db = mysqli_connect(\"localhost\", \"root\", \"{}\", \"app\");", pw(15)),
+            pw(15),
+        ),
+        (
+            "connect call",
+            format!("pymysql.connect(\"db\", \"root\", \"{}\", \"app\")", pw(16)),
+            pw(16),
+        ),
+        (
+            "connect call",
+            format!("ssh.connect(host, 22, \"root\", \"{}\")", pw(17)),
+            pw(17),
+        ),
+        (
+            "browser test",
+            format!("cy.get('#password').type('{}')", pw(18)),
+            pw(18),
+        ),
+        (
+            "browser test",
+            format!(
+                "driver.find_element(By.ID, \"password\").send_keys(\"{}\")",
+                pw(19)
+            ),
+            pw(19),
+        ),
+        (
+            "browser test",
+            format!("await page.locator('input[name=password]').fill('{}')", pw(20)),
+            pw(20),
+        ),
+        (
+            "browser test",
+            format!("await page.type('#passwd', '{}')", pw(21)),
+            pw(21),
+        ),
+        (
+            "browser test",
+            format!(
+                "await userEvent.type(screen.getByLabelText(/password/i), '{}')",
+                pw(22)
+            ),
+            pw(22),
+        ),
+        (
+            "go dsn",
+            format!("db, err := sql.Open(\"mysql\", \"root:{}@tcp(db:3306)/app\")", pw(23)),
+            pw(23),
+        ),
+        (
+            "go dsn",
+            format!("DSN=app:{}@unix(/run/mysqld/mysqld.sock)/app", pw(24)),
+            pw(24),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "user.set_password(new_password)",
+            "if user.check_password(\"hunter2\"):",
+            "send_reset_password(\"bob@example.com\")",
+            "keyring.get_password(\"github\", \"bob\")",
+            "form.password(\"Password\")",
+            "smtp.login(user, password)",
+            "client.login(\"bob\", \"admin\")",
+            "ftp.login()",
+            "new NetworkCredential(user, pass)",
+            "DriverManager.getConnection(url, user, pass);",
+            "ssh.connect(host, 22, user, password)",
+            "cy.get('#password').type('{enter}')",
+            "cy.get('#password').type(Cypress.env('PASSWORD'))",
+            "driver.find_element(By.ID, \"password\").send_keys(Keys.RETURN)",
+            "await page.fill('#username', 'alice')",
+            "cy.get('#search').type('hello42')",
+            "sql.Open(\"mysql\", os.Getenv(\"DSN\"))",
+            "log.Printf(\"%s:%d@tcp(%s)\", user, port, host)",
+        ],
+    );
+}
+
+/// A password fed to a hashing command or call, a secret's fallback
+/// value, and small command and config spellings.
+#[test]
+fn hashed_inputs_fallbacks_and_small_spellings() {
+    let tok = |n| rs(n, ALNUM, 32);
+    check(&[
+        ("hash command", format!("openssl passwd -6 '{}'", pw(1)), pw(1)),
+        (
+            "hash command",
+            format!("sudo useradd -m -p \"$(openssl passwd -1 {})\" alice", pw(2)),
+            pw(2),
+        ),
+        (
+            "hash command",
+            format!("openssl passwd -apr1 -salt xyz {}", pw(3)),
+            pw(3),
+        ),
+        (
+            "hash command",
+            format!("mkpasswd -m sha-512 {}", pw(4)),
+            pw(4),
+        ),
+        (
+            "hash call",
+            format!("bcrypt.hashpw(b\"{}\", bcrypt.gensalt())", pw(5)),
+            pw(5),
+        ),
+        (
+            "hash call",
+            format!("$h = password_hash('{}', PASSWORD_DEFAULT);", pw(6)),
+            pw(6),
+        ),
+        (
+            "hash call",
+            format!("User(password=make_password(\"{}\"))", pw(7)),
+            pw(7),
+        ),
+        (
+            "hash call",
+            format!("BCrypt::Password.create(\"{}\")", pw(8)),
+            pw(8),
+        ),
+        (
+            "hash call",
+            format!("passwordEncoder.encode(\"{}\")", pw(9)),
+            pw(9),
+        ),
+        (
+            "fallback",
+            format!("const secret = process.env.JWT_SECRET || \"{}\";", tok(10)),
+            tok(10),
+        ),
+        (
+            "fallback",
+            format!("const token = process.env.TOKEN ?? '{}';", tok(11)),
+            tok(11),
+        ),
+        (
+            "fallback",
+            format!("$password = getenv('DB_PASS') ?: '{}';", pw(12)),
+            pw(12),
+        ),
+        (
+            "fallback",
+            format!("pw = os.environ.get(\"DB_PASSWORD\") or \"{}\"", pw(13)),
+            pw(13),
+        ),
+        (
+            "fallback",
+            format!(
+                "let key = env::var(\"API_KEY\").unwrap_or(\"{}\".into());",
+                tok(14)
+            ),
+            tok(14),
+        ),
+        ("lftp", format!("lftp -u bob,{} sftp://host", pw(15)), pw(15)),
+        (
+            "vault login",
+            format!("vault login s.{}", rs(16, ALNUM, 24)),
+            rs(16, ALNUM, 24),
+        ),
+        (
+            "vault login",
+            format!("vault login -no-print hvs.{}", rs(17, URLSAFE, 90)),
+            rs(17, URLSAFE, 90),
+        ),
+        (
+            "npm _auth",
+            format!("_auth={}", rs(18, B64, 28)),
+            rs(18, B64, 28),
+        ),
+        (
+            "npm _auth",
+            format!("//registry.example.com/:_auth=\"{}\"", rs(19, B64, 32)),
+            rs(19, B64, 32),
+        ),
+        ("pw suffix", format!("DB_PW={}", pw(20)), pw(20)),
+        ("pw suffix", format!("  root_pw: \"{}\"", pw(21)), pw(21)),
+        (
+            "expect send",
+            format!(
+                "expect -c 'spawn ssh bob@h; expect \"Password:\"; send \"{}\\r\"; interact'",
+                pw(23)
+            ),
+            pw(23),
+        ),
+    ]);
+    // A script's lines, one text in a transcript's decoded view (plain
+    // text is read line by line: the `send` line alone says nothing).
+    let s = scanner();
+    for (script, secret) in [
+        (format!("expect \"password:\"\nsend \"{}\\r\"", pw(22)), pw(22)),
+        (
+            format!("spawn ssh bob@host\nexpect \"assword\"\nsend -- \"{}\\n\"", pw(24)),
+            pw(24),
+        ),
+    ] {
+        let r = s.redact(&json_line(&script)).expect("redacts");
+        assert!(!r.text.contains(secret.as_str()), "{}", r.text);
+    }
+    assert_no_findings(
+        &scanner(),
+        [
+            "openssl passwd -6 -stdin < pw.txt",
+            "openssl passwd -1 \"$PASSWORD\"",
+            "mkpasswd -m help",
+            "mkpasswd --method=sha-512 --stdin",
+            "openssl passwd -salt xyz",
+            "openssl passwd -1 -in pw.txt",
+            "bcrypt.hashpw(password.encode(), bcrypt.gensalt())",
+            "password_hash($password, PASSWORD_BCRYPT)",
+            "const secret = process.env.JWT_SECRET || \"\";",
+            "const token = process.env.TOKEN ?? 'localdev';",
+            "const mode = process.env.MODE || \"production2\";",
+            "pw = os.environ.get(\"DB_PASSWORD\") or None",
+            "a token or \"two\" words",
+            "lftp -u bob sftp://host",
+            "lftp -u bob, sftp://host",
+            "vault login -method=oidc",
+            "vault login s.short",
+            "_auth=",
+            "DB_PW=$DB_PW",
+            "my_pw_hash = hash(x)",
+            "expect \"password:\"\nsend \"$pw\\r\"",
+            "expect \"login:\"\nsend \"bob42\\r\"",
+        ],
+    );
+}
+
+/// YAML tags: `!!binary` / `!!str` keep a literal value after them (the
+/// value is the secret, not the tag); `!Ref`, `!secret`, `!vault` name
+/// where a value comes from and are no finding.
+#[test]
+fn yaml_tags_before_values() {
+    let b = |n| rs(n, B64, 24);
+    check(&[
+        ("binary", format!("password: !!binary {}==", b(1)), b(1)),
+        ("binary", format!("  api_token: !!binary {}", b(2)), b(2)),
+        ("str", format!("secret_key: !!str {}", b(3)), b(3)),
+        ("str", format!("db_password: !str '{}'", pw(4)), pw(4)),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "db_password: !secret db_password",
+            "MasterUserPassword: !Ref DBPassword",
+            "  Password: !Sub '{{resolve:secretsmanager:db}}'",
+            "password: !vault |",
+            "api_key: !ENV ${API_KEY}",
+            "password: !!binary |",
+        ],
+    );
+}
