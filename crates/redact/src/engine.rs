@@ -1542,9 +1542,26 @@ fn contains(h: &[u8], n: &str) -> bool {
 /// (`!Refr3sh`) is a value that starts with `!`.
 fn is_reference_tag(v: &[u8], next: Option<u8>) -> bool {
     const TAGS: &[&str] = &[
-        "ref", "sub", "getatt", "importvalue", "join", "select", "if", "findinmap", "split",
-        "cidr", "getazs", "secret", "vault", "env", "env_var", "include", "include_dir_list",
-        "include_dir_named", "input", "lambda",
+        "ref",
+        "sub",
+        "getatt",
+        "importvalue",
+        "join",
+        "select",
+        "if",
+        "findinmap",
+        "split",
+        "cidr",
+        "getazs",
+        "secret",
+        "vault",
+        "env",
+        "env_var",
+        "include",
+        "include_dir_list",
+        "include_dir_named",
+        "input",
+        "lambda",
     ];
     let ends = next.is_none_or(|b| b == b' ' || b == b'\t' || b == b'\n' || b == b'\r');
     // `!!binary`, `!!str`, `!!python/bytes`: YAML's own tags, read as a
@@ -1552,11 +1569,15 @@ fn is_reference_tag(v: &[u8], next: Option<u8>) -> bool {
     // `!!binary |`, or the value already replaced after them).
     let core = v.len() > 2
         && v.starts_with(b"!!")
-        && v[2..].iter().all(|&b| b.is_ascii_alphanumeric() || b == b'/' || b == b':');
+        && v[2..]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'/' || b == b':');
     ends && (core
         || (v.len() > 1
             && v[0] == b'!'
-            && TAGS.iter().any(|t| v[1..].eq_ignore_ascii_case(t.as_bytes()))))
+            && TAGS
+                .iter()
+                .any(|t| v[1..].eq_ignore_ascii_case(t.as_bytes()))))
 }
 
 /// Is the value an identifier or dotted reference (`settings.SECRET_KEY`,
@@ -3349,10 +3370,8 @@ fn yaml_value_tag(t: &[u8]) -> Option<usize> {
     }
     [&b"binary"[..], b"str"].iter().find_map(|w| {
         let end = bangs + w.len();
-        (t.len() > end
-            && t[bangs..end].eq_ignore_ascii_case(w)
-            && matches!(t[end], b' ' | b'\t'))
-        .then_some(end)
+        (t.len() > end && t[bangs..end].eq_ignore_ascii_case(w) && matches!(t[end], b' ' | b'\t'))
+            .then_some(end)
     })
 }
 

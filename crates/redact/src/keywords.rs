@@ -71,8 +71,126 @@ pub struct LaneBufs {
     lanes: [Vec<KwMatch>; LANES],
 }
 
-impl Keywords {
-    pub fn new(patterns: &[String]) -> Result<Keywords, aho_corasick::BuildError> {
+/// The unanchored automaton over byte classes, its states numbered
+/// breadth first from the start state (node 0) over the classes in order:
+/// `next[node * stride + class]` is the transition, and a node reports the
+/// (keyword, length) pairs `items[ranges[node].0..ranges[node].1]`, in the
+/// library's order.
+struct Raw {
+    next: Vec<u32>,
+    ranges: Vec<(u32, u32)>,
+    items: Vec<(u32, u32)>,
+}
+
+impl Raw {
+    /// The textbook construction, straight into a dense table: a trie of
+    /// the keywords (each byte by its class, so both ASCII cases share a
+    /// path), then breadth first each node's failure link and transitions.
+    /// It is the automaton the library builds for these settings
+    /// (`MatchKind::Standard`, ASCII case-insensitive) — same transitions,
+    /// and each node's list is its own keywords in index order followed by
+    /// its failure node's list, as the library copies them — at a fraction
+    /// of the cost: the library's DFA builder was 90 % of the scanner's
+    /// start-up (`tests::own_construction_equals_the_library_s`). Only for
+    /// keywords that are not empty (the library gives an empty keyword's
+    /// match a bookkeeping of its own; [`Raw::from_library`] keeps it).
+    fn from_trie(patterns: &[String], classes: &[u8; 256], stride: usize) -> Raw {
+        const NONE: u32 = u32::MAX;
+        // The trie, nodes numbered as they are made.
+        let mut goto = vec![NONE; stride];
+        let mut end_of = Vec::with_capacity(patterns.len());
+        for p in patterns {
+            let mut s = 0usize;
+            for &b in p.as_bytes() {
+                let at = s * stride + classes[b as usize] as usize;
+                s = match goto[at] {
+                    NONE => {
+                        let n = goto.len() / stride;
+                        goto[at] = n as u32;
+                        goto.resize(goto.len() + stride, NONE);
+                        n
+                    }
+                    n => n as usize,
+                };
+            }
+            end_of.push(s);
+        }
+        let n = goto.len() / stride;
+        // Breadth first over the classes in order: the order in which a
+        // breadth-first walk of the finished automaton meets the nodes (a
+        // transition that is not a trie edge leads to a shallower node, met
+        // already), so numbering by it is the numbering `Keywords` keeps.
+        let mut made = vec![0u32]; // made[bfs] = made-order id
+        let mut bfs_of = vec![0u32; n];
+        let mut head = 0;
+        while head < made.len() {
+            let u = made[head] as usize;
+            head += 1;
+            for &g in &goto[u * stride..(u + 1) * stride] {
+                if g != NONE {
+                    bfs_of[g as usize] = made.len() as u32;
+                    made.push(g);
+                }
+            }
+        }
+        // Transitions and failure links, node by node in that order: a
+        // node's failure node is shallower, so its row is complete.
+        let mut next = vec![0u32; n * stride];
+        let mut fail = vec![0u32; n];
+        for u in 0..n {
+            let row = made[u] as usize * stride;
+            let f = fail[u] as usize * stride;
+            for c in 0..stride {
+                let g = goto[row + c];
+                let via_fail = if u == 0 { 0 } else { next[f + c] };
+                next[u * stride + c] = if g == NONE {
+                    via_fail
+                } else {
+                    let g = bfs_of[g as usize];
+                    fail[g as usize] = via_fail;
+                    g
+                };
+            }
+        }
+        // Each node's own keywords in index order, then its failure node's
+        // list (built already: it comes earlier).
+        let mut own_count = vec![0u32; n + 1];
+        for &e in &end_of {
+            own_count[bfs_of[e] as usize + 1] += 1;
+        }
+        for i in 0..n {
+            own_count[i + 1] += own_count[i];
+        }
+        let mut own = vec![0u32; patterns.len()];
+        let mut fill = own_count.clone();
+        for (pid, &e) in end_of.iter().enumerate() {
+            let at = &mut fill[bfs_of[e] as usize];
+            own[*at as usize] = pid as u32;
+            *at += 1;
+        }
+        let mut ranges = Vec::with_capacity(n);
+        let mut items: Vec<(u32, u32)> = Vec::new();
+        for u in 0..n {
+            let from = items.len() as u32;
+            for &pid in &own[own_count[u] as usize..own_count[u + 1] as usize] {
+                items.push((pid, patterns[pid as usize].len() as u32));
+            }
+            if u != 0 {
+                let (a, b) = ranges[fail[u] as usize];
+                items.extend_from_within(a as usize..b as usize);
+            }
+            ranges.push((from, items.len() as u32));
+        }
+        Raw {
+            next,
+            ranges,
+            items,
+        }
+    }
+
+    /// The library's own DFA, read out state by state (breadth first from
+    /// its unanchored start over one byte of each class).
+    fn from_library(patterns: &[String], reps: &[u8]) -> Result<Raw, aho_corasick::BuildError> {
         let dfa = DFA::builder()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -81,6 +199,55 @@ impl Keywords {
         let start = dfa
             .start_state(Anchored::No)
             .expect("an unanchored DFA always has an unanchored start state");
+        // The library's ids are offsets into its own table, so a vector
+        // maps them back.
+        let mut order: Vec<StateID> = vec![start];
+        let mut index: Vec<u32> = Vec::new();
+        fn slot(index: &mut Vec<u32>, sid: StateID) -> &mut u32 {
+            let i = sid.as_usize();
+            if index.len() <= i {
+                index.resize(i + 1, u32::MAX);
+            }
+            &mut index[i]
+        }
+        *slot(&mut index, start) = 0;
+        let (mut next, mut ranges, mut items) = (Vec::new(), Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            for &b in reps {
+                let n = dfa.next_state(Anchored::No, s, b);
+                let at = slot(&mut index, n);
+                if *at == u32::MAX {
+                    *at = order.len() as u32;
+                    order.push(n);
+                }
+                next.push(*at);
+            }
+            let from = items.len() as u32;
+            if dfa.is_match(s) {
+                for k in 0..dfa.match_len(s) {
+                    let pid = dfa.match_pattern(s, k);
+                    items.push((pid.as_usize() as u32, dfa.pattern_len(pid) as u32));
+                }
+            }
+            ranges.push((from, items.len() as u32));
+            i += 1;
+        }
+        Ok(Raw {
+            next,
+            ranges,
+            items,
+        })
+    }
+}
+
+impl Keywords {
+    pub fn new(patterns: &[String]) -> Result<Keywords, aho_corasick::BuildError> {
+        Keywords::build(patterns, patterns.iter().any(|p| p.is_empty()))
+    }
+
+    fn build(patterns: &[String], library: bool) -> Result<Keywords, aho_corasick::BuildError> {
         // Byte classes from the keywords themselves: a byte no keyword holds
         // (in either ASCII case) leads every state where the unanchored
         // automaton's failure links end, the start state, so all such bytes
@@ -109,76 +276,51 @@ impl Keywords {
             }
             classes[b as usize] = class_of[key as usize];
         }
-        // Every state the unanchored walk can reach, breadth first (the
-        // shallow, hot states end up next to each other). The library's
-        // ids are offsets into its own table, so a vector maps them back.
-        let mut order: Vec<StateID> = vec![start];
-        let mut index: Vec<u32> = Vec::new();
-        fn slot(index: &mut Vec<u32>, sid: StateID) -> &mut u32 {
-            let i = sid.as_usize();
-            if index.len() <= i {
-                index.resize(i + 1, u32::MAX);
-            }
-            &mut index[i]
-        }
-        *slot(&mut index, start) = 0;
-        let mut i = 0;
-        while i < order.len() {
-            let s = order[i];
-            for &b in &reps {
-                let n = dfa.next_state(Anchored::No, s, b);
-                let at = slot(&mut index, n);
-                if *at == u32::MAX {
-                    *at = order.len() as u32;
-                    order.push(n);
-                }
-            }
-            i += 1;
-        }
         let stride = reps.len();
-        // `walk4` tests `s < lim` as the sign of `s - lim`: every row offset
-        // must stay below 2^31. The library's own premultiplied state ids
-        // (index times a power of two at least our row width) already do.
-        assert!(
-            order.len() * stride < 1 << 31,
-            "keyword automaton too large"
-        );
+        let raw = if library {
+            Raw::from_library(patterns, &reps)?
+        } else {
+            Raw::from_trie(patterns, &classes, stride)
+        };
+        // `Raw` numbers every state breadth first already (the shallow, hot
+        // states end up next to each other). `walk4` tests `s < lim` as the
+        // sign of `s - lim`: every row offset must stay below 2^31.
+        let states = raw.ranges.len();
+        assert!(states * stride < 1 << 31, "keyword automaton too large");
+        let is_match = |s: usize| raw.ranges[s].0 < raw.ranges[s].1;
         // Match states first, so "is a match" is one compare.
-        let mut renum: Vec<usize> = (0..order.len()).collect();
-        renum.sort_by_key(|&i| !dfa.is_match(order[i]));
-        let mut new_of = vec![0usize; order.len()];
+        let mut renum: Vec<usize> = (0..states).collect();
+        renum.sort_by_key(|&i| !is_match(i));
+        let mut new_of = vec![0u32; states];
         for (n, &i) in renum.iter().enumerate() {
-            new_of[i] = n;
+            new_of[i] = (n * stride) as u32;
         }
-        let n_match = order.iter().filter(|&&s| dfa.is_match(s)).count();
-        let mut trans = vec![0u32; order.len() * stride];
+        let n_match = (0..states).filter(|&s| is_match(s)).count();
+        let mut trans = vec![0u32; states * stride];
         let mut match_ranges = Vec::with_capacity(n_match);
         let mut matches = Vec::new();
-        for (n, &i) in renum.iter().enumerate() {
-            let s = order[i];
-            for (c, &b) in reps.iter().enumerate() {
-                let next = new_of[index[dfa.next_state(Anchored::No, s, b).as_usize()] as usize];
-                trans[n * stride + c] = (next * stride) as u32;
+        for (n, &s) in renum.iter().enumerate() {
+            let row = &raw.next[s * stride..(s + 1) * stride];
+            for (t, &next) in trans[n * stride..(n + 1) * stride].iter_mut().zip(row) {
+                *t = new_of[next as usize];
             }
             if n < n_match {
+                let (a, b) = raw.ranges[s];
                 let from = matches.len() as u32;
-                for k in 0..dfa.match_len(s) {
-                    let pid = dfa.match_pattern(s, k);
-                    matches.push((pid.as_usize() as u32, dfa.pattern_len(pid) as u32));
-                }
+                matches.extend_from_slice(&raw.items[a as usize..b as usize]);
                 match_ranges.push((from, matches.len() as u32));
             }
         }
         Ok(Keywords {
             trans,
             classes,
-            start: (new_of[0] * stride) as u32,
+            start: new_of[0],
             match_limit: (n_match * stride) as u32,
             match_ranges,
             matches,
             stride,
-            max_len: dfa.max_pattern_len().max(1),
-            patterns_len: dfa.patterns_len(),
+            max_len: patterns.iter().map(|p| p.len()).max().unwrap_or(0).max(1),
+            patterns_len: patterns.len(),
             line_local: patterns.iter().all(|p| !p.is_empty() && !p.contains('\n')),
         })
     }
@@ -671,6 +813,62 @@ mod tests {
             kw.find_all(&t, &mut bufs, &mut got);
             assert_eq!(got, reference(&pats, &t));
         }
+    }
+
+    /// Built from our own trie, the table is the one read out of the
+    /// library's DFA, field for field: the catalogue's keywords with
+    /// identity strings, and random sets of short keywords over a small
+    /// alphabet (shared prefixes and suffixes, one a part of another,
+    /// duplicates, both ASCII cases, bytes above 0x7F). Fails if a failure
+    /// link, a transition or a match list's order differs.
+    #[test]
+    fn own_construction_equals_the_library_s() {
+        let same = |pats: &[String]| {
+            let a = Keywords::build(pats, false).unwrap();
+            let b = Keywords::build(pats, true).unwrap();
+            assert_eq!(a.classes, b.classes, "{pats:?}");
+            assert_eq!(
+                (a.start, a.match_limit, a.stride, a.max_len, a.patterns_len),
+                (b.start, b.match_limit, b.stride, b.max_len, b.patterns_len),
+                "{pats:?}"
+            );
+            assert!(a.trans == b.trans, "transitions differ: {pats:?}");
+            assert_eq!(a.match_ranges, b.match_ranges, "{pats:?}");
+            assert_eq!(a.matches, b.matches, "{pats:?}");
+        };
+        let mut pats: Vec<String> = Vec::new();
+        for d in crate::rules::builtin() {
+            for k in d.keywords {
+                let k = k.to_ascii_lowercase();
+                if !pats.contains(&k) {
+                    pats.push(k);
+                }
+            }
+        }
+        pats.extend(["/home/zed", "zed", "Zoë Quimby", "zoë@example.org"].map(String::from));
+        same(&pats);
+        let alphabet: &[&str] = &["a", "B", "b", "-", "ab", "é", "\u{7f}", " "];
+        let mut rng = crate::testkit::XorShift(0x5DEE_CE66_D1CE_4E5Bu64);
+        for _ in 0..300 {
+            let n = 1 + (rng.next() % 12) as usize;
+            let set: Vec<String> = (0..n)
+                .map(|_| {
+                    let len = 1 + (rng.next() % 5) as usize;
+                    (0..len)
+                        .map(|_| alphabet[(rng.next() % alphabet.len() as u64) as usize])
+                        .collect()
+                })
+                .collect();
+            same(&set);
+        }
+    }
+
+    /// With an empty keyword the library's own automaton is used (it gives
+    /// that match a bookkeeping of its own), and the walk still agrees with
+    /// its iterator.
+    #[test]
+    fn an_empty_keyword_walks_as_the_library() {
+        check_against_reference(&["".into(), "sk-".into(), "ken".into(), "token".into()]);
     }
 
     fn check_against_reference(pats: &[String]) {

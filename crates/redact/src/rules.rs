@@ -655,6 +655,7 @@ pub const WINDOWED_RULES: &[&str] = &[
     "login-call-password",
     "form-password-typed",
     "secret-fallback-default",
+    "auth-command-password",
 ];
 
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
@@ -1714,10 +1715,51 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:user|role|login|grant|connect\s+to)\b[^\n;]*?\bidentified\s+(?:with\s+['"`]?[A-Za-z0-9_]+['"`]?\s+)?by\s+(?:password\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"`;,)]{4,}))"#,
             Check::FlagPassword,
         ),
+        // A password file that is a process substitution: `restic
+        // --password-file <(echo PW)`, `--passphrase-file <(printf '%s' PW)`.
+        grp(
+            "substituted-password-file",
+            "password",
+            &["<(echo", "<(printf", "<( echo", "<( printf"],
+            r#"(?i)--?[A-Za-z_-]*(?:pass|secret|token|key)[A-Za-z_-]*(?:=|\s+)<\(\s*(?:echo|printf)\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>()]{4,}))\s*\)"#,
+            Check::FlagPassword,
+        ),
+        // Device and broker clients: `ipmitool … -P PW` and mosquitto's
+        // `-P PW` (upper case: their `-p` is a port), `rabbitmqadmin -p PW`
+        // (lower case: its `-P` is the port), net-snmp's community `-c C`
+        // and SNMPv3 `-A AUTHPASS` / `-X PRIVPASS` (`public` and `private`,
+        // all lower case, stay).
+        grp(
+            "device-flag-password",
+            "password",
+            &["ipmitool", "mosquitto_", "rabbitmqadmin", "snmp"],
+            r#"\b(?:ipmitool|mosquitto_(?:pub|sub|rr))\b[^\n]*?\s-P\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\brabbitmqadmin\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsnmp[a-z]*\b[^\n]*?\s-[cA]\s*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // SNMPv3's privacy pass phrase, a rule of its own: it follows `-A`
+        // in the same command, past which the rule above resumes.
+        grp(
+            "snmp-priv-password",
+            "password",
+            &["snmp"],
+            r#"\bsnmp[a-z]*\b[^\n]*?\s-X\s*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // Redis' `AUTH PW` (and `AUTH user PW`), SMTP's `AUTH PLAIN
+        // <base64>`, typed at a prompt or sent by a script: upper case, the
+        // value ends the line or a quoted string.
+        grp(
+            "auth-command-password",
+            "password",
+            &["auth "],
+            r#"(?m)(?:^|[>\s"'])AUTH [ \t]*(?:[A-Za-z0-9_.@-]{1,64}[ \t]+)?([^\s"'`]{6,128})[ \t]*(?:$|["'])"#,
+            Check::Bearer,
+        ),
         // A password fed on standard input: `echo PW | sudo -S …`, `echo PW
         // | docker login -u bob --password-stdin` (also `--token-stdin`, and
         // `gh auth login --with-token`), `echo 'bob:PW' |
-        // chpasswd`, `passwd --stdin`, `kinit`, `cryptsetup`, and commands
+        // chpasswd`, `echo -e "PW\nPW" | passwd bob`, `smbpasswd -s`, `gpg
+        // --passphrase-fd 0`, `kinit`, `cryptsetup`, and commands
         // that store a secret read from it (`gcloud secrets create`, `docker
         // secret create`, `vercel env add`, `wrangler secret put`, `gh
         // secret set`).
@@ -1726,6 +1768,8 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &[
                 "sudo -s",
+                "passwd",
+                "passphrase-fd",
                 "password-stdin",
                 "token-stdin",
                 "with-token",
@@ -1739,7 +1783,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "secret put",
                 "secret set",
             ],
-            r#"(?i:\b(?:echo|printf))\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>]{4,}))[ \t]*\|[ \t]*(?:sudo[ \t]+-S\b|[^\n|]*?--(?:password-stdin|token-stdin|with-token)|(?:sudo\s+)?(?:passwd\b[^\n|]*?--stdin|chpasswd\b|kinit\b|cryptsetup\b)|(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b)"#,
+            r#"(?i:\b(?:echo|printf))\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>]{4,}))[ \t]*\|[ \t]*(?:sudo[ \t]+-S\b|[^\n|]*?--(?:password-stdin|token-stdin|with-token)|(?:sudo\s+)?(?:passwd\b|smbpasswd\b|chpasswd\b|kinit\b|cryptsetup\b)|gpg\b[^\n|]*?--passphrase-fd[ \t=]+0\b|(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b)"#,
             Check::FlagPassword,
         ),
         // SQL Server's command-line tools take the password as `-P` (upper
@@ -2171,13 +2215,14 @@ pub fn builtin() -> Vec<RuleDef> {
                 "hashpassword(",
                 "bcrypt.hash",
                 "password.create(",
+                "hash::make(",
                 "encoder.encode(",
                 "argon2.hash(",
                 "ph.hash(",
                 "context.hash(",
                 "hasher.hash(",
             ],
-            r#"(?i)\bopenssl\s+passwd(?:\s+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)\s+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:\s+(?:-[mSRP]\s+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|BCrypt\.hashpw|[A-Za-z]*[Ee]ncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\(\s*[bru]?["']([^"'\s\\]{4,128})["']"#,
+            r#"(?i)\bopenssl\s+passwd(?:\s+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)\s+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:\s+(?:-[mSRP]\s+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|Hash::make|BCrypt\.hashpw|[A-Za-z]*[Ee]ncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\(\s*[bru]?["']([^"'\s\\]{4,128})["']"#,
             Check::Password,
         ),
         // A secret's default when its variable is unset:
@@ -2190,8 +2235,24 @@ pub fn builtin() -> Vec<RuleDef> {
             "secret-fallback-default",
             "generic-secret",
             &[
-                "||\"", "|| \"", "||'", "|| '", "??\"", "?? \"", "??'", "?? '", "?:\"", "?: \"",
-                "?:'", "?: '", " or\"", " or \"", " or'", " or '", "unwrap_or(\"", "unwrap_or('",
+                "||\"",
+                "|| \"",
+                "||'",
+                "|| '",
+                "??\"",
+                "?? \"",
+                "??'",
+                "?? '",
+                "?:\"",
+                "?: \"",
+                "?:'",
+                "?: '",
+                " or\"",
+                " or \"",
+                " or'",
+                " or '",
+                "unwrap_or(\"",
+                "unwrap_or('",
             ],
             r#"(?i)[A-Za-z0-9_]*(?:secret|token|api_?key|apikey|password|passwd|passphrase|_pass|private_?key|access_?key)[A-Za-z0-9_]*["']?[ \t]*[\])]{0,2}[ \t]*(?:\|\||\?\?|\?:|[ ]or|\)?\.unwrap_or\()[ ]?["']([^"'\s\\]{4,128})["']"#,
             Check::Bearer,

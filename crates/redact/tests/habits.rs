@@ -1432,11 +1432,7 @@ fn line_by_line_values_report_as_their_rules() {
 #[test]
 fn passwords_handed_to_calls() {
     check(&[
-        (
-            "setter",
-            format!("user.set_password(\"{}\")", pw(1)),
-            pw(1),
-        ),
+        ("setter", format!("user.set_password(\"{}\")", pw(1)), pw(1)),
         ("setter", format!("u.setPassword(\"{}\");", pw(2)), pw(2)),
         (
             "setter",
@@ -1459,7 +1455,11 @@ fn passwords_handed_to_calls() {
             format!("imap.login('bob@example.com', '{}')", pw(7)),
             pw(7),
         ),
-        ("login call", format!("smtp.login(user, \"{}\")", pw(8)), pw(8)),
+        (
+            "login call",
+            format!("smtp.login(user, \"{}\")", pw(8)),
+            pw(8),
+        ),
         (
             "credential type",
             format!("new NetworkCredential(\"bob\", \"{}\")", pw(9)),
@@ -1490,12 +1490,18 @@ fn passwords_handed_to_calls() {
         ),
         (
             "connect call",
-            format!("new PDO(\"mysql:host=db;dbname=app\", \"root\", \"{}\");", pw(14)),
+            format!(
+                "new PDO(\"mysql:host=db;dbname=app\", \"root\", \"{}\");",
+                pw(14)
+            ),
             pw(14),
         ),
         (
             "connect call",
-            format!("$db = mysqli_connect(\"localhost\", \"root\", \"{}\", \"app\");", pw(15)),
+            format!(
+                "$db = mysqli_connect(\"localhost\", \"root\", \"{}\", \"app\");",
+                pw(15)
+            ),
             pw(15),
         ),
         (
@@ -1523,7 +1529,10 @@ fn passwords_handed_to_calls() {
         ),
         (
             "browser test",
-            format!("await page.locator('input[name=password]').fill('{}')", pw(20)),
+            format!(
+                "await page.locator('input[name=password]').fill('{}')",
+                pw(20)
+            ),
             pw(20),
         ),
         (
@@ -1541,7 +1550,10 @@ fn passwords_handed_to_calls() {
         ),
         (
             "go dsn",
-            format!("db, err := sql.Open(\"mysql\", \"root:{}@tcp(db:3306)/app\")", pw(23)),
+            format!(
+                "db, err := sql.Open(\"mysql\", \"root:{}@tcp(db:3306)/app\")",
+                pw(23)
+            ),
             pw(23),
         ),
         (
@@ -1581,10 +1593,17 @@ fn passwords_handed_to_calls() {
 fn hashed_inputs_fallbacks_and_small_spellings() {
     let tok = |n| rs(n, ALNUM, 32);
     check(&[
-        ("hash command", format!("openssl passwd -6 '{}'", pw(1)), pw(1)),
         (
             "hash command",
-            format!("sudo useradd -m -p \"$(openssl passwd -1 {})\" alice", pw(2)),
+            format!("openssl passwd -6 '{}'", pw(1)),
+            pw(1),
+        ),
+        (
+            "hash command",
+            format!(
+                "sudo useradd -m -p \"$(openssl passwd -1 {})\" alice",
+                pw(2)
+            ),
             pw(2),
         ),
         (
@@ -1650,7 +1669,11 @@ fn hashed_inputs_fallbacks_and_small_spellings() {
             ),
             tok(14),
         ),
-        ("lftp", format!("lftp -u bob,{} sftp://host", pw(15)), pw(15)),
+        (
+            "lftp",
+            format!("lftp -u bob,{} sftp://host", pw(15)),
+            pw(15),
+        ),
         (
             "vault login",
             format!("vault login s.{}", rs(16, ALNUM, 24)),
@@ -1686,9 +1709,15 @@ fn hashed_inputs_fallbacks_and_small_spellings() {
     // text is read line by line: the `send` line alone says nothing).
     let s = scanner();
     for (script, secret) in [
-        (format!("expect \"password:\"\nsend \"{}\\r\"", pw(22)), pw(22)),
         (
-            format!("spawn ssh bob@host\nexpect \"assword\"\nsend -- \"{}\\n\"", pw(24)),
+            format!("expect \"password:\"\nsend \"{}\\r\"", pw(22)),
+            pw(22),
+        ),
+        (
+            format!(
+                "spawn ssh bob@host\nexpect \"assword\"\nsend -- \"{}\\n\"",
+                pw(24)
+            ),
             pw(24),
         ),
     ] {
@@ -1745,6 +1774,124 @@ fn yaml_tags_before_values() {
             "password: !vault |",
             "api_key: !ENV ${API_KEY}",
             "password: !!binary |",
+        ],
+    );
+}
+
+/// Device and broker clients' password flags, passwords piped to
+/// `passwd`-like commands or handed over as a process substitution, and
+/// `AUTH` commands typed at a Redis or SMTP prompt.
+#[test]
+fn device_flags_piped_passwords_and_auth_commands() {
+    let b64 = |n| rs(n, B64, 28);
+    check(&[
+        (
+            "device flag",
+            format!(
+                "ipmitool -I lanplus -H bmc -p 623 -U admin -P {} power status",
+                pw(1)
+            ),
+            pw(1),
+        ),
+        (
+            "device flag",
+            format!("mosquitto_pub -h broker -u bob -P '{}' -t t -m hi", pw(2)),
+            pw(2),
+        ),
+        (
+            "device flag",
+            format!("rabbitmqadmin -u guest -p {} list queues", pw(3)),
+            pw(3),
+        ),
+        (
+            "device flag",
+            format!("snmpwalk -v2c -c {} switch01", pw(4)),
+            pw(4),
+        ),
+        (
+            "device flag",
+            format!(
+                "snmpget -v3 -u ops -l authPriv -a SHA -A {} -x AES -X {} host sysName.0",
+                pw(5),
+                pw(6)
+            ),
+            pw(6),
+        ),
+        (
+            "device flag",
+            format!(
+                "snmpset -v3 -u ops -l authNoPriv -a SHA -A {} host x i 1",
+                pw(5)
+            ),
+            pw(5),
+        ),
+        (
+            "piped",
+            format!("echo -e \"{0}\\n{0}\" | passwd bob", pw(7)),
+            pw(7),
+        ),
+        (
+            "piped",
+            format!("printf '%s\\n' {} | sudo smbpasswd -s -a bob", pw(8)),
+            pw(8),
+        ),
+        (
+            "piped",
+            format!("echo '{}' | gpg --batch --passphrase-fd 0 -c file", pw(9)),
+            pw(9),
+        ),
+        (
+            "substituted file",
+            format!(
+                "restic -r s3:bucket init --password-file <(echo {})",
+                pw(10)
+            ),
+            pw(10),
+        ),
+        (
+            "substituted file",
+            format!(
+                "borg init --passphrase-file=<(printf '%s' '{}') repo",
+                pw(11)
+            ),
+            pw(11),
+        ),
+        (
+            "auth command",
+            format!("127.0.0.1:6379> AUTH {}", pw(12)),
+            pw(12),
+        ),
+        (
+            "auth command",
+            format!("redis-cli -h cache AUTH default {}", pw(13)),
+            pw(13),
+        ),
+        (
+            "auth command",
+            format!("C: AUTH PLAIN {}", b64(14)),
+            b64(14),
+        ),
+        (
+            "hash call",
+            format!("'password' => Hash::make('{}'),", pw(15)),
+            pw(15),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "ipmitool -H bmc -p 623 -U admin -E power status",
+            "mosquitto_sub -h broker -p 1883 -t sensors/#",
+            "rabbitmqadmin -P 15672 list queues",
+            "snmpwalk -v2c -c public switch01",
+            "snmpwalk -v2c -c private switch01",
+            "echo $NEW_PASSWORD | passwd --stdin bob",
+            "echo done | passwd -S bob",
+            "restic --password-file <(pass show restic) init",
+            "S: 250-AUTH LOGIN PLAIN",
+            "the AUTH header is required",
+            "> AUTH",
+            "Hash::make($request->password)",
         ],
     );
 }
