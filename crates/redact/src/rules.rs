@@ -1752,7 +1752,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "auth-command-password",
             "password",
             &["auth "],
-            r#"(?m)(?:^|[>\s"'])AUTH [ \t]*(?:[A-Za-z0-9_.@-]{1,64}[ \t]+)?([^\s"'`]{6,128})[ \t]*(?:$|["'])"#,
+            r#"(?m)(?:^|[>\s"'])AUTH [ \t]*(?:[A-Za-z0-9_.@-]+[ \t]+)?([^\s"'`]{6,})[ \t]*(?:$|["'])"#,
             Check::Bearer,
         ),
         // A password fed on standard input: `echo PW | sudo -S …`, `echo PW
@@ -2124,7 +2124,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "password-setter-call",
             "password",
             &["password(", "passwd(", "passphrase("],
-            r#"(?i)(?:^|[^A-Za-z0-9_])(?:(?:set|with|use)_?)?(?:password|passwd|passphrase)\([ \t]*(?:Some\([ \t]*)?(?:(?:"[^"\n]{0,200}"|'[^'\n]{0,200}')[ \t]*,[ \t]*){0,2}(?:[bruL@]|&?str::)?["']([^"'\s\\]{4,128})["'][ \t]*[,)]"#,
+            r#"(?i)(?:^|[^A-Za-z0-9_])(?:(?:set|with|use)_?)?(?:password|passwd|passphrase)\([ \t]*(?:Some\([ \t]*)?(?:(?:"[^"\n]*"|'[^'\n]*')[ \t]*,[ \t]*){0,2}(?:[bruL@]|&?str::)?["']([^"'\s\\]{4,})["'][ \t]*[,)]"#,
             Check::Password,
         ),
         // A password as a positional argument of a call that logs in or
@@ -2160,7 +2160,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "mysql_pconnect(",
                 ".connect(",
             ],
-            r#"(?i)(?:\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,128})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth)\([ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[bru@]?["']([^"'\s\\]{4,128})["'][ \t]*[,).]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,128})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]{0,64})[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,128})["'][ \t]*[,)])"#,
+            r#"(?i)(?:\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,).]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)])"#,
             Check::Bearer,
         ),
         // A password typed into a login form by a browser test: Cypress'
@@ -2181,7 +2181,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "presssequentially(",
                 "press_sequentially(",
             ],
-            r#"(?i)pass(?:word|wd)?[^"'`\n]{0,40}["'`/][^\n]{0,40}?\.(?:type|fill|send_keys|sendKeys|setValue|pressSequentially|press_sequentially)\([ \t]*["'`]([^"'`\s\\{]{4,128})["'`]|\.(?:type|fill|setValue)\([ \t]*[^\n]{0,60}?pass(?:word|wd)?[^\n,]{0,40},[ \t]*["'`]([^"'`\s\\{]{4,128})["'`]"#,
+            r#"(?i)pass(?:word|wd)?[^"'`\n]{0,40}["'`/][^\n]{0,40}?\.(?:type|fill|send_keys|sendKeys|setValue|pressSequentially|press_sequentially)\([ \t]*["'`]([^"'`\s\\{]{4,})["'`]|\.(?:type|fill|setValue)\([ \t]*[^\n]{0,60}?pass(?:word|wd)?[^\n,]{0,40},[ \t]*["'`]([^"'`\s\\{]{4,})["'`]"#,
             Check::Password,
         ),
         // Go's MySQL DSN: `root:S@tcp(db:3306)/app`, `u:S@unix(/run/…)`.
@@ -2190,7 +2190,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "go-dsn-password",
             "password",
             &["@tcp(", "@tcp6(", "@udp(", "@unix("],
-            r#"(?:^|[^A-Za-z0-9_.\[-])[A-Za-z0-9_.-]{1,64}:([^\s:@"'`/\[]{3,128})@(?:tcp6?|udp|unix)\("#,
+            r#"(?:^|[^A-Za-z0-9_.\[-])[A-Za-z0-9_.-]+:([^\s:@"'`/\[]{3,})@(?:tcp6?|udp|unix)\("#,
             Check::Password,
         ),
         // A password hashed from the command line (`openssl passwd -6 S`,
@@ -2207,7 +2207,7 @@ pub fn builtin() -> Vec<RuleDef> {
             &[
                 "openssl passwd",
                 "mkpasswd",
-                "crypt(",
+                "crypt.crypt(",
                 "hashpw(",
                 "password_hash(",
                 "make_password(",
@@ -2222,7 +2222,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "context.hash(",
                 "hasher.hash(",
             ],
-            r#"(?i)\bopenssl\s+passwd(?:\s+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)\s+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:\s+(?:-[mSRP]\s+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|Hash::make|BCrypt\.hashpw|[A-Za-z]*[Ee]ncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\(\s*[bru]?["']([^"'\s\\]{4,128})["']"#,
+            r#"(?i)\bopenssl\s+passwd(?:\s+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)\s+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:\s+(?:-[mSRP]\s+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|Hash::make|BCrypt\.hashpw|[A-Za-z]*[Ee]ncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\(\s*[bru]?["']([^"'\s\\]{4,})["']"#,
             Check::Password,
         ),
         // A secret's default when its variable is unset:
@@ -2254,7 +2254,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "unwrap_or(\"",
                 "unwrap_or('",
             ],
-            r#"(?i)[A-Za-z0-9_]*(?:secret|token|api_?key|apikey|password|passwd|passphrase|_pass|private_?key|access_?key)[A-Za-z0-9_]*["']?[ \t]*[\])]{0,2}[ \t]*(?:\|\||\?\?|\?:|[ ]or|\)?\.unwrap_or\()[ ]?["']([^"'\s\\]{4,128})["']"#,
+            r#"(?i)[A-Za-z0-9_]*(?:secret|token|api_?key|apikey|password|passwd|passphrase|_pass|private_?key|access_?key)[A-Za-z0-9_]*["']?[ \t]*[\])]{0,2}[ \t]*(?:\|\||\?\?|\?:|[ ]or|\)?\.unwrap_or\()[ ]?["']([^"'\s\\]{4,})["']"#,
             Check::Bearer,
         ),
         // Small command and config spellings: lftp's `-u user,S`, `vault
@@ -2286,14 +2286,14 @@ pub fn builtin() -> Vec<RuleDef> {
             "pw-suffix-password",
             "password",
             &["_pw", "-pw"],
-            r#"(?i)(?:^|[^A-Za-z0-9_])[A-Za-z0-9_-]*[_-]pw["']?[ \t]*(?::=|=|:)[ \t]*["']?([^\s"'`,;&|<>(){}\[\]\\$]{4,128})"#,
+            r#"(?i)(?:^|[^A-Za-z0-9_])[A-Za-z0-9_-]*[_-]pw["']?[ \t]*(?::=|=|:)[ \t]*["']?([^\s"'`,;&|<>(){}\[\]\\$]{4,})"#,
             Check::Password,
         ),
         grp(
             "expect-send-password",
             "password",
             &["send \"", "send -- \"", "send '", "send -- '"],
-            r#"\bexpect\s+(?:-[a-z]+\s+)*["'{][^"'}\n]*(?:assword|assphrase)[^"'}\n]*["'}][^\n]*?(?:\n[ \t]*|;\s*)\bsend\s+(?:--\s+)?["']([^"'\\\s$]{4,128})(?:\\[rn])*["']"#,
+            r#"\bexpect\s+(?:-[a-z]+\s+)*["'{][^"'}\n]*(?:assword|assphrase)[^"'}\n]*["'}][^\n]*?(?:\n[ \t]*|;\s*)\bsend\s+(?:--\s+)?["']([^"'\\\s$]{4,})(?:\\[rn])*["']"#,
             Check::Password,
         ),
         // `<apiToken>S</apiToken>`, also with the value on its own line (a
