@@ -2761,7 +2761,7 @@ mod window_tests {
         let pick = |next: &mut dyn FnMut() -> u64, from: &[&'static str]| -> &'static str {
             from[(next() % from.len() as u64) as usize]
         };
-        for round in 0..20000 {
+        for round in 0..28000 {
             let n = 2 + (next() % 16) as usize;
             let mut text: String = (0..n)
                 .map(|_| parts[(next() % parts.len() as u64) as usize])
@@ -2776,7 +2776,7 @@ mod window_tests {
                     "abc",
                     "1a2b3c4d5e6f7890abcdef01",
                 ];
-                let shaped = match (round / 2) % 10 {
+                let shaped = match (round / 2) % 11 {
                     0 => format!(
                         "aws{}configure{}set{}{}aws_secret_access_key{}{}{}",
                         pick(&mut next, &sp),
@@ -2930,6 +2930,24 @@ mod window_tests {
                         pick(&mut next, &["", "default ", "PLAIN ", "a b "]),
                         pick(&mut next, &v),
                         pick(&mut next, &["", "\n", "\"", " x", "'"])
+                    ),
+                    10 => format!(
+                        "{}{}{}",
+                        pick(
+                            &mut next,
+                            &[
+                                "openssl passwd -6 ",
+                                "openssl passwd  -salt x ",
+                                "mkpasswd -m sha-512 ",
+                                "bcrypt.hashpw(b\"",
+                                "make_password('",
+                                "Hash::make(\"",
+                                "passwordEncoder.encode(\"",
+                                "openssl passwd\n"
+                            ]
+                        ),
+                        pick(&mut next, &v),
+                        pick(&mut next, &["", "\"", "'", ")", "\")"])
                     ),
                     _ => format!(
                         "{}{}{}",

@@ -656,6 +656,7 @@ pub const WINDOWED_RULES: &[&str] = &[
     "form-password-typed",
     "secret-fallback-default",
     "auth-command-password",
+    "hashed-password-input",
 ];
 
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
@@ -2216,13 +2217,13 @@ pub fn builtin() -> Vec<RuleDef> {
                 "bcrypt.hash",
                 "password.create(",
                 "hash::make(",
-                "encoder.encode(",
+                "passwordencoder.encode(",
                 "argon2.hash(",
                 "ph.hash(",
                 "context.hash(",
                 "hasher.hash(",
             ],
-            r#"(?i)\bopenssl\s+passwd(?:\s+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)\s+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:\s+(?:-[mSRP]\s+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*\s+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|Hash::make|BCrypt\.hashpw|[A-Za-z]*[Ee]ncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\(\s*[bru]?["']([^"'\s\\]{4,})["']"#,
+            r#"(?i)\bopenssl passwd(?:[ \t]+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)[ \t]+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*[ \t]+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:[ \t]+(?:-[mSRP][ \t]+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*[ \t]+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|Hash::make|BCrypt\.hashpw|[A-Za-z]*PasswordEncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\([ \t]*[bru]?["']([^"'\s\\]{4,})["']"#,
             Check::Password,
         ),
         // A secret's default when its variable is unset:
