@@ -3171,8 +3171,10 @@ fn has_case_fold_letters(v: &[u8]) -> bool {
 /// has `token`), so ungated they cost a full regex pass per line.
 ///
 /// Why skipping is exact: every match of the gated alternatives is
-/// `NAME-RUN NAME NAME-RUN ["']? \s* (:=|=>|=|:) \s* VALUE` with VALUE a
-/// quote or at least `min_value` bare value bytes, or `--NAME[= ]…`, where
+/// `NAME-RUN NAME NAME-RUN ["']? \s* (:=|=>|=|:) \s* VALUE` with VALUE,
+/// past an optional YAML tag (`rules::YAML_VALUE_TAG`, which
+/// [`value_may_start`] steps over too), a quote or at least `min_value`
+/// bare value bytes, or `--NAME[= ]…`, where
 /// NAME is a key name. When `v` holds no non-ASCII case-fold letter, NAME
 /// is ASCII, so it contains one of the rule's keywords (the keyword list
 /// spells out every ASCII form of every name;

@@ -2182,7 +2182,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "presssequentially(",
                 "press_sequentially(",
             ],
-            r#"(?i)pass(?:word|wd)?[^"'`\n]{0,40}["'`/][^\n]{0,40}?\.(?:type|fill|send_keys|sendKeys|setValue|pressSequentially|press_sequentially)\([ \t]*["'`]([^"'`\s\\{]{4,})["'`]|\.(?:type|fill|setValue)\([ \t]*[^\n]{0,60}?pass(?:word|wd)?[^\n,]{0,40},[ \t]*["'`]([^"'`\s\\{]{4,})["'`]"#,
+            r#"(?i)(?:^|[^a-z])pass(?:word|wd)?[^"'`\n]{0,40}["'`/][^\n]{0,40}?\.(?:type|fill|send_keys|sendKeys|setValue|pressSequentially|press_sequentially)\([ \t]*["'`]([^"'`\s\\{]{4,})["'`]|\.(?:type|fill|setValue)\([ \t]*[^\n]{0,60}?(?:^|[^a-z])pass(?:word|wd)?[^\n,]{0,40},[ \t]*["'`]([^"'`\s\\{]{4,})["'`]"#,
             Check::Password,
         ),
         // Go's MySQL DSN: `root:S@tcp(db:3306)/app`, `u:S@unix(/run/…)`.

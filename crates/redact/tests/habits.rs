@@ -1581,6 +1581,7 @@ fn passwords_handed_to_calls() {
             "driver.find_element(By.ID, \"password\").send_keys(Keys.RETURN)",
             "await page.fill('#username', 'alice')",
             "cy.get('#search').type('hello42')",
+            "cy.get('.compass').type('north42')",
             "sql.Open(\"mysql\", os.Getenv(\"DSN\"))",
             "log.Printf(\"%s:%d@tcp(%s)\", user, port, host)",
         ],
