@@ -2761,7 +2761,7 @@ mod window_tests {
         let pick = |next: &mut dyn FnMut() -> u64, from: &[&'static str]| -> &'static str {
             from[(next() % from.len() as u64) as usize]
         };
-        for round in 0..28000 {
+        for round in 0..30000 {
             let n = 2 + (next() % 16) as usize;
             let mut text: String = (0..n)
                 .map(|_| parts[(next() % parts.len() as u64) as usize])
@@ -2776,7 +2776,7 @@ mod window_tests {
                     "abc",
                     "1a2b3c4d5e6f7890abcdef01",
                 ];
-                let shaped = match (round / 2) % 11 {
+                let shaped = match (round / 2) % 12 {
                     0 => format!(
                         "aws{}configure{}set{}{}aws_secret_access_key{}{}{}",
                         pick(&mut next, &sp),
@@ -2948,6 +2948,23 @@ mod window_tests {
                         ),
                         pick(&mut next, &v),
                         pick(&mut next, &["", "\"", "'", ")", "\")"])
+                    ),
+                    11 => format!(
+                        "{}{}{}{}",
+                        pick(
+                            &mut next,
+                            &[
+                                "set :password, ",
+                                "set :session_secret,",
+                                "db_password <- ",
+                                "api.key <<-",
+                                "token <-  ",
+                                "set  :password, "
+                            ]
+                        ),
+                        pick(&mut next, &["\"", "'"]),
+                        pick(&mut next, &v),
+                        pick(&mut next, &["\"", "'", ""])
                     ),
                     _ => format!(
                         "{}{}{}",

@@ -657,6 +657,7 @@ pub const WINDOWED_RULES: &[&str] = &[
     "secret-fallback-default",
     "auth-command-password",
     "hashed-password-input",
+    "ruby-r-secret-setting",
 ];
 
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
@@ -1522,9 +1523,11 @@ pub fn builtin() -> Vec<RuleDef> {
         // set N --body V`, `aws secretsmanager create-secret …
         // --secret-string V`, `az keyvault secret set … --value V`, `aws ssm
         // put-parameter … --type SecureString … --value V`, `dotnet
-        // user-secrets set N V`, `ansible-vault encrypt_string 'V'`, and a
-        // here-string into `gcloud secrets`, `docker secret create`,
-        // `vercel env add`, `wrangler secret put`, or a command reading a
+        // user-secrets set N V`, `ansible-vault encrypt_string 'V'`,
+        // `doppler secrets set N V`, macOS `security add-generic-password …
+        // -w V`, and a here-string into `gcloud secrets`, `docker secret
+        // create`, `vercel env add`, `wrangler secret put`, `secret-tool
+        // store`, `pass insert`, `passwd`-like commands, or a command reading a
         // token or password on standard input (`gh auth login --with-token
         // <<< V`, `… --password-stdin <<< V`).
         grp(
@@ -1536,9 +1539,12 @@ pub fn builtin() -> Vec<RuleDef> {
                 "securestring",
                 "user-secrets",
                 "encrypt_string",
+                "doppler secrets",
+                "add-generic-password",
+                "add-internet-password",
                 "<<<",
             ],
-            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bdoppler\s+secrets\s+set\s+[A-Za-z0-9_]+(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecurity\s+add-(?:generic|internet)-password\b[^\n|;&]*?\s-w\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set|secret-tool\s+store|(?:go)?pass\s+insert|smbpasswd|chpasswd|passwd|kinit|cryptsetup)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
             Check::FlagPassword,
         ),
         // A tool's `config set NAME V` where NAME is a secret's: `wp config
@@ -1717,12 +1723,13 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::FlagPassword,
         ),
         // A password file that is a process substitution: `restic
-        // --password-file <(echo PW)`, `--passphrase-file <(printf '%s' PW)`.
+        // --password-file <(echo PW)`, `--passphrase-file <(printf '%s' PW)`,
+        // `gcloud secrets create N --data-file=<(echo -n V)`.
         grp(
             "substituted-password-file",
             "password",
             &["<(echo", "<(printf", "<( echo", "<( printf"],
-            r#"(?i)--?[A-Za-z_-]*(?:pass|secret|token|key)[A-Za-z_-]*(?:=|\s+)<\(\s*(?:echo|printf)\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>()]{4,}))\s*\)"#,
+            r#"(?i)--?[A-Za-z_-]*(?:pass|secret|token|key|data-file)[A-Za-z_-]*(?:=|\s+)<\(\s*(?:echo|printf)\s+(?:-[neE]+\s+)?(?:'%s(?:\\n)?'\s+|"%s(?:\\n)?"\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s'"|;&<>()]{4,}))\s*\)"#,
             Check::FlagPassword,
         ),
         // Device and broker clients: `ipmitool … -P PW` and mosquitto's
@@ -2137,8 +2144,9 @@ pub fn builtin() -> Vec<RuleDef> {
         // `HTTPDigestAuth`); the third of `getConnection(url, user, "S")`,
         // `new PDO(dsn, user, "S")`, `mysqli_connect(host, user, "S", db)`
         // and the Python MySQL clients' `connect(host, user, "S", db)`; the
-        // fourth of paramiko's `connect(host, 22, user, "S")`. The value
-        // holds a letter and a digit (`login(user, "admin")` stays).
+        // fourth of paramiko's `connect(host, 22, user, "S")`; the first of
+        // a Redis client's `.auth("S")`. The value holds a letter and a
+        // digit (`login(user, "admin")`, `passport.auth('jwt')` stay).
         grp(
             "login-call-password",
             "password",
@@ -2160,8 +2168,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "mysql_connect(",
                 "mysql_pconnect(",
                 ".connect(",
+                ".auth(",
             ],
-            r#"(?i)(?:\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,).]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)])"#,
+            r#"(?i)(?:\.auth\([ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,).]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)])"#,
             Check::Bearer,
         ),
         // A password typed into a login form by a browser test: Cypress'
@@ -2192,6 +2201,16 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &["@tcp(", "@tcp6(", "@udp(", "@unix("],
             r#"(?:^|[^A-Za-z0-9_.\[-])[A-Za-z0-9_.-]+:([^\s:@"'`/\[]{3,})@(?:tcp6?|udp|unix)\("#,
+            Check::Password,
+        ),
+        // Ruby's `set :password, "S"` (Capistrano, Sinatra's
+        // `set :session_secret, 'S'`) and R's `db_password <- "S"`: a
+        // secret's name, then a quoted value.
+        grp(
+            "ruby-r-secret-setting",
+            "generic-secret",
+            &["set :", "<- \"", "<- '", "<-\"", "<-'"],
+            r#"(?i)\bset :[a-z0-9_]*(?:password|passwd|passphrase|secret|token|api_key|apikey|private_key|access_key)[a-z0-9_]*[ \t]*,[ \t]*(?:'([^'\s]{4,})'|"([^"\s]{4,})")|[A-Za-z0-9_.]*(?:password|passwd|passphrase|secret|token|api_?key|apikey|private_?key|access_?key)[A-Za-z0-9_.]*[ \t]*<<?- ?(?:'([^'\s]{4,})'|"([^"\s]{4,})")"#,
             Check::Password,
         ),
         // A password hashed from the command line (`openssl passwd -6 S`,

@@ -1877,6 +1877,47 @@ fn device_flags_piped_passwords_and_auth_commands() {
             format!("'password' => Hash::make('{}'),", pw(15)),
             pw(15),
         ),
+        (
+            "stored",
+            format!("doppler secrets set DB_PASS {}", pw(16)),
+            pw(16),
+        ),
+        (
+            "stored",
+            format!(
+                "security add-generic-password -a bob -s svc -w '{}'",
+                pw(17)
+            ),
+            pw(17),
+        ),
+        (
+            "stored",
+            format!("secret-tool store --label=db svc db <<< {}", pw(18)),
+            pw(18),
+        ),
+        (
+            "stored",
+            format!("pass insert -e email/bob <<< '{}'", pw(19)),
+            pw(19),
+        ),
+        (
+            "substituted file",
+            format!("gcloud secrets create db --data-file=<(echo -n {})", pw(20)),
+            pw(20),
+        ),
+        ("redis auth", format!("redis.auth(\"{}\")", pw(21)), pw(21)),
+        (
+            "redis auth",
+            format!("client.auth('{}', callback)", pw(22)),
+            pw(22),
+        ),
+        ("ruby set", format!("set :password, \"{}\"", pw(23)), pw(23)),
+        (
+            "ruby set",
+            format!("set :session_secret, '{}'", pw(24)),
+            pw(24),
+        ),
+        ("r assign", format!("db_password <- \"{}\"", pw(25)), pw(25)),
     ]);
     assert_no_findings(
         &scanner(),
@@ -1893,6 +1934,14 @@ fn device_flags_piped_passwords_and_auth_commands() {
             "the AUTH header is required",
             "> AUTH",
             "Hash::make($request->password)",
+            "doppler secrets set DB_PASS",
+            "security add-generic-password -a bob -s svc -w",
+            "passport.auth('jwt')",
+            "firebase.auth()",
+            "set :password, ENV['DEPLOY_PASSWORD']",
+            "set :stage, 'production'",
+            "token <- get_token()",
+            "ch <- \"done\"",
         ],
     );
 }
