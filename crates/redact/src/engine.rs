@@ -2803,8 +2803,17 @@ impl Engine {
             } else if self.allow_values.iter().any(|a| a == val) {
                 continue;
             }
+            // A setting that starts its line with a bare value: in YAML,
+            // INI and properties files the value runs to the line's end
+            // (`password: blue sky over Berlin`), and the words after the
+            // first would leak.
+            let e = if matches!(&*m.id, "generic-secret" | "generic-password") {
+                setting_value_end(v, m_start, s, e)
+            } else {
+                e
+            };
             if m.class == Class::Secret {
-                found.push((val.to_vec(), meta));
+                found.push((v[s..e].to_vec(), meta));
             }
             lo = lo.min(m_start as u32);
             hi = hi.max(m_start as u32);
@@ -3360,6 +3369,55 @@ fn value_may_start(v: &[u8], j: usize, min_value: usize) -> bool {
         }
         p += 1;
     }
+}
+
+/// Where the bare value `v[s..e]` of a key-assignment match starting at
+/// `start` ends when the setting is a line of a YAML, INI or properties
+/// file: the match starts its line (blanks before it; or a JSON string's
+/// content, in a decoded view), the operator is a
+/// `:` or an `=` with a blank before it (`NAME=value cmd` is a shell
+/// command's environment, whose value ends at the blank), and a blank
+/// follows the value. Then the value runs to the end of the line (or a
+/// quote), short of a trailing comment (` #`, ` ;`) and blanks; otherwise
+/// it ends at `e`.
+fn setting_value_end(v: &[u8], start: usize, s: usize, e: usize) -> usize {
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    if !v.get(e).is_some_and(|&b| blank(b)) || s == 0 || v[start] == b'-' {
+        return e;
+    }
+    let mut op = s;
+    while op > start && blank(v[op - 1]) {
+        op -= 1;
+    }
+    let spaced_eq = op >= 2 && v[op - 1] == b'=' && blank(v[op - 2]);
+    if op == s || !(v[op - 1] == b':' || spaced_eq) {
+        return e;
+    }
+    // The line starts at a newline or at the text's start, or it is a JSON
+    // string's content (a decoded view keeps the quotes around it).
+    let mut k = start;
+    while k > 0 && blank(v[k - 1]) {
+        k -= 1;
+    }
+    let mut q = k.saturating_sub(1);
+    while q > 0 && blank(v[q - 1]) {
+        q -= 1;
+    }
+    let opens_string = k > 0 && v[k - 1] == b'"' && q > 0 && matches!(v[q - 1], b':' | b'[' | b',');
+    if !(k == 0 || v[k - 1] == b'\n' || opens_string) {
+        return e;
+    }
+    // It ends at a newline or a quote (a JSON string's end; stopping early
+    // is never less safe than the first word).
+    let line_end = memchr::memchr3(b'\n', b'"', b'\r', &v[e..]).map_or(v.len(), |i| e + i);
+    let mut end = v[e..line_end]
+        .windows(2)
+        .position(|w| blank(w[0]) && matches!(w[1], b'#' | b';'))
+        .map_or(line_end, |c| e + c);
+    while end > e && blank(v[end - 1]) {
+        end -= 1;
+    }
+    end
 }
 
 /// The length of the YAML tag `rules::YAML_VALUE_TAG` steps over (`!!binary`,

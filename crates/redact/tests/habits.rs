@@ -1945,3 +1945,55 @@ fn device_flags_piped_passwords_and_auth_commands() {
         ],
     );
 }
+
+/// A YAML, INI or properties setting whose bare value holds blanks runs
+/// to the end of its line: every word of it goes, not only the first. A
+/// trailing comment stays, and so does the command after a shell
+/// environment prefix (`NAME=value cmd`).
+#[test]
+fn setting_values_run_to_the_line_end() {
+    let word = |n| rs(n, ALNUM, 7);
+    let phrase = |n: u64| format!("{} {} {}", word(n), word(n + 100), word(n + 200));
+    check(&[
+        ("yaml", format!("password: {}", phrase(1)), word(201)),
+        (
+            "yaml",
+            format!("  db_password: {} # rotated", phrase(2)),
+            word(202),
+        ),
+        ("ini", format!("password = {}", phrase(3)), word(203)),
+        (
+            "ini",
+            format!("api_key = {}9{} ; prod", rs(4, ALNUM, 15), phrase(4)),
+            word(204),
+        ),
+        (
+            "properties",
+            format!("db.password : {}", phrase(5)),
+            word(205),
+        ),
+    ]);
+    let s = scanner();
+    let tail = |n| format!("{}7", rs(n, ALNUM, 8));
+    for (text, secret, kept) in [
+        (
+            format!("  db_password: {}5 {} # rotated", word(6), tail(6)),
+            tail(6),
+            "# rotated",
+        ),
+        (
+            format!("DB_PASSWORD={} npm run migrate", tail(7)),
+            tail(7),
+            "npm run migrate",
+        ),
+        (
+            format!("the password: {} was leaked", tail(8)),
+            tail(8),
+            "the password: ",
+        ),
+    ] {
+        let r = s.redact(&text).expect("redacts");
+        assert!(r.text.contains(kept), "{}", r.text);
+        assert!(!r.text.contains(secret.as_str()), "{}", r.text);
+    }
+}
