@@ -2213,6 +2213,51 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\bset :[a-z0-9_]*(?:password|passwd|passphrase|secret|token|api_key|apikey|private_key|access_key)[a-z0-9_]*[ \t]*,[ \t]*(?:'([^'\s]{4,})'|"([^"\s]{4,})")|[A-Za-z0-9_.]*(?:password|passwd|passphrase|secret|token|api_?key|apikey|private_?key|access_?key)[A-Za-z0-9_.]*[ \t]*<<?- ?(?:'([^'\s]{4,})'|"([^"\s]{4,})")"#,
             Check::Password,
         ),
+        // A command-line flag whose name ends in a secret word:
+        // `--current-password S`, `--admin-password=S`, consul's `-secret
+        // T`, `--registry-token T` (`--password` and `--token` alone are
+        // `generic-password`'s and `generic-secret`'s).
+        grp(
+            "dashed-flag-secret",
+            "password",
+            &[
+                "-password ",
+                "-password=",
+                "-passwd ",
+                "-passwd=",
+                "-passphrase ",
+                "-passphrase=",
+                "-secret ",
+                "-secret=",
+                "-token ",
+                "-token=",
+            ],
+            r#"(?i)(?:^|[\s"'])-[a-z0-9-]*-?(?:password|passwd|passphrase|secret|token)(?:=| [ \t]*)["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // Package managers' and CI tools' credentials on the command line:
+        // `poetry config http-basic.REPO user S`, `composer config
+        // http-basic.HOST user S`, `bundle config set HOST user:S`,
+        // `dotnet nuget add source URL -u user -p S`, `twine upload -u
+        // __token__ -p T`, `jenkins-cli -auth user:S`, `cargo login T`,
+        // `pulumi config set --secret NAME S`.
+        grp(
+            "tool-credential-command",
+            "password",
+            &[
+                "poetry config",
+                "composer config",
+                "bundle config",
+                "nuget add source",
+                "nuget update source",
+                "twine",
+                "jenkins-cli",
+                "cargo login",
+                "pulumi config set",
+            ],
+            r#"\b(?:poetry\s+config\s+http-basic\.[^\s]+|composer\s+config\s+(?:--global\s+|-g\s+)?http-basic\.[^\s]+)\s+[^\s-][^\s]*\s+["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})|\bbundle\s+config\s+(?:set\s+)?(?:--(?:global|local)\s+)?[^\s-][^\s]*\s+["']?[^\s:"']+:([^\s"'`;&|<>]{4,})|\b(?:nuget\s+(?:add|update)\s+source|twine\s+upload)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})|\bjenkins-cli\b[^\n]*?\s-auth\s+["']?[^\s:"'@]+:([^\s"'`;&|<>@]{4,})|\bcargo\s+login\s+(?:--registry(?:=|\s+)[^\s]+\s+)?["']?([A-Za-z0-9_-]{20,})|\bpulumi\s+config\s+set\s+--secret\s+(?:--[a-z-]+(?:=[^\s]+)?\s+)*[^\s-][^\s]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))|\bpulumi\s+config\s+set\s+[^\s-][^\s]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))\s+--secret\b"#,
+            Check::FlagPassword,
+        ),
         // A password hashed from the command line (`openssl passwd -6 S`,
         // `useradd -p "$(openssl passwd -1 S)"`, `mkpasswd -m sha-512 S`)
         // or in code (`bcrypt.hashpw(b"S", …)`, `password_hash('S', …)`,

@@ -1997,3 +1997,90 @@ fn setting_values_run_to_the_line_end() {
         assert!(!r.text.contains(secret.as_str()), "{}", r.text);
     }
 }
+
+/// Flags named for a secret, and package managers' and CI tools'
+/// credentials given on the command line.
+#[test]
+fn tool_credentials_on_the_command_line() {
+    let tok = |n| rs(n, ALNUM, 32);
+    check(&[
+        (
+            "dashed flag",
+            format!(
+                "argocd account update-password --current-password {} --new-password x",
+                pw(1)
+            ),
+            pw(1),
+        ),
+        ("dashed flag", format!("mytool --admin-password={}", pw(2)), pw(2)),
+        (
+            "dashed flag",
+            format!("consul acl token create -secret {}", tok(3)),
+            tok(3),
+        ),
+        (
+            "dashed flag",
+            format!("runner register --registration-token {}", tok(4)),
+            tok(4),
+        ),
+        (
+            "package manager",
+            format!("poetry config http-basic.private bob {}", pw(5)),
+            pw(5),
+        ),
+        (
+            "package manager",
+            format!("composer config --global http-basic.repo.example.com bob {}", pw(6)),
+            pw(6),
+        ),
+        (
+            "package manager",
+            format!("bundle config set --global gems.example.com bob:{}", pw(7)),
+            pw(7),
+        ),
+        (
+            "package manager",
+            format!(
+                "dotnet nuget add source https://x/index.json -n x -u bob -p {} --store-password-in-clear-text",
+                pw(8)
+            ),
+            pw(8),
+        ),
+        (
+            "package manager",
+            format!("twine upload -u __token__ -p {} dist/*", tok(9)),
+            tok(9),
+        ),
+        (
+            "ci tool",
+            format!("java -jar jenkins-cli.jar -s http://ci -auth admin:{} build job", pw(10)),
+            pw(10),
+        ),
+        ("ci tool", format!("cargo login {}", tok(11)), tok(11)),
+        (
+            "ci tool",
+            format!("pulumi config set --secret dbPassword {}", pw(12)),
+            pw(12),
+        ),
+        (
+            "ci tool",
+            format!("pulumi config set dbPassword '{}' --secret", pw(13)),
+            pw(13),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "docker login --password-stdin",
+            "mytool --reset-password bob",
+            "vault write auth/token --display-name ci",
+            "poetry config http-basic.private bob",
+            "bundle config set --local path vendor/bundle",
+            "twine upload -r testpypi dist/*",
+            "jenkins-cli -auth @creds.txt build job",
+            "cargo login",
+            "pulumi config set region eu-west-1",
+            "pulumi config set --secret dbPassword",
+        ],
+    );
+}
