@@ -618,6 +618,10 @@ pub struct Engine {
     /// matches can start (set for the rules that have one; tests clear it
     /// to compare with whole searches).
     pub anchored: Vec<bool>,
+    /// Per rule: a bare value of a setting that starts its line runs to the
+    /// line's end (see [`setting_value_end`]; the two key-assignment
+    /// rules, `rules::LINE_END_VALUE_RULES`).
+    pub line_end_values: Vec<bool>,
 }
 
 /// A cheap look at the bytes around a keyword occurrence that can prove
@@ -2807,7 +2811,7 @@ impl Engine {
             // INI and properties files the value runs to the line's end
             // (`password: blue sky over Berlin`), and the words after the
             // first would leak.
-            let e = if matches!(&*m.id, "generic-secret" | "generic-password") {
+            let e = if self.line_end_values[ri] {
                 setting_value_end(v, m_start, s, e)
             } else {
                 e

@@ -434,6 +434,11 @@ impl Scanner {
                     && matches!(r.matcher, Matcher::Regex { .. })
             })
             .collect();
+        let line_end_values = b
+            .rules
+            .iter()
+            .map(|r| rules::LINE_END_VALUE_RULES.contains(&&*b.metas[r.meta].id))
+            .collect();
         let anchored = b
             .rules
             .iter()
@@ -496,6 +501,7 @@ impl Scanner {
                 gates,
                 kw_ungated,
                 windowed,
+                line_end_values,
                 anchored,
             },
             degraded,

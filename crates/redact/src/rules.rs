@@ -660,6 +660,10 @@ pub const WINDOWED_RULES: &[&str] = &[
     "ruby-r-secret-setting",
 ];
 
+/// Rules whose bare value, in a setting that starts its line, runs to the
+/// line's end (`engine::setting_value_end`): the key-assignment rules.
+pub const LINE_END_VALUE_RULES: &[&str] = &["generic-secret", "generic-password"];
+
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
 /// reads: container registries' clients (`helm registry login` ends in
 /// `registry`) and the cloud CLIs that log in the same way (`az`, `oc`,
@@ -2232,7 +2236,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "-token ",
                 "-token=",
             ],
-            r#"(?i)(?:^|[\s"'])-[a-z0-9-]*-?(?:password|passwd|passphrase|secret|token)(?:=| [ \t]*)["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)(?:^|[\s"'])(?:--?[a-z0-9]+(?:-[a-z0-9]+)*-(?:password|passwd|passphrase|secret|token)|-secret)(?:=| [ \t]*)["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})"#,
             Check::FlagPassword,
         ),
         // Package managers' and CI tools' credentials on the command line:

@@ -2083,4 +2083,14 @@ fn tool_credentials_on_the_command_line() {
             "pulumi config set --secret dbPassword",
         ],
     );
+    // A bare `--password` is the other rules' (one finding), not this one's.
+    let rules: Vec<String> = scanner()
+        .scan(&format!("mytool --password {}", pw(14)))
+        .iter()
+        .map(|f| f.rule.to_string())
+        .collect();
+    assert!(
+        rules.len() == 1 && rules[0] != "dashed-flag-secret",
+        "{rules:?}"
+    );
 }
