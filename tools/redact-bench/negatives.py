@@ -84,6 +84,9 @@ REASONS = {
     "unkey-root-key.1": "Unkey's `key_` prefix and 12 characters under `UNKEY_API_KEY`",
     "upcloud-api-token": "UpCloud's `ucat_` / `uca_` prefixes under `upcloud_token`",
     "vercel-api-token": "18 characters under `vercel_key`",
+    "vercel-ai-gateway-key": "a `vcp_` token in Vercel's exact format (the prefix and 56 characters), listed as a negative of the rule for the `vck_` prefix; it is a personal access token, which the suite's own `vcp_` rule takes",
+    "vercel-app-refresh-token": "a `vcp_` token in Vercel's exact format (the prefix and 56 characters), listed as a negative of the rule for the `vcr_` prefix; it is a personal access token, which the suite's own `vcp_` rule takes",
+    "vercel-integration-token": "a `vcp_` token in Vercel's exact format (the prefix and 56 characters), listed as a negative of the rule for the `vci_` prefix; it is a personal access token, which the suite's own `vcp_` rule takes",
     "weatherstack-api-key.1": "**wrong**: `abcdef0123456789…` under `API_KEY` is a placeholder; `abcdef0123` is in 37 of kingfisher's caught positives (see `openweather-api-key`)",
     "weights-and-biases-api-key": "32 hex under `wandb_api_key` (the peer wants 40)",
 }

@@ -418,7 +418,10 @@ impl Scanner {
                 "login-slash-password" => Gate::SlashPair,
                 "login-with-pair" => Gate::LoginPair,
                 "byte-string-secret" => Gate::BytesAssigned,
-                "env-line-secret" | "env-line-password" => Gate::Upper,
+                "env-line-secret"
+                | "env-line-password"
+                | "named-secret-prose"
+                | "named-password-prose" => Gate::Upper,
                 "prose-password" => Gate::WordThenSep,
                 "lan-hostname" => Gate::HostEnd,
                 _ => Gate::None,

@@ -1985,6 +1985,93 @@ pub fn builtin() -> Vec<RuleDef> {
                 Check::Generic,
             )
         },
+        // A variable named for a secret, written in prose: `JWT_SECRET is
+        // V`, `I set SECRET_KEY_BASE to V`, `STRIPE_SECRET_KEY was V`. The
+        // name is an upper-case identifier holding `_` (every keyword
+        // occurrence upper-case, see `Gate::Upper`); the value has the
+        // prose rules' shape (`API_KEY is required` is not one).
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "named-secret-prose",
+                "generic-secret",
+                &["secret", "token", "_key", "apikey"],
+                r#"(?:\b(?:[A-Z][A-Z0-9]*_)+[A-Z0-9]*(?:SECRET|TOKEN|KEY|APIKEY)|\b(?:SECRET|TOKEN)(?:_[A-Z0-9]+)+)["'`]?[ \t]+(?:is|was|to|=)[ \t]+(?:now[ \t]+|still[ \t]+)?(?:set[ \t]+to[ \t]+)?["'`]?([A-Za-z0-9_./+=-]{10,})"#,
+                Check::ProseSecret,
+            )
+        },
+        // `DB_PASSWORD is V`, `the ADMIN_PASS is now V`: the password names'
+        // counterpart (a human password: a letter and a digit).
+        grp(
+            "named-password-prose",
+            "password",
+            &["_password", "_passwd", "_pass", "_pwd"],
+            r#"\b(?:[A-Z][A-Z0-9]*_)+(?:PASSWORD|PASSWD|PASS|PWD)(?:_[A-Z0-9]+)*["'`]?[ \t]+(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+)?["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            Check::Bearer,
+        ),
+        // A key named by what it does, in prose: `master key: V`, `the
+        // signing key is V`, `encryption key for prod = V` (a bare `key:`
+        // names anything: `primary key: id`).
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "qualified-key-prose",
+                "generic-secret",
+                &[
+                    "master key",
+                    "master_key",
+                    "masterkey",
+                    "encryption key",
+                    "encryption_key",
+                    "decryption key",
+                    "decryption_key",
+                    "signing key",
+                    "signing_key",
+                    "session key",
+                    "deploy key",
+                    "shared key",
+                    "hmac key",
+                    "aes key",
+                    "jwt key",
+                    "webhook key",
+                    "root key",
+                    "admin key",
+                    "service key",
+                    "app key",
+                    "cookie key",
+                    "cipher key",
+                ],
+                r#"(?i)\b(?:master|encryption|decryption|signing|session|deploy|shared|hmac|aes|jwt|webhook|root|admin|service|app|cookie|cipher)[ _]?key\b(?:\s+(?:for|of)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30})?(?:\s*[:=]\s*|\s+(?:is|was)\s+(?:now\s+)?)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
+                Check::ProseSecret,
+            )
+        },
+        // `the token is V`, `my key was V`: a bare secret word and a long
+        // credential-shaped value (`the token is expired` is not one).
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "bare-secret-word-prose",
+                "generic-secret",
+                &[
+                    "token is ",
+                    "token was ",
+                    "key is ",
+                    "key was ",
+                    "secret is ",
+                    "secret was ",
+                ],
+                r#"(?i)\b(?:token|key|secret)\s+(?:is|was)\s+(?:now\s+)?["'`]?([A-Za-z0-9_./+=-]{20,})"#,
+                Check::ProseSecret,
+            )
+        },
+        // `creds are bob:V`, `credentials for staging: admin:V`.
+        grp(
+            "creds-colon-pair",
+            "password",
+            &["creds", "credentials"],
+            r#"(?i)\b(?:creds|credentials)\b(?:\s+(?:for|of|to|on)\s+[^\s:]{1,40})?\s*(?:\bare\b|\bis\b|:|=)\s*['"`]?[A-Za-z0-9_.@+-]{1,64}:([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])"#,
+            Check::Bearer,
+        ),
         grp(
             "login-slash-password",
             "password",
@@ -2100,7 +2187,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "login", "log in", "log-in", "sign in", "sign-in", "signin", "logon", "log on",
                 "log-on",
             ],
-            r#"(?i)\b(?:log[ -]?in|sign[ -]?in|log[ -]?on) (?:(?:to|into)\s[^\n"]{0,40}?\s)?(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])|\b(?:log|sign) into\s[^\n"]{0,40}?\s(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])|\buse\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])['`]?\s+to (?:log[ -]?in|sign[ -]?in|log[ -]?on)\b"#,
+            r#"(?i)\b(?:log[ -]?in|sign[ -]?in|log[ -]?on) (?:(?:to|into)\s[^\n"]{0,40}?\s)?(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}(?:[:/]|[ \t]+/[ \t]+)([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])|\b(?:log|sign) into\s[^\n"]{0,40}?\s(?:with|as|using)\s+['`]?[A-Za-z0-9_.@+-]{1,64}(?:[:/]|[ \t]+/[ \t]+)([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])|\buse\s+['`]?[A-Za-z0-9_.@+-]{1,64}[:/]([^\s"'`/:]{5,}[^\s"'`/:.,;!?)])['`]?\s+to (?:log[ -]?in|sign[ -]?in|log[ -]?on)\b"#,
             Check::Bearer,
         ),
         // `user admin pass S`, `login zed pw S`.
@@ -3034,6 +3121,141 @@ fn provider_tokens() -> Vec<RuleDef> {
             &[".apps.googleusercontent.com"],
             r"[0-9]{12}-[a-z0-9]{32}\.apps\.googleusercontent\.com",
         ),
+        // Session 18: prefixed formats pasted bare (in prose, a chat
+        // message, a command's output) with no name before them.
+        (
+            "linear-api-key",
+            &["lin_api_", "lin_oauth_"],
+            r"lin_(?:api_[A-Za-z0-9]{40}|oauth_[a-f0-9]{64})",
+        ),
+        (
+            "atlassian-api-token",
+            &["atatt3"],
+            r"ATATT3[A-Za-z0-9_=-]{120,260}",
+        ),
+        ("perplexity-key", &["pplx-"], r"pplx-[A-Za-z0-9]{48}"),
+        (
+            "netlify-token",
+            &["nfp_", "nfo_", "nfc_", "nfu_"],
+            r"nf[pocu]_[A-Za-z0-9]{36,40}",
+        ),
+        (
+            "vercel-token",
+            &["vcp_", "vci_", "vca_", "vcr_", "vck_"],
+            r"vc[pikar]_[A-Za-z0-9_-]{56}",
+        ),
+        (
+            "grafana-service-account-token",
+            &["glsa_"],
+            r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+        ),
+        (
+            "shippo-token",
+            &["shippo_live_", "shippo_test_"],
+            r"shippo_(?:live|test)_[a-fA-F0-9]{40}",
+        ),
+        ("mailersend-token", &["mlsn."], r"mlsn\.[a-f0-9]{64}"),
+        ("resend-key", &["re_"], r"re_[A-Za-z0-9]{8}_[A-Za-z0-9]{24}"),
+        (
+            "jfrog-token",
+            &["akcp", "cmvmdgtu"],
+            r"AKCp[A-Za-z0-9]{69}|cmVmdGtu[A-Za-z0-9]{56}",
+        ),
+        (
+            "tavily-key",
+            &["tvly-"],
+            r"tvly-(?:dev-|prod-)?[A-Za-z0-9]{32}",
+        ),
+        ("jina-key", &["jina_"], r"jina_[A-Za-z0-9_-]{50,70}"),
+        (
+            "langfuse-secret-key",
+            &["sk-lf-"],
+            r"sk-lf-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        ),
+        ("e2b-key", &["e2b_"], r"e2b_[a-f0-9]{40}"),
+        (
+            "pinecone-key",
+            &["pcsk_"],
+            r"pcsk_[A-Za-z0-9]{4,8}_[A-Za-z0-9]{40,}",
+        ),
+        ("elevenlabs-key", &["sk_"], r"sk_[a-f0-9]{48}"),
+        (
+            "astra-token",
+            &["astracs:"],
+            r"AstraCS:[A-Za-z0-9]{24}:[a-f0-9]{64}",
+        ),
+        ("neon-key", &["napi_"], r"napi_[a-z0-9]{64}"),
+        ("render-key", &["rnd_"], r"rnd_[A-Za-z0-9]{32}"),
+        (
+            "ory-token",
+            &["ory_pat_", "ory_apikey_", "ory_ak_"],
+            r"ory_(?:pat|apikey|ak)_[A-Za-z0-9_-]{32,64}",
+        ),
+        ("bitbucket-dc-token", &["bbdc-"], r"BBDC-[A-Za-z0-9+/]{44}"),
+        (
+            "huggingface-org-token",
+            &["api_org_"],
+            r"api_org_[A-Za-z0-9]{34}",
+        ),
+        ("deno-token", &["ddp_", "ddw_"], r"dd[pw]_[A-Za-z0-9]{36}"),
+        ("twitch-oauth-token", &["oauth:"], r"oauth:[a-z0-9]{30}"),
+        ("octopus-key", &["api-"], r"API-[A-Z0-9]{26}"),
+        (
+            "gitlab-feature-flag-token",
+            &["glffct-"],
+            r"glffct-[A-Za-z0-9_-]{20}",
+        ),
+        (
+            "firebase-cloud-messaging-key",
+            &[":apa91b"],
+            r"AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{134}",
+        ),
+        (
+            "plaid-access-token",
+            &[
+                "access-sandbox-",
+                "access-development-",
+                "access-production-",
+            ],
+            r"access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        ),
+        (
+            "braintree-token",
+            &["access_token$"],
+            r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}",
+        ),
+        (
+            "flutterwave-secret-key",
+            &["flwseck"],
+            r"FLWSECK(?:_TEST)?-[a-f0-9]{32}-X",
+        ),
+        (
+            "new-relic-key",
+            &["nrak-", "nrii-"],
+            r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}",
+        ),
+        (
+            "honeycomb-key",
+            &["hcaik_", "hcxik_", "hcxlk_", "hcamk_"],
+            r"hc(?:aik|xik|xlk|amk)_[a-z0-9]{58}",
+        ),
+        (
+            "sonarqube-token",
+            &["sqp_", "squ_", "sqa_"],
+            r"sq[pua]_[a-f0-9]{40}",
+        ),
+        (
+            "intercom-token",
+            &["dg9roj"],
+            r"dG9rOj[A-Za-z0-9+/_-]{40,}={0,2}",
+        ),
+        ("together-key", &["tgp_v1_"], r"tgp_v1_[A-Za-z0-9_-]{43}"),
+        (
+            "launchdarkly-key",
+            &["api-", "sdk-"],
+            r"(?:api|sdk)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        ),
+        ("yandex-api-key", &["aqvn"], r"AQVN[A-Za-z0-9_-]{35,38}"),
     ];
     table
         .iter()

@@ -2094,3 +2094,127 @@ fn tool_credentials_on_the_command_line() {
         "{rules:?}"
     );
 }
+
+/// Session 18: a secret named in a sentence rather than assigned — a
+/// variable's name with `is` / `to` (`JWT_SECRET is V`), a key named by
+/// its job (`master key: V`), a bare secret word (`the token is V`), a
+/// login pair with a spaced slash or after `creds are`.
+#[test]
+fn secrets_named_in_prose_sentences() {
+    let sec = |n| rs(n, ALNUM, 32);
+    let hex = |n| rs(n, HEX, 64);
+    check(&[
+        ("variable is", format!("JWT_SECRET is {}", sec(1)), sec(1)),
+        (
+            "variable to",
+            format!("set the env var SECRET_KEY_BASE to {}", hex(2)),
+            hex(2),
+        ),
+        (
+            "variable was",
+            format!("STRIPE_SECRET_KEY was `{}` before I rotated it", sec(3)),
+            sec(3),
+        ),
+        (
+            "variable =",
+            format!("and NOTION_API_KEY = {} in the notes", sec(4)),
+            sec(4),
+        ),
+        (
+            "variable is now",
+            format!("the SLACK_BOT_TOKEN is now {}", sec(5)),
+            sec(5),
+        ),
+        (
+            "password variable",
+            format!("DB_PASSWORD is {}", pw(6)),
+            pw(6),
+        ),
+        (
+            "password variable",
+            format!("the ADMIN_PASS is now '{}'", pw(7)),
+            pw(7),
+        ),
+        (
+            "password variable",
+            format!("POSTGRES_ROOT_PWD was {} until today", pw(8)),
+            pw(8),
+        ),
+        (
+            "qualified key",
+            format!("rails credentials master key: {}", rs(9, HEX, 32)),
+            rs(9, HEX, 32),
+        ),
+        (
+            "qualified key",
+            format!("the signing key is {}", hex(10)),
+            hex(10),
+        ),
+        (
+            "qualified key",
+            format!("encryption key for prod = {}=", rs(11, B64, 43)),
+            rs(11, B64, 43),
+        ),
+        (
+            "qualified key",
+            format!("Session_Key: {}", sec(12)),
+            sec(12),
+        ),
+        (
+            "bare secret word",
+            format!("the token is {}", rs(13, ALNUM, 40)),
+            rs(13, ALNUM, 40),
+        ),
+        (
+            "bare secret word",
+            format!("my key was \"{}\"", sec(14)),
+            sec(14),
+        ),
+        (
+            "bare secret word",
+            format!("OK, the secret is now {} (saved)", sec(15)),
+            sec(15),
+        ),
+        (
+            "login spaced slash",
+            format!("login with alice / {}", pw(16)),
+            pw(16),
+        ),
+        (
+            "login spaced slash",
+            format!("log in as admin / {}", pw(17)),
+            pw(17),
+        ),
+        (
+            "creds colon pair",
+            format!("creds are bob:{}", pw(18)),
+            pw(18),
+        ),
+        (
+            "creds colon pair",
+            format!("credentials for staging: deploy:{}", pw(19)),
+            pw(19),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "API_KEY is required for this endpoint",
+            "GITHUB_TOKEN is automatically provided by Actions",
+            "SECRET_KEY_BASE to production.rb",
+            "the DB_PASSWORD is empty",
+            "DB_PASSWORD is ${DB_PASSWORD}",
+            "primary key: id",
+            "foreign key: user_id",
+            "sort key: created_at_timestamp_index",
+            "the master key is stored in config/master.key",
+            "the token is expired",
+            "the token is nearly_always_refreshed_later",
+            "my key was wrong",
+            "login with alice / the usual one",
+            "creds are in the vault",
+            "credentials: see https://wiki/creds",
+            "output_tokens is 1024",
+        ],
+    );
+}
