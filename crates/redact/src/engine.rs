@@ -2773,6 +2773,7 @@ impl Engine {
                         && !elided_after(&v[e..])
                         && !next.is_some_and(|b| is_alnum(b) || b == b'!')
                 }
+                Check::Mnemonic => crate::rules::mnemonic_ok(val),
                 Check::ProviderToken => {
                     crate::rules::provider_token_ok(val)
                         && !prev.is_some_and(is_alnum)
@@ -3316,7 +3317,7 @@ fn value_follows(v: &[u8], e: usize, min_value: usize) -> bool {
         .take_while(|&&b| {
             matches!(
                 b,
-                b' ' | b'\t' | b'"' | b'\'' | b'`' | b':' | b'=' | b'>' | b'-'
+                b' ' | b'\t' | b'"' | b'\'' | b'`' | b':' | b'=' | b'>' | b'-' | b']' | b','
             )
         })
         .count();

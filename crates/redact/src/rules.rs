@@ -85,12 +85,29 @@ pub enum Check {
     /// As `BlockSecret` for a block named like a password (`Password`'s
     /// checks).
     BlockPassword,
+    /// A wallet's recovery phrase (`seed phrase: w1 w2 … w12`): twelve
+    /// words or more (a sentence going on in lower case after the phrase
+    /// is taken with it) and at least six of them different (Hardhat's
+    /// public `test test … junk` is not one); see [`mnemonic_ok`].
+    Mnemonic,
     Ipv4,
     Ipv6,
     Mac,
     Host,
     /// No extra check.
     None,
+}
+
+/// See [`Check::Mnemonic`].
+pub fn mnemonic_ok(v: &[u8]) -> bool {
+    let words: Vec<&[u8]> = v
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut distinct = words.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    words.len() >= 12 && distinct.len() >= 6
 }
 
 /// Whether a rule's value should be searched for everywhere else in the text
@@ -188,7 +205,7 @@ macro_rules! assign_q {
 /// `!vault`): `engine::generic_ok` refuses them as values.
 pub const YAML_VALUE_TAG: &str = r"(?:!!?(?i:binary|str)[ \t]+)?";
 
-pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|auth[_-]?token|credentials?|signing[_-]?key|encryption[_-]?key|master[_-]?key|session[_-]?key)";
+pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_.-]?key|apikey|license[_-]?key|access[_-]?key|private[_-]?key|client[_-]?secret|auth[_-]?key|auth[_-]?token|credentials?|signing[_-]?key|encryption[_-]?key|master[_-]?key|session[_-]?key)";
 /// Keywords of the two generic rules that anchor an alternative other than
 /// `NAME … = value`, so the engine's assignment gate lets them through
 /// unconditionally (see `engine::AssignGate`).
@@ -1891,7 +1908,7 @@ pub fn builtin() -> Vec<RuleDef> {
                     "access-key",
                     "accesskey",
                 ],
-                r#"(?i)\b(?:client[ _-]?secret|app[ _-]?secret|secret[ _-]?key|api[ _-]?(?:key|token|secret)|access[ _-]?(?:token|key)|auth[ _-]?token)(?:\s+(?:for|of|to)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is\s+)?)["'`]?([A-Za-z0-9_./+=-]{10,})"#,
+                r#"(?i)\b(?:client[ _-]?secret|app[ _-]?secret|secret[ _-]?key|api[ _-]?(?:key|token|secret)|access[ _-]?(?:token|key)|auth[ _-]?token)(?:\s+(?:for|of|to)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is:?\s+)?)["'`]?([A-Za-z0-9_./+=-]{10,})"#,
                 Check::ProseSecret,
             )
         },
@@ -2064,6 +2081,171 @@ pub fn builtin() -> Vec<RuleDef> {
                 Check::ProseSecret,
             )
         },
+        // A literal key handed to a signing or cipher call: `jwt.encode(p,
+        // "K")`, `jwt.sign(p, 'K')`, `jwt.decode(t, "K", …)`, `hmac.new(b"K",
+        // …)`, Node's `createHmac("sha256", "K")`, `Fernet(b"K")`,
+        // `AES.new(b"K", …)`, Java's `new SecretKeySpec("K".getBytes(), …)`,
+        // Rust's `Key::from_slice(b"K")` / `Hmac::new_from_slice(b"K")`.
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "crypto-call-key",
+                "generic-secret",
+                &[
+                    "jwt.encode(",
+                    "jwt.sign(",
+                    "jwt.decode(",
+                    "jwt.verify(",
+                    "hmac.new(",
+                    "createhmac(",
+                    "fernet(",
+                    "aes.new(",
+                    "secretkeyspec(",
+                    "key::from_slice(",
+                    "new_from_slice(",
+                ],
+                r#"(?i)\bjwt\.(?:encode|sign|decode|verify)\(\s*[A-Za-z_][A-Za-z0-9_.]*\s*,\s*b?(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\b(?:hmac\.new|Fernet|AES\.new|Key::from_slice|new_from_slice)\(\s*b?(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\bcreateHmac\(\s*["'][A-Za-z0-9-]+["']\s*,\s*(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\bSecretKeySpec\(\s*"([^"\s]{12,})""#,
+                Check::ProseSecret,
+            )
+        },
+        // An OAuth 1 consumer's secret, the call's second argument:
+        // tweepy's `OAuthHandler("K", "S")`, requests-oauthlib's
+        // `OAuth1Session("K", client_secret="S")`.
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "oauth-consumer-secret",
+                "generic-secret",
+                &["oauthhandler(", "oauth1session(", "oauth1("],
+                r#"\b(?:OAuthHandler|OAuth1Session|OAuth1)\(\s*["'][^"'\s]+["']\s*,\s*(?:client_secret\s*=\s*)?(?:"([^"\s]{12,})"|'([^'\s]{12,})')"#,
+                Check::ProseSecret,
+            )
+        },
+        // A password in libcurl's options (`curl_setopt($ch,
+        // CURLOPT_USERPWD, "bob:S")`, `CURLOPT_PROXYUSERPWD`,
+        // `CURLOPT_PASSWORD, "S"`) or an LDAP bind (`simple_bind_s(dn,
+        // "S")`, JNDI's `put(Context.SECURITY_CREDENTIALS, "S")`).
+        grp(
+            "library-option-password",
+            "password",
+            &[
+                "curlopt_userpwd",
+                "curlopt_proxyuserpwd",
+                "curlopt_password",
+                "simple_bind",
+                "bind_s(",
+                "security_credentials",
+            ],
+            r#"\bCURLOPT_(?:PROXY)?USERPWD\s*,\s*["'][^"':\s]*:([^"'\s]{4,})["']|\bCURLOPT_PASSWORD\s*,\s*["']([^"'\s]{4,})["']|\b(?:simple_bind_s|simple_bind|bind_s)\(\s*["'][^"'\n]*["']\s*,\s*["']([^"'\s]{4,})["']|\bSECURITY_CREDENTIALS\s*,\s*"([^"\s]{4,})""#,
+            Check::Bearer,
+        ),
+        // Azure API Management's subscription key as a header or a query
+        // parameter (`Ocp-Apim-Subscription-Key: K`, `.Add("Ocp-Apim-…",
+        // "K")`, `?subscription-key=K`).
+        grp(
+            "apim-subscription-key",
+            "generic-secret",
+            &["subscription-key"],
+            r#"(?i)\b(?:ocp-apim-)?subscription-key["']?\s*(?:[:=,]\s*)?["']?([A-Za-z0-9]{32})\b"#,
+            Check::Generic,
+        ),
+        // Twilio's client built from the account SID and the auth token:
+        // `Client("AC…", "T")`, `Twilio::REST::Client.new("AC…", "T")`,
+        // `Twilio.init("AC…", "T")`, `new TwilioRestClient("AC…", "T")`.
+        grp(
+            "twilio-client-token",
+            "twilio-token",
+            &["(\"ac", "('ac"],
+            r#"\(\s*["']AC[a-f0-9]{32}["']\s*,\s*["']([a-f0-9]{32})["']"#,
+            Check::Generic,
+        ),
+        // A typed binding named for a secret: Swift's and Kotlin's `let
+        // apiToken: String = "T"`, TypeScript's `const apiKey: string =
+        // 'T'`, Objective-C's `NSString *const kAPIKey = @"T"`.
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "typed-secret-binding",
+                "generic-secret",
+                &[": string", ":string", "= @\"", "=@\""],
+                r#"(?i)\b[A-Za-z_][A-Za-z0-9_]*(?:secret|token|api_?key|apikey|password|passwd)[A-Za-z0-9_]*\s*(?::\s*(?:String|string)[?!]?\s*=\s*["'`]([^"'`\s]{8,})["'`]|=\s*@"([^"\s]{8,})")"#,
+                Check::ProseSecret,
+            )
+        },
+        // Gradle's Groovy DSL calls a setting with its value as the
+        // argument: `storePassword 'S'`, `keyPassword "S"` in an Android
+        // `signingConfigs` block.
+        grp(
+            "gradle-signing-password",
+            "password",
+            &["storepassword ", "keypassword ", "keystorepassword "],
+            r#"\b(?:storePassword|keyPassword|keystorePassword)[ \t]+["']([^"'\s]{4,})["']"#,
+            Check::Password,
+        ),
+        // A wallet's recovery phrase named in prose or a setting: `seed
+        // phrase: w1 … w12`, `my recovery phrase is …`, `MNEMONIC="…"`,
+        // `mnemonic: '…'` (BIP-39 words are 3–8 lower-case letters).
+        grp(
+            "wallet-recovery-phrase",
+            "private-key",
+            &[
+                "seed phrase",
+                "recovery phrase",
+                "seed words",
+                "mnemonic",
+                "secret phrase",
+            ],
+            r#"(?i:\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b(?:[ \t]+(?:is|was))?[ \t]*[:=]?|\bmnemonic(?:[ \t]+(?:phrase|is))?[ \t]*[:=]?)[ \t]*["'`]?((?:[a-z]{3,8}[ \t]+){11,}[a-z]{3,8})"#,
+            Check::Mnemonic,
+        ),
+        // Two-factor backup codes listed after their name: GitHub's
+        // `xxxxx-xxxxx`, Google's 8 digits, `recovery codes: a1b2-c3d4
+        // e5f6-a7b8`.
+        grp(
+            "two-factor-backup-codes",
+            "password",
+            &["recovery code", "backup code"],
+            r#"(?i)\b(?:recovery|backup)[ \t]+codes?\b(?:[ \t]+(?:are|is))?[ \t]*[:=]?[ \t]*((?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[0-9]{8,10})(?:[ \t]*[, \t][ \t]*(?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[0-9]{8,10}))*)\b"#,
+            Check::None,
+        ),
+        // A row of a table that pairs a secret's name with its value:
+        // `vault kv get`'s `db_pass            S`, a Markdown `| api_token |
+        // T |`. The whole line is the row (a name, two blanks or a bar, a
+        // value; also a JSON string's whole content); a letter and a digit
+        // (`| token | string |` is a schema).
+        grp(
+            "table-row-secret",
+            "password",
+            &["secret", "token", "pass", "pwd", "api_key", "apikey"],
+            r#"(?m)(?:^|["\n])[ \t]*(?:\|[ \t]*)?[A-Za-z0-9_.-]*(?i:secret|token|pass|passwd|password|pwd|api_?key|apikey)[A-Za-z0-9_.-]*(?:[ \t]*\|[ \t]*|[ \t]{2,})([^\s|"]{6,})[ \t]*\|?[ \t]*(?:$|")"#,
+            Check::Bearer,
+        ),
+        // `terraform output -json`: an output declared sensitive keeps its
+        // value under `"value"`.
+        grp(
+            "terraform-sensitive-output",
+            "password",
+            &["\"sensitive\": true", "\"sensitive\":true"],
+            r#""sensitive"\s*:\s*true\s*,\s*"type"\s*:\s*(?:"[^"]*"|\[[^\]]*\])\s*,\s*"value"\s*:\s*"([^"\\]{4,})""#,
+            Check::Password,
+        ),
+        // Installers that print the password they generated: MySQL's `A
+        // temporary password is generated for root@localhost: S`,
+        // Jenkins' `Please use the following password to proceed to
+        // installation:` with the password on a line of its own,
+        // Elasticsearch's `The generated password for the elastic built-in
+        // superuser is:` likewise (one text in a decoded view).
+        grp(
+            "generated-password-notice",
+            "password",
+            &[
+                "password is generated for",
+                "proceed to installation",
+                "built-in superuser is",
+            ],
+            r#"\bpassword is generated for [^\s:]+:[ \t]+([^\s"'`]{4,})|\bproceed to installation:\s*\n\s*([a-f0-9]{32})\b|\bbuilt-in superuser is:\s*\n?\s*([^\s"'`]{8,})"#,
+            Check::Password,
+        ),
         // `creds are bob:V`, `credentials for staging: admin:V`.
         grp(
             "creds-colon-pair",
@@ -2100,7 +2282,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "_passwd",
                 "_passphrase",
             ],
-            r#"(?i)(?:_|\b)(?:password|passwd|passphrase)\s+(?:(?:is|was|has\s+been|have\s+been|got)\s+)?(?:now\s+)?(?:(?:changed|set|reset|updated|rotated)\s+)?to\s+["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])|\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are)\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            r#"(?i)(?:_|\b)(?:password|passwd|passphrase)\s+(?:(?:is|was|has\s+been|have\s+been|got)\s+)?(?:now\s+)?(?:(?:changed|set|reset|updated|rotated)\s+)?to\s+["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])|\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are):?\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
         ),
         // A C or C++ macro named like a secret (`#define WIFI_PASS "V"`,
@@ -2541,7 +2723,11 @@ pub fn builtin() -> Vec<RuleDef> {
                     "token",
                     "api_key",
                     "api-key",
+                    "api.key",
                     "apikey",
+                    "license_key",
+                    "license-key",
+                    "licensekey",
                     "access_key",
                     "access-key",
                     "accesskey",
@@ -2959,7 +3145,7 @@ fn provider_named() -> RuleDef {
     let w = PROVIDER_SECRET_WORDS;
     let k = PROVIDER_CLOSING_WORDS;
     let pattern = leak(format!(
-        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?(?:[_.-]|[ ]+)?(?:(?i-u:{w})(?:[_.-]|[ ]+)?){{0,3}}(?i-u:{k})(?:(?:"[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-)([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
+        r#"(?:^|[^A-Za-z0-9_.$-])[A-Za-z][A-Za-z0-9]+?(?:[_.-][A-Za-z0-9]+?)?(?:[_.-]|[ ]+)?(?:(?i-u:{w})(?:[_.-]|[ ]+)?){{0,3}}(?i-u:{k})(?:(?:"\]?[ \t]*|[ ][ \t]*)?(?::::=|::=|:=|=>|=|:)[ \t]*["'`]?|[ ][ \t]*["'`]?|-|",[ \t]*")([A-Za-z0-9][A-Za-z0-9_+/=.-]{{13,}})"#
     ));
     RuleDef {
         min_entropy: NO_ENTROPY_FLOOR,
@@ -3860,6 +4046,8 @@ mod tests {
             while !rest.is_empty() {
                 let (opts, used): (Vec<&str>, usize) = if rest.starts_with("[_-]?") {
                     (vec!["", "_", "-"], 5)
+                } else if rest.starts_with("[_.-]?") {
+                    (vec!["", "_", ".", "-"], 6)
                 } else if rest.starts_with("s?") {
                     (vec!["", "s"], 2)
                 } else {

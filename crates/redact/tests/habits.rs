@@ -2218,3 +2218,337 @@ fn secrets_named_in_prose_sentences() {
         ],
     );
 }
+
+/// Session 18: secrets handed to library calls and typed bindings —
+/// signing and cipher keys, libcurl and LDAP options, an APIM subscription
+/// key, Twilio's and OAuth 1's client pairs, typed constants, Gradle's
+/// signing block, a provider's key read from `ENV[…]`, dotted `api.key`
+/// properties and license keys.
+#[test]
+fn secrets_handed_to_library_calls() {
+    let key = |n| rs(n, ALNUM, 32);
+    let hex = |n| rs(n, HEX, 32);
+    let sid = format!("AC{}", rs(99, HEX, 32));
+    check(&[
+        (
+            "jwt",
+            format!("jwt.encode(payload, \"{}\", algorithm=\"HS256\")", key(1)),
+            key(1),
+        ),
+        (
+            "jwt",
+            format!("const t = jwt.sign(claims, '{}');", key(2)),
+            key(2),
+        ),
+        (
+            "jwt",
+            format!("jwt.decode(token, \"{}\", algorithms=[\"HS256\"])", key(3)),
+            key(3),
+        ),
+        (
+            "hmac",
+            format!("hmac.new(b\"{}\", msg, hashlib.sha256)", key(4)),
+            key(4),
+        ),
+        (
+            "hmac",
+            format!("crypto.createHmac('sha256', '{}')", key(5)),
+            key(5),
+        ),
+        (
+            "cipher",
+            format!("f = Fernet(b\"{}=\")", rs(6, URLSAFE, 43)),
+            rs(6, URLSAFE, 43),
+        ),
+        (
+            "cipher",
+            format!("AES.new(b\"{}\", AES.MODE_GCM)", rs(7, ALNUM, 16)),
+            rs(7, ALNUM, 16),
+        ),
+        (
+            "cipher",
+            format!("let key = Key::from_slice(b\"{}\");", key(8)),
+            key(8),
+        ),
+        (
+            "cipher",
+            format!("HmacSha256::new_from_slice(b\"{}\")?", key(9)),
+            key(9),
+        ),
+        (
+            "cipher",
+            format!(
+                "new SecretKeySpec(\"{}\".getBytes(), \"HmacSHA256\")",
+                key(10)
+            ),
+            key(10),
+        ),
+        (
+            "oauth1",
+            format!(
+                "tweepy.OAuthHandler(\"{}\", \"{}\")",
+                rs(11, ALNUM, 25),
+                rs(12, ALNUM, 50)
+            ),
+            rs(12, ALNUM, 50),
+        ),
+        (
+            "oauth1",
+            format!(
+                "OAuth1Session('{}', client_secret='{}')",
+                rs(13, ALNUM, 25),
+                key(14)
+            ),
+            key(14),
+        ),
+        (
+            "libcurl",
+            format!("curl_setopt($ch, CURLOPT_USERPWD, \"bob:{}\");", pw(15)),
+            pw(15),
+        ),
+        (
+            "libcurl",
+            format!("curl_easy_setopt(h, CURLOPT_PASSWORD, \"{}\");", pw(16)),
+            pw(16),
+        ),
+        (
+            "ldap",
+            format!("conn.simple_bind_s(\"cn=admin,dc=x\", \"{}\")", pw(17)),
+            pw(17),
+        ),
+        (
+            "ldap",
+            format!("env.put(Context.SECURITY_CREDENTIALS, \"{}\");", pw(18)),
+            pw(18),
+        ),
+        (
+            "apim",
+            format!(
+                "client.DefaultRequestHeaders.Add(\"Ocp-Apim-Subscription-Key\", \"{}\");",
+                hex(19)
+            ),
+            hex(19),
+        ),
+        (
+            "apim",
+            format!("curl \"https://api.x.io/v1?subscription-key={}\"", hex(20)),
+            hex(20),
+        ),
+        (
+            "twilio",
+            format!("client = Client(\"{sid}\", \"{}\")", hex(21)),
+            hex(21),
+        ),
+        (
+            "twilio",
+            format!("Twilio::REST::Client.new('{sid}', '{}')", hex(22)),
+            hex(22),
+        ),
+        (
+            "typed",
+            format!("let apiToken: String = \"{}\"", key(23)),
+            key(23),
+        ),
+        (
+            "typed",
+            format!("const clientSecret: string = '{}';", key(24)),
+            key(24),
+        ),
+        (
+            "typed",
+            format!("static NSString *const kAPIKey = @\"{}\";", key(25)),
+            key(25),
+        ),
+        ("gradle", format!("    storePassword '{}'", pw(26)), pw(26)),
+        ("gradle", format!("    keyPassword \"{}\"", pw(27)), pw(27)),
+        (
+            "provider env",
+            format!("ENV[\"STRIPE_KEY\"] = \"{}\"", key(28)),
+            key(28),
+        ),
+        (
+            "provider env",
+            format!("ENV.fetch(\"MAPBOX_KEY\", \"{}\")", key(29)),
+            key(29),
+        ),
+        ("dotted", format!("api.key={}", key(30)), key(30)),
+        (
+            "dotted",
+            format!("System.setProperty(\"api.key\", \"{}\")", key(31)),
+            key(31),
+        ),
+        ("license", format!("license_key = \"{}\"", key(32)), key(32)),
+        (
+            "license",
+            format!("NEW_RELIC_LICENSE_KEY={}", rs(33, ALNUM, 40)),
+            rs(33, ALNUM, 40),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "jwt.encode(payload, SECRET_KEY, algorithm=\"HS256\")",
+            "jwt.sign(claims, process.env.JWT_SECRET)",
+            "hmac.new(key, msg, hashlib.sha256)",
+            "hmac.new(b\"key\", msg, digestmod)",
+            "crypto.createHmac('sha256', secret)",
+            "Fernet(Fernet.generate_key())",
+            "serde_json::from_slice(b\"{\\\"a\\\":1}\")",
+            "curl_setopt($ch, CURLOPT_USERPWD, $user . ':' . $pass);",
+            "conn.simple_bind_s(dn, password)",
+            "headers['Ocp-Apim-Subscription-Key'] = key",
+            "let apiToken: String = \"\"",
+            "const tokenType: string = 'Bearer';",
+            "storePassword System.getenv(\"KS_PASS\")",
+            "ENV.fetch(\"STRIPE_KEY\", nil)",
+            "license_key = \"MIT\"",
+            "api.key=${API_KEY}",
+        ],
+    );
+}
+
+/// Session 18: a wallet's recovery phrase and two-factor backup codes
+/// written after their names.
+#[test]
+fn wallet_phrases_and_backup_codes() {
+    const WORDS: &[&str] = &[
+        "abandon", "ability", "orbit", "velvet", "garden", "sugar", "cable", "tunnel", "wisdom",
+        "pepper", "anchor", "frost", "mango", "ripple", "canvas", "dune", "ember", "lunar",
+        "quartz", "timber", "harbor", "violet", "saddle", "copper",
+    ];
+    let phrase = |seed: u64, n: usize| {
+        let picks = rs(seed, "abcdefghijklmnopqrstuvwx", n);
+        picks
+            .bytes()
+            .map(|b| WORDS[usize::from(b - b'a')])
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let gh = |n| format!("{}-{}", rs(n, HEX, 5), rs(n + 100, HEX, 5));
+    let google = |n| rs(n, "0123456789", 8);
+    check(&[
+        (
+            "seed phrase",
+            format!("seed phrase: {}", phrase(1, 12)),
+            phrase(1, 12),
+        ),
+        (
+            "seed phrase",
+            format!("my recovery phrase is {} — keep it safe", phrase(2, 24)),
+            phrase(2, 24),
+        ),
+        (
+            "seed phrase",
+            format!("MNEMONIC=\"{}\"", phrase(3, 12)),
+            phrase(3, 12),
+        ),
+        (
+            "seed phrase",
+            format!("  mnemonic: '{}'", phrase(4, 18)),
+            phrase(4, 18),
+        ),
+        (
+            "backup codes",
+            format!("recovery codes: {} {} {}", gh(5), gh(6), gh(7)),
+            gh(6),
+        ),
+        (
+            "backup codes",
+            format!("backup code {}", google(8)),
+            google(8),
+        ),
+        (
+            "backup codes",
+            format!("Backup codes are {}, {}", google(9), google(10)),
+            google(10),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "mnemonic: \"test test test test test test test test test test test junk\"",
+            "the seed phrase is twelve words you write down",
+            "seed phrase: see the wallet docs",
+            "recovery codes: regenerate them in settings",
+            "backup code: none",
+            "mnemonic = bip39.generate_mnemonic()",
+        ],
+    );
+}
+
+/// Session 18: what tools print — a secret's row in a table (`vault kv
+/// get`, Markdown), a sensitive `terraform output -json`, the password an
+/// installer generated, `Your API key is: T`, `Password for the root user
+/// is: S`.
+#[test]
+fn tables_sensitive_outputs_and_installer_notices() {
+    let tok = |n| rs(n, ALNUM, 40);
+    check(&[
+        ("vault table", format!("db_pass            {}", pw(1)), pw(1)),
+        ("vault table", format!("secret             {}", tok(2)), tok(2)),
+        ("markdown table", format!("| admin_password | {} |", pw(3)), pw(3)),
+        ("markdown table", format!("|api_token|{}|", tok(4)), tok(4)),
+        (
+            "terraform output",
+            format!(
+                "{{\"db_password\": {{\"sensitive\": true, \"type\": \"string\", \"value\": \"{}\"}}}}",
+                pw(5)
+            ),
+            pw(5),
+        ),
+        (
+            "terraform output",
+            format!("\"sensitive\":true,\"type\":\"string\",\"value\":\"{}\"", pw(6)),
+            pw(6),
+        ),
+        (
+            "mysql notice",
+            format!(
+                "[Note] A temporary password is generated for root@localhost: {}",
+                pw(7)
+            ),
+            pw(7),
+        ),
+        ("prose is:", format!("Your API key is: {}", tok(8)), tok(8)),
+        (
+            "prose is:",
+            format!("Password for the root user is: {}", pw(9)),
+            pw(9),
+        ),
+    ]);
+    // Printed on a line of its own: one text only as a `tool_result`'s
+    // string (plain text is read line by line).
+    let s = scanner();
+    for (text, secret) in [
+        (
+            format!(
+                "Please use the following password to proceed to installation:\n\n{}\n\nThis may also be found at: /var/jenkins_home/secrets/initialAdminPassword",
+                rs(10, HEX, 32)
+            ),
+            rs(10, HEX, 32),
+        ),
+        (
+            format!(
+                "The generated password for the elastic built-in superuser is:\n{}\n",
+                rs(11, ALNUM, 20)
+            ),
+            rs(11, ALNUM, 20),
+        ),
+    ] {
+        let r = s.redact(&json_line(&text)).expect("redacts");
+        assert!(!r.text.contains(&secret), "survived: {}", r.text);
+    }
+    assert_no_findings(
+        &scanner(),
+        [
+            "| token | string | the bearer token |",
+            "| password | yes |",
+            "secret             <none>",
+            "tokens_used        1024",
+            "bypass             enabled",
+            "{\"sensitive\": false, \"type\": \"string\", \"value\": \"eu-west-1\"}",
+            "admin_token = <sensitive>",
+            "Your API key is: configured",
+        ],
+    );
+}
