@@ -236,21 +236,26 @@ pub const ASSIGN_UNGATED_KEYWORDS: &[&str] = &["mysql", "mariadb", "sshpass", "-
 /// words, each a keyword. The first two would otherwise scan whole lines
 /// from every word.
 /// Between a credential's name in another language and its value: a
-/// colon (also the full-width `：`) or `=`, or up to two short linking
-/// words ("ist", "es", "est", "é", "от базы"; Japanese `は`, Chinese `是`,
-/// Korean `는`).
-const INTL_LINK: &str =
-    r#"(?:[ \t]*(?::|：|=)[ \t]*|[ \t]*(?:は|是|为|為|는|은)?[ \t]+(?:[^\s"'`:]+[ \t]+){0,2})"#;
+/// colon (also the full-width `：`) or `=`; a phrase of up to three words
+/// ending in a copula (`Passwort für den Server ist V`, `mot de passe de la
+/// base est V`), tried first so a word of the phrase is not taken for the
+/// value; or up to two short linking words ("ist", "es", "est", "é", "от
+/// базы"; Japanese `は`, Chinese `是`, Korean `는`).
+const INTL_LINK: &str = r#"(?:[ \t]*(?::|：|=)[ \t]*|[ \t]+(?:[^\s"'`:]+[ \t]+){1,3}?(?:ist|lautet|est|es|é|è|is|er|är|jest|je|este|adalah|ialah)[ \t]+|[ \t]*(?:は|是|为|為|는|은)?[ \t]+(?:[^\s"'`:]+[ \t]+){0,2})"#;
 
 /// Between a name in a non-Latin script and its value: a colon (ASCII or
-/// full-width) or `=`; a topic or copula particle right after the name
+/// full-width) or `=`, after at most one word of that script or a short
+/// phrase (`токен доступа: V`, `пароль от базы: V`; the word ends in a
+/// non-ASCII byte, so the byte before the colon still ends a name for
+/// [`non_ascii_trigger`], and the longest, 24 bytes with its blanks, keeps
+/// the longest name within [`NON_ASCII_REACH`]); a topic or copula particle right after the name
 /// (`密码是 V`, `密码为 V`, `パスワードは V`, `비밀번호는 V`); or a dash,
 /// after at most a short phrase saying what for (`пароль — V`, `пароль от
 /// базы — V`, `токен для CI – V`). Each of those marks is one of
 /// [`NON_ASCII_LINKS`], where [`non_ascii_trigger`] looks for a name
 /// before it; blanks and the phrase are bounded so the name stays within
 /// [`NON_ASCII_REACH`] of it.
-const INTL_SEP: &str = r#"(?:[ \t]*(?::|：|=)[ \t]*|(?:は|是|为|為|는|은)[ \t]*|(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:]{1,16})?[ \t]{0,2}(?:—|–)[ \t]*)"#;
+const INTL_SEP: &str = r#"(?:(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:=]{0,13}[\x80-\xBF]|[ \t]{1,2}[^\s"'`:=]{0,19}[\x80-\xBF])?[ \t]*(?::|：|=)[ \t]*|(?:は|是|为|為|는|은)[ \t]*|(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:]{1,16})?[ \t]{0,2}(?:—|–)[ \t]*)"#;
 
 /// The marks other than `:`, `：` and `=` that [`INTL_SEP`] puts between
 /// a name in a non-Latin script and its value.
@@ -1957,9 +1962,13 @@ pub fn builtin() -> Vec<RuleDef> {
                 "api-schl",
                 "api schl",
                 "apischl",
+                "token de acc",
+                "token di acc",
+                "jeton d",
+                "api est ",
             ],
             leak(format!(
-                r#"\b(?:[Cc]lave\s+(?:de\s+(?:la\s+)?)?(?:API|api)|[Cc]have\s+(?:da\s+)?(?:API|api)|[Zz]ugangstoken|(?:API|[Aa]pi)[- ]?[Ss]chl(?:ü|Ü)ssel){INTL_LINK}{INTL_VALUE}"#
+                r#"\b(?:[Cc]lave\s+(?:de\s+(?:la\s+)?)?(?:API|api)|[Cc]have\s+(?:da\s+)?(?:API|api)|[Zz]ugangstoken|(?:API|[Aa]pi)[- ]?[Ss]chl(?:ü|Ü)ssel|[Tt]oken\s+d[ei]\s+acc?ess?o|[Jj]eton\s+d'acc(?:è|e)s|[Cc]l(?:é|É)\s+(?:d'|de\s+l')?API){INTL_LINK}{INTL_VALUE}"#
             )),
             Check::Bearer,
         ),
@@ -4143,6 +4152,10 @@ mod tests {
             " — ",
             "–",
             " от базы ",
+            " доступа",
+            " от ",
+            "базы",
+            "доступа",
             " для CI",
             " для db",
             "      ",

@@ -2552,3 +2552,56 @@ fn tables_sensitive_outputs_and_installer_notices() {
         ],
     );
 }
+
+/// Session 18: a credential named in another language with a phrase
+/// between the name and the value — a copula after it (`Passwort für den
+/// Server ist S`, `mot de passe de la base est S`), a word or a short
+/// phrase before the colon (`Токен доступа: T`, `Пароль от базы: S`,
+/// `Κωδικός πρόσβασης: S`) — and the access tokens of Romance languages.
+#[test]
+fn credentials_named_in_other_languages_with_a_phrase() {
+    let tok = |n| rs(n, ALNUM, 40);
+    check(&[
+        (
+            "german",
+            format!("Das Passwort für den Server ist {}", pw(1)),
+            pw(1),
+        ),
+        (
+            "french",
+            format!("Le mot de passe de la base est {}", pw(2)),
+            pw(2),
+        ),
+        (
+            "spanish",
+            format!("La contraseña del servidor es {}", pw(3)),
+            pw(3),
+        ),
+        ("portuguese", format!("A senha do banco é {}", pw(4)), pw(4)),
+        ("french", format!("La clé API est {}", tok(5)), tok(5)),
+        (
+            "spanish",
+            format!("Mi token de acceso es {}", tok(6)),
+            tok(6),
+        ),
+        (
+            "italian",
+            format!("Il token di accesso è {}", tok(7)),
+            tok(7),
+        ),
+        ("french", format!("jeton d'accès : {}", tok(8)), tok(8)),
+        ("russian", format!("Токен доступа: {}", tok(9)), tok(9)),
+        ("russian", format!("Пароль от базы: {}", pw(10)), pw(10)),
+        ("greek", format!("Κωδικός πρόσβασης: {}", pw(11)), pw(11)),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "Das Passwort für den Server ist abgelaufen",
+            "Le mot de passe de la base est trop court",
+            "La contraseña del servidor es obligatoria",
+            "Токен доступа: истёк",
+            "Пароль от базы: см. хранилище",
+        ],
+    );
+}
