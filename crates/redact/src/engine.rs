@@ -657,6 +657,22 @@ pub enum Gate {
     /// bytes of its class starting with a letter or digit. Prose (`the
     /// secret is wrong`) fails here without running the regex.
     ValueAfter(usize),
+    /// `named-secret-prose`, `named-password-prose`: [`Gate::Upper`], and
+    /// the name run the occurrence is in (`[A-Za-z0-9_]`) is followed by
+    /// an optional quote, blanks and `is`, `was`, `to` or `=` and a blank
+    /// (`JWT_SECRET is V`); a `.env` line's `API_TOKEN=V` fails here. See
+    /// [`prose_link_follows`].
+    UpperLink,
+    /// `table-row-secret`: every match is a row's first cell — a name run
+    /// (`[A-Za-z0-9_.-]`) holding one of its keywords, after only blanks
+    /// and an optional `|` since the start of the text, a `"` or a line
+    /// end — followed by a `|` (past blanks) or by two blanks. Every
+    /// transcript line holds `output_tokens`; only a name standing so
+    /// needs the regex. See [`table_cell`].
+    TableCell,
+    /// `bare-secret-word-prose`: [`Gate::ValueAfter`], or `now` and a
+    /// blank past blanks and then the value (`the token is now V`).
+    ValueAfterNow(usize),
     /// `netrc-password`: both alternatives of its pattern hold `password`
     /// followed by `\s` (ASCII), its one keyword; an occurrence followed
     /// by anything else (`"password":`, `passwords`) cannot be part of a
@@ -2536,6 +2552,9 @@ impl Engine {
             Gate::UserinfoAt => userinfo_may_follow(v, m.end),
             Gate::ValueAfter(min_value) => value_follows(v, m.end, min_value),
             Gate::SpaceAfter => v.get(m.end).is_some_and(|&b| is_ascii_space(b)),
+            Gate::TableCell => table_cell(v, m.start, m.end),
+            Gate::ValueAfterNow(min_value) => value_after_now(v, m.end, min_value),
+            Gate::UpperLink => upper_link(v, m.start, m.end),
             Gate::AfterWord(words) => word_before(v, m.start, m.end, words),
             Gate::Base64Value { min, echo, eol } => {
                 *a.b64_value[usize::from(echo)].get_or_insert_with(|| b64_value(v, min, echo, eol))
@@ -3329,6 +3348,79 @@ fn value_follows(v: &[u8], e: usize, min_value: usize) -> bool {
             .take_while(|&&b| is_alnum(b) || matches!(b, b'_' | b'+' | b'/' | b'=' | b'.' | b'-'))
             .count()
             >= min_value
+}
+
+/// [`Gate::UpperLink`] for the keyword occurrence `v[s..e]`.
+fn upper_link(v: &[u8], s: usize, e: usize) -> bool {
+    !v[s..e].iter().any(u8::is_ascii_lowercase) && prose_link_follows(v, e)
+}
+
+/// [`Gate::ValueAfterNow`] for a keyword occurrence ending at `e`.
+fn value_after_now(v: &[u8], e: usize, min_value: usize) -> bool {
+    value_follows(v, e, min_value) || {
+        let k = e + v[e.min(v.len())..]
+            .iter()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        let rest = &v[k.min(v.len())..];
+        rest.len() > 3
+            && rest[..3].eq_ignore_ascii_case(b"now")
+            && is_ascii_space(rest[3])
+            && value_follows(v, k + 3, min_value)
+    }
+}
+
+/// See [`Gate::UpperLink`]: past the rest of the name run from `e`, an
+/// optional quote, blanks, then `is`, `was`, `to` or `=` and a blank?
+fn prose_link_follows(v: &[u8], e: usize) -> bool {
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let mut k = e;
+    while k < v.len() && is_word_byte(v[k]) {
+        k += 1;
+    }
+    if k < v.len() && matches!(v[k], b'"' | b'\'' | b'`') {
+        k += 1;
+    }
+    let j = k + v[k.min(v.len())..].iter().take_while(|b| blank(b)).count();
+    if j == k {
+        return false;
+    }
+    let rest = &v[j..];
+    [&b"is"[..], b"was", b"to", b"="]
+        .iter()
+        .any(|w| rest.starts_with(w) && rest.get(w.len()).is_some_and(blank))
+}
+
+/// See [`Gate::TableCell`]: does the name run around `v[start..end]` open
+/// its line (past blanks and a `|`) and end before a `|` or two blanks?
+fn table_cell(v: &[u8], start: usize, end: usize) -> bool {
+    let name = |b: u8| is_word_byte(b) || b == b'.' || b == b'-';
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    let mut e = end;
+    while e < v.len() && name(v[e]) {
+        e += 1;
+    }
+    let mut k = e;
+    while k < v.len() && blank(v[k]) {
+        k += 1;
+    }
+    if !(v.get(k) == Some(&b'|') || k - e >= 2) {
+        return false;
+    }
+    let mut s = start;
+    while s > 0 && name(v[s - 1]) {
+        s -= 1;
+    }
+    while s > 0 && blank(v[s - 1]) {
+        s -= 1;
+    }
+    if s > 0 && v[s - 1] == b'|' {
+        s -= 1;
+        while s > 0 && blank(v[s - 1]) {
+            s -= 1;
+        }
+    }
+    s == 0 || matches!(v[s - 1], b'"' | b'\n')
 }
 
 /// See [`Gate::UserinfoAt`]: from `e` (just after a `://`), is the first
@@ -4158,6 +4250,85 @@ mod tests {
             .find(|d| d.id == id)
             .unwrap();
         Regex::new(def.pattern).unwrap()
+    }
+
+    /// Session 18's gates (`TableCell`, `UpperLink`, `ValueAfterNow`) are
+    /// necessary conditions of their rules' matches: wherever a rule's
+    /// regex matches a random text built from the fragments they look at,
+    /// one of the rule's keyword occurrences passes its gate.
+    #[test]
+    fn prose_and_table_gates_never_hide_a_match() {
+        let parts: &[&str] = &[
+            "JWT_SECRET",
+            "DB_PASSWORD",
+            "ADMIN_PASS",
+            "API_TOKEN",
+            "SECRET_KEY_BASE",
+            "db_pass",
+            "token",
+            "Token",
+            "key",
+            "secret",
+            " is ",
+            " was ",
+            " to ",
+            " = ",
+            "=",
+            " now ",
+            "now",
+            "  ",
+            " ",
+            "\t",
+            "|",
+            "\"",
+            "'",
+            "`",
+            "\n",
+            "x",
+            "_",
+            "Zq8vR2mK7pL4",
+            "xN9wAb3Qe7Lm",
+            "hunter2",
+            "required",
+        ];
+        let defs = crate::rules::builtin();
+        type GateFn = Box<dyn Fn(&[u8], usize, usize) -> bool>;
+        let cases: Vec<(&str, GateFn)> = vec![
+            ("table-row-secret", Box::new(table_cell)),
+            ("named-secret-prose", Box::new(upper_link)),
+            ("named-password-prose", Box::new(upper_link)),
+            (
+                "bare-secret-word-prose",
+                Box::new(|v: &[u8], _s: usize, e: usize| {
+                    value_after_now(v, e, crate::rules::BARE_SECRET_MIN_VALUE)
+                }),
+            ),
+        ];
+        let mut rng = crate::testkit::XorShift(0x2545_F491_4F6C_DD1D);
+        for (id, gate) in &cases {
+            let def = defs.iter().find(|d| d.id == *id).expect("rule exists");
+            let re = compile_builtin(def.pattern).unwrap();
+            let mut matched = 0;
+            for _ in 0..60_000 {
+                let n = 2 + (rng.next() % 7) as usize;
+                let v: Vec<u8> = (0..n)
+                    .flat_map(|_| parts[(rng.next() % parts.len() as u64) as usize].bytes())
+                    .collect();
+                if !re.is_match(&v) {
+                    continue;
+                }
+                matched += 1;
+                let lower = v.to_ascii_lowercase();
+                let passes = def.keywords.iter().any(|k| {
+                    lower
+                        .windows(k.len())
+                        .enumerate()
+                        .any(|(i, w)| w == k.as_bytes() && gate(&v, i, i + k.len()))
+                });
+                assert!(passes, "{id}: {:?}", String::from_utf8_lossy(&v));
+            }
+            assert!(matched > 100, "{id}: only {matched} matches");
+        }
     }
 
     /// The assignment gate may only skip segments where the rule's regex

@@ -403,6 +403,7 @@ impl Scanner {
                 "other-home" => Gate::NotOwnHome,
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
                 "netrc-password" => Gate::SpaceAfter,
+                "table-row-secret" => Gate::TableCell,
                 "registry-login-password" => Gate::AfterWord(rules::REGISTRY_LOGIN_TOOLS),
                 "base64-encoded-secrets" => Gate::Base64Value {
                     min: 24,
@@ -418,10 +419,9 @@ impl Scanner {
                 "login-slash-password" => Gate::SlashPair,
                 "login-with-pair" => Gate::LoginPair,
                 "byte-string-secret" => Gate::BytesAssigned,
-                "env-line-secret"
-                | "env-line-password"
-                | "named-secret-prose"
-                | "named-password-prose" => Gate::Upper,
+                "env-line-secret" | "env-line-password" => Gate::Upper,
+                "named-secret-prose" | "named-password-prose" => Gate::UpperLink,
+                "bare-secret-word-prose" => Gate::ValueAfterNow(rules::BARE_SECRET_MIN_VALUE),
                 "prose-password" => Gate::WordThenSep,
                 "lan-hostname" => Gate::HostEnd,
                 _ => Gate::None,
@@ -3212,6 +3212,18 @@ mod gate_tests {
             "string",
             "[]byte",
             "var ",
+            // `table-row-secret` (`Gate::TableCell`), the named-secret
+            // prose rules (`Gate::Upper`).
+            "|",
+            "  ",
+            "db_pass",
+            " is ",
+            "JWT_SECRET",
+            "DB_PASSWORD",
+            // `bare-secret-word-prose` (`Gate::ValueAfterNow`).
+            "token is ",
+            "now ",
+            "Zq8vR2mK7pL4xN9wAb3",
         ];
         let mut rng = crate::testkit::XorShift(0xD1B5_4A32_D192_ED03u64);
         let mut next = || rng.next();

@@ -2072,7 +2072,9 @@ pub fn builtin() -> Vec<RuleDef> {
             )
         },
         // `the token is V`, `my key was V`: a bare secret word and a long
-        // credential-shaped value (`the token is expired` is not one).
+        // credential-shaped value (`the token is expired` is not one). Its
+        // keywords end at the blanks before the value or `now`
+        // (`Gate::ValueAfterNow`).
         RuleDef {
             min_entropy: 3.0,
             ..grp(
@@ -2086,7 +2088,7 @@ pub fn builtin() -> Vec<RuleDef> {
                     "secret is ",
                     "secret was ",
                 ],
-                r#"(?i)\b(?:token|key|secret)\s+(?:is|was)\s+(?:now\s+)?["'`]?([A-Za-z0-9_./+=-]{20,})"#,
+                r#"(?i)\b(?:token|key|secret) (?:is|was) [ \t]*(?:now[ \t]+)?["'`]?([A-Za-z0-9][A-Za-z0-9_./+=-]{19,})"#,
                 Check::ProseSecret,
             )
         },
@@ -3138,6 +3140,10 @@ fn terraform_variables() -> Vec<RuleDef> {
         ),
     ]
 }
+
+/// Shortest value `bare-secret-word-prose` accepts (`{19,}` after the
+/// first byte).
+pub const BARE_SECRET_MIN_VALUE: usize = 20;
 
 /// Shortest value `provider-named` accepts (`{13,}` after the first byte).
 pub const PROVIDER_MIN_VALUE: usize = 14;
