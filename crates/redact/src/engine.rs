@@ -712,9 +712,18 @@ pub enum Gate {
     /// of path words follows a `/` or a quote).
     SlashPair,
     /// `byte-string-secret`: after its keyword `bytes` every match has
-    /// ASCII whitespace then `=` (its other keywords, `&str`, `&[u8`,
-    /// `&'static`, always pass).
+    /// ASCII whitespace then `=`; and before each of its keywords (`&str`,
+    /// `&[u8`, `&'static`, `bytes`), past whitespace, a `:` and a name run
+    /// (`[A-Za-z0-9_]`) holding a secret word (see [`secret_name_before`]):
+    /// `fn f(s: &str)` fails here.
     BytesAssigned,
+    /// `typed-secret-binding`: its keywords (`: string`, `= @"`) follow a
+    /// name run holding a secret word, past whitespace.
+    SecretNameBefore,
+    /// `user-pass-words`: every match starts at `user`, `login` or
+    /// `account` (ASCII case-insensitive) before its keyword; the first
+    /// such word in the segment is looked for once.
+    LoginWordBefore,
     /// `env-line-secret`, `env-line-password`: every match holds one of
     /// the pattern's upper-case words (`SECRET`, `TOKEN`, `PASSWORD`, …),
     /// each of which is a keyword; an occurrence with a lower-case letter
@@ -2570,9 +2579,15 @@ impl Engine {
             Gate::HostEnd => host_may_end(v, m.end),
             Gate::LoginPair => login_pair_may(v, m.start, m.end),
             Gate::BytesAssigned => {
-                !v[m.start..m.end].eq_ignore_ascii_case(b"bytes")
-                    || v[m.end..].iter().find(|&&b| !is_ascii_space(b)) == Some(&b'=')
+                (!v[m.start..m.end].eq_ignore_ascii_case(b"bytes")
+                    || v[m.end..].iter().find(|&&b| !is_ascii_space(b)) == Some(&b'='))
+                    && secret_name_before(v, m.start, true)
             }
+            Gate::SecretNameBefore => secret_name_before(v, m.start, false),
+            Gate::LoginWordBefore => a
+                .login_word
+                .get_or_insert_with(|| first_login_word(v))
+                .is_some_and(|p| p < m.start),
             Gate::NotOwnHome => !self.home.as_ref().is_some_and(|h| {
                 let tail = &v[m.start..];
                 tail.starts_with(h) && !tail.get(h.len()).is_some_and(|&b| is_alnum(b))
@@ -3239,6 +3254,9 @@ struct AssignGate {
     cookie_pair: Option<bool>,
     /// `None` until a [`Gate::SlashPair`] rule asks.
     slash_pair: Option<bool>,
+    /// `None` until a [`Gate::LoginWordBefore`] rule asks: where the
+    /// segment's first `user`, `login` or `account` starts.
+    login_word: Option<Option<usize>>,
 }
 
 impl AssignGate {
@@ -3348,6 +3366,45 @@ fn value_follows(v: &[u8], e: usize, min_value: usize) -> bool {
             .take_while(|&&b| is_alnum(b) || matches!(b, b'_' | b'+' | b'/' | b'=' | b'.' | b'-'))
             .count()
             >= min_value
+}
+
+/// [`Gate::BytesAssigned`], [`Gate::SecretNameBefore`]: before `s`, past
+/// ASCII whitespace (and, with `colon`, a `:` and whitespace again), does
+/// the name run (`[A-Za-z0-9_]`) ending there hold `secret`, `token`,
+/// `key` or `passw` (ASCII case-insensitive)?
+fn secret_name_before(v: &[u8], s: usize, colon: bool) -> bool {
+    let mut k = s;
+    while k > 0 && is_ascii_space(v[k - 1]) {
+        k -= 1;
+    }
+    if colon {
+        if k == 0 || v[k - 1] != b':' {
+            return false;
+        }
+        k -= 1;
+        while k > 0 && is_ascii_space(v[k - 1]) {
+            k -= 1;
+        }
+    }
+    let end = k;
+    while k > 0 && is_word_byte(v[k - 1]) {
+        k -= 1;
+    }
+    let name = v[k..end].to_ascii_lowercase();
+    [&b"secret"[..], b"token", b"key", b"passw"]
+        .iter()
+        .any(|w| name.windows(w.len()).any(|x| x == *w))
+}
+
+/// [`Gate::LoginWordBefore`]: where the first `user`, `login` or `account`
+/// (ASCII case-insensitive) in `v` starts.
+fn first_login_word(v: &[u8]) -> Option<usize> {
+    (0..v.len()).find(|&i| {
+        let t = &v[i..];
+        [&b"user"[..], b"login", b"account"]
+            .iter()
+            .any(|w| t.len() >= w.len() && t[..w.len()].eq_ignore_ascii_case(w))
+    })
 }
 
 /// [`Gate::UpperLink`] for the keyword occurrence `v[s..e]`.
@@ -4258,7 +4315,25 @@ mod tests {
     /// one of the rule's keyword occurrences passes its gate.
     #[test]
     fn prose_and_table_gates_never_hide_a_match() {
-        let parts: &[&str] = &[
+        // Fragments every rule's texts draw on, and each rule's own.
+        let common: &[&str] = &[
+            " ",
+            "  ",
+            "\t",
+            "\n",
+            "\"",
+            "'",
+            "`",
+            "=",
+            ": ",
+            "x",
+            "_",
+            "|",
+            "Zq8vR2mK7pL4",
+            "xN9wAb3Qe7Lm",
+            "hunter2",
+        ];
+        let prose: &[&str] = &[
             "JWT_SECRET",
             "DB_PASSWORD",
             "ADMIN_PASS",
@@ -4273,39 +4348,64 @@ mod tests {
             " was ",
             " to ",
             " = ",
-            "=",
             " now ",
             "now",
-            "  ",
-            " ",
-            "\t",
-            "|",
-            "\"",
-            "'",
-            "`",
-            "\n",
-            "x",
-            "_",
-            "Zq8vR2mK7pL4",
-            "xN9wAb3Qe7Lm",
-            "hunter2",
             "required",
+            "Zq8vR2mK7pL4xN9wAb3Q",
         ];
-        let defs = crate::rules::builtin();
+        let typed: &[&str] = &[
+            "apiToken",
+            "myKey",
+            "name",
+            ": String = \"",
+            ":string=\"",
+            " = @\"",
+            "=@\"",
+            ": &str = \"",
+            ":&[u8]=b\"",
+            ": &'static str = r#\"",
+            ": bytes = b\"",
+            "bytes",
+            "&str",
+            "Zq8vR2mK7pL4\"",
+        ];
+        let login: &[&str] = &[
+            "user", "Login", "account", "bob", " pass ", " pw:", " pwd=", ",",
+        ];
         type GateFn = Box<dyn Fn(&[u8], usize, usize) -> bool>;
-        let cases: Vec<(&str, GateFn)> = vec![
-            ("table-row-secret", Box::new(table_cell)),
-            ("named-secret-prose", Box::new(upper_link)),
-            ("named-password-prose", Box::new(upper_link)),
+        let cases: Vec<(&str, &[&str], GateFn)> = vec![
+            ("table-row-secret", prose, Box::new(table_cell)),
+            ("named-secret-prose", prose, Box::new(upper_link)),
+            ("named-password-prose", prose, Box::new(upper_link)),
             (
                 "bare-secret-word-prose",
+                prose,
                 Box::new(|v: &[u8], _s: usize, e: usize| {
                     value_after_now(v, e, crate::rules::BARE_SECRET_MIN_VALUE)
                 }),
             ),
+            (
+                "typed-secret-binding",
+                typed,
+                Box::new(|v: &[u8], s: usize, _e: usize| secret_name_before(v, s, false)),
+            ),
+            (
+                "byte-string-secret",
+                typed,
+                Box::new(|v: &[u8], s: usize, _e: usize| secret_name_before(v, s, true)),
+            ),
+            (
+                "user-pass-words",
+                login,
+                Box::new(|v: &[u8], s: usize, _e: usize| {
+                    first_login_word(v).is_some_and(|p| p < s)
+                }),
+            ),
         ];
+        let defs = crate::rules::builtin();
         let mut rng = crate::testkit::XorShift(0x2545_F491_4F6C_DD1D);
-        for (id, gate) in &cases {
+        for (id, own, gate) in &cases {
+            let parts: Vec<&str> = common.iter().chain(own.iter()).copied().collect();
             let def = defs.iter().find(|d| d.id == *id).expect("rule exists");
             let re = compile_builtin(def.pattern).unwrap();
             let mut matched = 0;
