@@ -720,10 +720,6 @@ pub enum Gate {
     /// `typed-secret-binding`: its keywords (`: string`, `= @"`) follow a
     /// name run holding a secret word, past whitespace.
     SecretNameBefore,
-    /// `user-pass-words`: every match starts at `user`, `login` or
-    /// `account` (ASCII case-insensitive) before its keyword; the first
-    /// such word in the segment is looked for once.
-    LoginWordBefore,
     /// `env-line-secret`, `env-line-password`: every match holds one of
     /// the pattern's upper-case words (`SECRET`, `TOKEN`, `PASSWORD`, …),
     /// each of which is a keyword; an occurrence with a lower-case letter
@@ -2584,10 +2580,6 @@ impl Engine {
                     && secret_name_before(v, m.start, true)
             }
             Gate::SecretNameBefore => secret_name_before(v, m.start, false),
-            Gate::LoginWordBefore => a
-                .login_word
-                .get_or_insert_with(|| first_login_word(v))
-                .is_some_and(|p| p < m.start),
             Gate::NotOwnHome => !self.home.as_ref().is_some_and(|h| {
                 let tail = &v[m.start..];
                 tail.starts_with(h) && !tail.get(h.len()).is_some_and(|&b| is_alnum(b))
@@ -3254,9 +3246,6 @@ struct AssignGate {
     cookie_pair: Option<bool>,
     /// `None` until a [`Gate::SlashPair`] rule asks.
     slash_pair: Option<bool>,
-    /// `None` until a [`Gate::LoginWordBefore`] rule asks: where the
-    /// segment's first `user`, `login` or `account` starts.
-    login_word: Option<Option<usize>>,
 }
 
 impl AssignGate {
@@ -3390,21 +3379,10 @@ fn secret_name_before(v: &[u8], s: usize, colon: bool) -> bool {
     while k > 0 && is_word_byte(v[k - 1]) {
         k -= 1;
     }
-    let name = v[k..end].to_ascii_lowercase();
+    let name = &v[k..end];
     [&b"secret"[..], b"token", b"key", b"passw"]
         .iter()
-        .any(|w| name.windows(w.len()).any(|x| x == *w))
-}
-
-/// [`Gate::LoginWordBefore`]: where the first `user`, `login` or `account`
-/// (ASCII case-insensitive) in `v` starts.
-fn first_login_word(v: &[u8]) -> Option<usize> {
-    (0..v.len()).find(|&i| {
-        let t = &v[i..];
-        [&b"user"[..], b"login", b"account"]
-            .iter()
-            .any(|w| t.len() >= w.len() && t[..w.len()].eq_ignore_ascii_case(w))
-    })
+        .any(|w| name.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
 }
 
 /// [`Gate::UpperLink`] for the keyword occurrence `v[s..e]`.
@@ -4369,9 +4347,6 @@ mod tests {
             "&str",
             "Zq8vR2mK7pL4\"",
         ];
-        let login: &[&str] = &[
-            "user", "Login", "account", "bob", " pass ", " pw:", " pwd=", ",",
-        ];
         type GateFn = Box<dyn Fn(&[u8], usize, usize) -> bool>;
         let cases: Vec<(&str, &[&str], GateFn)> = vec![
             ("table-row-secret", prose, Box::new(table_cell)),
@@ -4393,13 +4368,6 @@ mod tests {
                 "byte-string-secret",
                 typed,
                 Box::new(|v: &[u8], s: usize, _e: usize| secret_name_before(v, s, true)),
-            ),
-            (
-                "user-pass-words",
-                login,
-                Box::new(|v: &[u8], s: usize, _e: usize| {
-                    first_login_word(v).is_some_and(|p| p < s)
-                }),
             ),
         ];
         let defs = crate::rules::builtin();

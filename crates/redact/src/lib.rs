@@ -420,7 +420,6 @@ impl Scanner {
                 "login-with-pair" => Gate::LoginPair,
                 "byte-string-secret" => Gate::BytesAssigned,
                 "typed-secret-binding" => Gate::SecretNameBefore,
-                "user-pass-words" => Gate::LoginWordBefore,
                 "env-line-secret" | "env-line-password" => Gate::Upper,
                 "named-secret-prose" | "named-password-prose" => Gate::UpperLink,
                 "bare-secret-word-prose" => Gate::ValueAfterNow(rules::BARE_SECRET_MIN_VALUE),
