@@ -3214,7 +3214,7 @@ mod gate_tests {
             "[]byte",
             "var ",
             // `table-row-secret` (`Gate::TableCell`), the named-secret
-            // prose rules (`Gate::Upper`).
+            // prose rules (`Gate::UpperLink`).
             "|",
             "  ",
             "db_pass",

@@ -2013,9 +2013,9 @@ pub fn builtin() -> Vec<RuleDef> {
         },
         // A variable named for a secret, written in prose: `JWT_SECRET is
         // V`, `I set SECRET_KEY_BASE to V`, `STRIPE_SECRET_KEY was V`. The
-        // name is an upper-case identifier holding `_` (every keyword
-        // occurrence upper-case, see `Gate::Upper`); the value has the
-        // prose rules' shape (`API_KEY is required` is not one).
+        // name is an upper-case identifier holding `_`, the link right after
+        // it (`Gate::UpperLink`); the value has the prose rules' shape
+        // (`API_KEY is required` is not one).
         RuleDef {
             min_entropy: 3.0,
             ..grp(
@@ -2165,14 +2165,16 @@ pub fn builtin() -> Vec<RuleDef> {
         // `Twilio.init("AC…", "T")`, `new TwilioRestClient("AC…", "T")`.
         grp(
             "twilio-client-token",
-            "twilio-token",
+            "twilio-key",
             &["(\"ac", "('ac"],
             r#"\(\s*["']AC[a-f0-9]{32}["']\s*,\s*["']([a-f0-9]{32})["']"#,
             Check::Generic,
         ),
         // A typed binding named for a secret: Swift's and Kotlin's `let
         // apiToken: String = "T"`, TypeScript's `const apiKey: string =
-        // 'T'`, Objective-C's `NSString *const kAPIKey = @"T"`.
+        // 'T'`, Objective-C's `NSString *const kAPIKey = @"T"`. The name
+        // stands right before each keyword (`Gate::SecretNameBefore`):
+        // every OpenAPI `type: string` would run it otherwise.
         RuleDef {
             min_entropy: 3.0,
             ..grp(
@@ -2222,8 +2224,8 @@ pub fn builtin() -> Vec<RuleDef> {
         // A row of a table that pairs a secret's name with its value:
         // `vault kv get`'s `db_pass            S`, a Markdown `| api_token |
         // T |`. The whole line is the row (a name, two blanks or a bar, a
-        // value; also a JSON string's whole content); a letter and a digit
-        // (`| token | string |` is a schema).
+        // value; also a JSON string's whole content; `Gate::TableCell`); a
+        // letter and a digit (`| token | string |` is a schema).
         grp(
             "table-row-secret",
             "password",
@@ -2364,7 +2366,8 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::Bearer,
         ),
         // Logging in with a pair in prose: `login with bob:S`, `log in as
-        // admin/S`, `sign in using ops:S`, `use admin/S to log in`. The
+        // admin/S`, `login with alice / S`, `sign in using ops:S`, `use
+        // admin/S to log in`. The
         // value holds a letter and a digit (`login with user:pass`,
         // `log in as root/admin` are not ones).
         // No `"` in a match: the rule is searched only in the stretch
