@@ -2212,13 +2212,14 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::Mnemonic,
         ),
         // Two-factor backup codes listed after their name: GitHub's
-        // `xxxxx-xxxxx`, Google's 8 digits, `recovery codes: a1b2-c3d4
-        // e5f6-a7b8`.
+        // `xxxxx-xxxxx` (hex), GitLab's 16 hex digits, Google's 8 digits
+        // (`recovery codes: HTTP-ERROR`, `backup codes 2023-2024` are not
+        // ones).
         grp(
             "two-factor-backup-codes",
             "password",
             &["recovery code", "backup code"],
-            r#"(?i)\b(?:recovery|backup)[ \t]+codes?\b(?:[ \t]+(?:are|is))?[ \t]*[:=]?[ \t]*((?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[0-9]{8,10})(?:[ \t]*[, \t][ \t]*(?:[a-z0-9]{4,5}-[a-z0-9]{4,5}|[0-9]{8,10}))*)\b"#,
+            r#"(?i)\b(?:recovery|backup)[ \t]+codes?\b(?:[ \t]+(?:are|is))?[ \t]*[:=]?[ \t]*((?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{8,10})(?:[ \t]*[, \t][ \t]*(?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{8,10}))*)\b"#,
             Check::None,
         ),
         // A row of a table that pairs a secret's name with its value:

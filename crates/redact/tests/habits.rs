@@ -2459,6 +2459,15 @@ fn wallet_phrases_and_backup_codes() {
         ),
         (
             "backup codes",
+            format!(
+                "GitLab recovery codes: {} {}",
+                rs(12, HEX, 16),
+                rs(13, HEX, 16)
+            ),
+            rs(13, HEX, 16),
+        ),
+        (
+            "backup codes",
             format!("Backup codes are {}, {}", google(9), google(10)),
             google(10),
         ),
@@ -2471,6 +2480,8 @@ fn wallet_phrases_and_backup_codes() {
             "seed phrase: see the wallet docs",
             "recovery codes: regenerate them in settings",
             "backup code: none",
+            "recovery codes: HTTP-ERROR",
+            "backup codes 2023-2024 rotation",
             "mnemonic = bip39.generate_mnemonic()",
         ],
     );
