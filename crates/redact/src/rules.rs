@@ -1646,14 +1646,34 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::FlagPassword,
         ),
         // Archive and crypto tools given a password as a flag: `zip -P PW`
-        // (upper case: `unzip -p` pipes), `7z a -pPW` (glued), OpenSSL's
+        // (upper case: `unzip -p` pipes), `7z a -pPW`, `rar a -hpPW` (glued), OpenSSL's
         // `-passin pass:PW` / `-passout pass:PW` (`env:` and `file:` name
         // where it is) and `enc -k PW` / `-K HEXKEY`.
         grp(
             "tool-flag-password",
             "password",
-            &["zip -", "7z ", "7za ", "7zr ", "7zz ", "openssl"],
-            r#"(?i:\b(?:zip|unzip))\b[^\n]*?\s(?:-P|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\b7z[azr]?)\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\bopenssl)\b[^\n]*?\s-(?:pass(?:in|out)?|password)\s+["']?pass:([^\s"'`;&|<>]{4,})|(?i:\bopenssl)\b[^\n]*?\s-[kK]\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            &["zip -", "7z ", "7za ", "7zr ", "7zz ", "rar ", "openssl"],
+            r#"(?i:\b(?:zip|unzip))\b[^\n]*?\s(?:-P|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\b(?:7z[azr]?|rar|unrar))\b[^\n]*?\s-(?:p|hp)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\bopenssl)\b[^\n]*?\s-(?:pass(?:in|out)?|password)\s+["']?pass:([^\s"'`;&|<>]{4,})|(?i:\bopenssl)\b[^\n]*?\s-[kK]\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            Check::FlagPassword,
+        ),
+        // Servers' user commands that take the password as an argument:
+        // Redis' `ACL SETUSER bob on >PW`, `mosquitto_passwd -b FILE bob
+        // PW`, MinIO's `mc alias set NAME URL ACCESS SECRET`, the Azure
+        // CLI's `az sql server create … -p PW` (`--admin-password`).
+        grp(
+            "server-user-password",
+            "password",
+            &[
+                "setuser",
+                "mosquitto_passwd",
+                "mc alias set",
+                "mc config host add",
+                "az sql ",
+                "az vm ",
+                "az postgres ",
+                "az mysql ",
+            ],
+            r#"(?i:\bACL\s+SETUSER)\s+[^\s>]+(?:\s+[^\s>]+)*?\s+>([^\s"'`;&|<>]{4,})|\bmosquitto_passwd\b[^\n]*?\s-b\s+\S+\s+\S+\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bmc\s+(?:alias\s+set|config\s+host\s+add)\s+\S+\s+\S+\s+\S+\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\baz\s+(?:sql|vm|postgres|mysql)\b[^\n|;&]*?\s(?:-p|--admin-password|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
             Check::FlagPassword,
         ),
         // Java key stores: `keytool` / `jarsigner` `-storepass PW`,

@@ -2616,3 +2616,56 @@ fn credentials_named_in_other_languages_with_a_phrase() {
         ],
     );
 }
+
+/// Session 18: servers' user commands and an archiver that take the
+/// password as an argument.
+#[test]
+fn server_user_commands_and_rar() {
+    check(&[
+        (
+            "redis acl",
+            format!("ACL SETUSER bob on >{} ~* +@all", pw(1)),
+            pw(1),
+        ),
+        (
+            "redis acl",
+            format!("127.0.0.1:6379> acl setuser ci on >{}", pw(2)),
+            pw(2),
+        ),
+        (
+            "mosquitto",
+            format!("mosquitto_passwd -b /etc/mosquitto/passwd bob {}", pw(3)),
+            pw(3),
+        ),
+        (
+            "minio",
+            format!("mc alias set minio http://x:9000 admin {}", pw(4)),
+            pw(4),
+        ),
+        (
+            "azure cli",
+            format!("az sql server create -n x -g rg -u admin -p '{}'", pw(5)),
+            pw(5),
+        ),
+        (
+            "azure cli",
+            format!(
+                "az vm create -n vm -g rg --admin-password {} --image Ubuntu2204",
+                pw(6)
+            ),
+            pw(6),
+        ),
+        ("rar", format!("rar a -p{} a.rar dir", pw(7)), pw(7)),
+        ("rar", format!("rar a -hp{} a.rar dir", pw(8)), pw(8)),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "ACL SETUSER bob on nopass ~* +@all",
+            "mosquitto_passwd -c /etc/mosquitto/passwd bob",
+            "mc alias ls",
+            "az vm create -n vm -g rg --generate-ssh-keys",
+            "rar a -r a.rar dir",
+        ],
+    );
+}
