@@ -8,9 +8,10 @@
 //!
 //! The same state carries the line-to-line rules of plain (not JSON) text:
 //! an element named like a secret whose value sits on its own line
-//! (`<apiToken>` / `S` / `</apiToken>`), a label line and the value under
-//! it, a YAML `data:` block, and a Terraform variable named like a secret
-//! whose `default` is on a later line — which a per-line scan cannot join.
+//! (`<apiToken>` / `S` / `</apiToken>`), a property list's `<string>` under
+//! a `<key>` naming a secret, a label line and the value under it, a YAML
+//! `data:` block, and a Terraform variable named like a secret whose
+//! `default` is on a later line — which a per-line scan cannot join.
 //!
 //! Owns: which commands read secrets, and which words of their output are
 //! secret-shaped. Must never: parse a line that holds neither a marked
@@ -99,6 +100,8 @@ pub struct Conversation {
     element_open: bool,
     /// The previous line was an `env` entry's `- name:` naming a secret.
     env_open: bool,
+    /// The previous line was a property list's `<key>` naming a secret.
+    plist_open: bool,
     /// The previous line was a label naming a secret (`eventbrite private
     /// access key`, `API token:`) and nothing else.
     label_open: bool,
@@ -145,6 +148,16 @@ static BLOCK_DEFAULT: LazyLock<Option<Regex>> =
 static SECRET_ENV_NAME: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(&format!(
         r#"(?i-u)^-[ \t]+name:[ \t]*["']?[A-Za-z0-9_.-]*{}[A-Za-z0-9_.-]*["']?$"#,
+        crate::rules::SETTING_SECRET_NAMES
+    ))
+    .ok()
+});
+
+/// `<key>StripeSecretKey</key>` alone on its line: a property list's key
+/// named like a secret whose `<string>` is on the next line.
+static SECRET_PLIST_KEY: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r#"(?i-u)^<key>[A-Za-z0-9_.:-]*{}[A-Za-z0-9_.:-]*</key>$"#,
         crate::rules::SETTING_SECRET_NAMES
     ))
     .ok()
@@ -217,6 +230,24 @@ impl Conversation {
         }
         (open && !t.is_empty() && !t.iter().any(|&b| b.is_ascii_whitespace() || b == b'<'))
             .then_some(t)
+    }
+
+    /// The string of a property list's key named like a secret, read line
+    /// by line (`<key>APIKey</key>` ⏎ `<string>V</string>`, as Xcode writes
+    /// an `Info.plist`): a decoded view holds both lines and the
+    /// `plist-secret` rule reads them there. Not yet classified.
+    pub fn plist_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let t = line.trim_ascii();
+        let open = std::mem::replace(&mut self.plist_open, false);
+        if t.starts_with(b"<key>") && t.ends_with(b"</key>") {
+            self.plist_open = SECRET_PLIST_KEY.as_ref().is_some_and(|re| re.is_match(t));
+            return None;
+        }
+        if !open {
+            return None;
+        }
+        let v = t.strip_prefix(b"<string>")?.strip_suffix(b"</string>")?;
+        (v.len() >= 4 && !v.iter().any(|&b| b.is_ascii_whitespace() || b == b'<')).then_some(v)
     }
 
     /// The value of an `env` list entry named like a secret, read line by

@@ -3622,6 +3622,14 @@ fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
 }
 
 /// Does `v` hold an upper-case letter, a lower-case letter and a digit?
+/// `Check::ProseSecret` on a value with nothing after it: `generic_ok`,
+/// and a value shorter than `rules::PROSE_SHORT_VALUE` mixes upper case,
+/// lower case and digits.
+pub fn prose_secret_ok(v: &[u8], min_entropy: f64) -> bool {
+    generic_ok(v, None, false, min_entropy)
+        && (v.len() >= crate::rules::PROSE_SHORT_VALUE || mixed_case_digits(v))
+}
+
 fn mixed_case_digits(v: &[u8]) -> bool {
     v.iter().any(u8::is_ascii_uppercase)
         && v.iter().any(u8::is_ascii_lowercase)

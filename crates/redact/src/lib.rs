@@ -168,6 +168,9 @@ pub struct Scanner {
     /// opening tag, read line by line, reports as the rule that reads the
     /// element whole.
     element_meta: usize,
+    /// Meta of `plist-secret` (a property list's string on the line after
+    /// its key).
+    plist_meta: usize,
     /// `env-entry-secret`'s: an `env` entry's value read line by line
     /// reports as the rule that reads the entry whole.
     env_entry_meta: usize,
@@ -372,6 +375,7 @@ impl Scanner {
         let generic_meta = meta_of("generic-secret").unwrap_or(output_meta);
         let env_entry_meta = meta_of("env-entry-secret").unwrap_or(generic_meta);
         let element_meta = meta_of("xml-element-secret").unwrap_or(generic_meta);
+        let plist_meta = meta_of("plist-secret").unwrap_or(generic_meta);
         let block_metas = (
             meta_of("terraform-variable-secret").unwrap_or(generic_meta),
             meta_of("terraform-variable-password").unwrap_or(generic_meta),
@@ -514,6 +518,7 @@ impl Scanner {
             block_metas,
             env_entry_meta,
             element_meta,
+            plist_meta,
         }
     }
 
@@ -810,6 +815,11 @@ impl Scanner {
         if let Some(v) = conversation.element_value(line) {
             if engine::generic_ok(v, None, true, 0.0) {
                 found.push((v.to_vec(), self.element_meta));
+            }
+        }
+        if let Some(v) = conversation.plist_value(line) {
+            if v.len() >= 12 && engine::prose_secret_ok(v, 3.0) {
+                found.push((v.to_vec(), self.plist_meta));
             }
         }
         if let Some(v) = conversation.env_value(line) {

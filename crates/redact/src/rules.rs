@@ -1513,6 +1513,39 @@ pub fn builtin() -> Vec<RuleDef> {
             )),
             Check::EntryPassword,
         ),
+        // A property list's key named like a secret and its string value
+        // (`Info.plist`, `GoogleService-Info.plist`): `<key>APIKey</key>` ⏎
+        // `<string>V</string>` — one text in a decoded view, or on one line.
+        // Apps' settings and labels share these files, so the value must
+        // read as a key (the prose rules' shape, 12 bytes or more).
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "plist-secret",
+                "generic-secret",
+                &["</key>"],
+                leak(format!(
+                    r#"(?i)<key>[A-Za-z0-9_.:-]*{SETTING_SECRET_NAMES}[A-Za-z0-9_.:-]*</key>\s*<string>([^<>\s]{{12,}})</string>"#
+                )),
+                Check::ProseSecret,
+            )
+        },
+        // An Android string resource named like a secret:
+        // `<string name="api_key">V</string>`. Most string resources are UI
+        // text (`<string name="password">Kennwort</string>`), so the value
+        // must read as a key: 16 bytes or more, the prose rules' shape.
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "android-string-secret",
+                "generic-secret",
+                &["<string "],
+                leak(format!(
+                    r#"(?i)<string\s+name\s*=\s*["'][A-Za-z0-9_.:-]*{SETTING_SECRET_NAMES}[A-Za-z0-9_.:-]*["'][^<>]*>([^<>\s]{{16,}})</string>"#
+                )),
+                Check::ProseSecret,
+            )
+        },
         // An `env` list entry named like a secret (Kubernetes, Compose, CI):
         // `- name: DB_PASSWORD` ⏎ `  value: "V"` — one text in a decoded
         // view; read line by line in plain text

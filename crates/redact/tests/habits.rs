@@ -2669,3 +2669,51 @@ fn server_user_commands_and_rar() {
         ],
     );
 }
+
+/// Session 18: mobile apps' settings — a property list's key named like a
+/// secret and its string, an Android string resource named like one.
+#[test]
+fn plist_and_android_resource_secrets() {
+    let key = |n| rs(n, ALNUM, 32);
+    check(&[
+        (
+            "plist",
+            format!("<key>api_secret</key><string>{}</string>", key(1)),
+            key(1),
+        ),
+        (
+            "plist",
+            format!(
+                "\t<key>StripeSecretKey</key>\n\t<string>{}</string>",
+                key(2)
+            ),
+            key(2),
+        ),
+        (
+            "android",
+            format!("<string name=\"api_key\">{}</string>", key(3)),
+            key(3),
+        ),
+        (
+            "android",
+            format!(
+                "    <string name=\"facebook_client_token\">{}</string>",
+                key(4)
+            ),
+            key(4),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "<key>CFBundleName</key><string>MyApp</string>",
+            "<key>TokenURL</key><string>https://x.io/token</string>",
+            "<string name=\"app_name\">My App</string>",
+            "<string name=\"password\">Kennwort</string>",
+            "<string name=\"hint_password\">Passwort</string>",
+            "<string name=\"password_too_short\">TooShort1</string>",
+            "<key>PasswordAutoFill</key><string>Enabled</string>",
+            "<string name=\"api_key_hint\">Enter your key</string>",
+        ],
+    );
+}
