@@ -248,18 +248,33 @@ const INTL_LINK: &str = r#"(?:[ \t]*(?::|：|=)[ \t]*|[ \t]+(?:[^\s"'`:]+[ \t]+)
 /// phrase (`токен доступа: V`, `пароль от базы: V`; the word ends in a
 /// non-ASCII byte, so the byte before the colon still ends a name for
 /// [`non_ascii_trigger`], and the longest, 24 bytes with its blanks, keeps
-/// the longest name within [`NON_ASCII_REACH`]); a topic or copula particle right after the name
-/// (`密码是 V`, `密码为 V`, `パスワードは V`, `비밀번호는 V`); or a dash,
+/// the longest name within [`NON_ASCII_REACH`]); a topic or copula
+/// particle right after the name (`密码是 V`, `密码为 V`, `パスワードは V`,
+/// `비밀번호는 V`), or a copula after blanks (`mật khẩu là V`, `كلمة المرور
+/// هي V`, `הסיסמה היא V`, `รหัสผ่านคือ V`); or a dash,
 /// after at most a short phrase saying what for (`пароль — V`, `пароль от
 /// базы — V`, `токен для CI – V`). Each of those marks is one of
 /// [`NON_ASCII_LINKS`], where [`non_ascii_trigger`] looks for a name
 /// before it; blanks and the phrase are bounded so the name stays within
 /// [`NON_ASCII_REACH`] of it.
-const INTL_SEP: &str = r#"(?:(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:=]{0,13}[\x80-\xBF]|[ \t]{1,2}[^\s"'`:=]{0,19}[\x80-\xBF])?[ \t]*(?::|：|=)[ \t]*|(?:は|是|为|為|는|은)[ \t]*|(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:]{1,16})?[ \t]{0,2}(?:—|–)[ \t]*)"#;
+const INTL_SEP: &str = r#"(?:(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:=]{0,13}[\x80-\xBF]|[ \t]{1,2}[^\s"'`:=]{0,19}[\x80-\xBF])?[ \t]*(?::|：|=)[ \t]*|(?:は|是|为|為|는|은)[ \t]*|[ \t]*(?:là|هي|היא)[ \t]+|คือ[ \t]*|(?:[ \t]{1,2}(?:от|для)[ \t]{1,2}[^\s"'`:]{1,16})?[ \t]{0,2}(?:—|–)[ \t]*)"#;
 
 /// The marks other than `:`, `：` and `=` that [`INTL_SEP`] puts between
 /// a name in a non-Latin script and its value.
-pub const NON_ASCII_LINKS: &[&str] = &["は", "是", "为", "為", "는", "은", "—", "–"];
+pub const NON_ASCII_LINKS: &[&str] = &[
+    "は",
+    "是",
+    "为",
+    "為",
+    "는",
+    "은",
+    "là",
+    "هي",
+    "היא",
+    "คือ",
+    "—",
+    "–",
+];
 
 /// A value named in prose in another language: printable ASCII, optionally
 /// quoted (`"`, `「`, `“`), not ending in sentence punctuation.
@@ -2030,7 +2045,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "password",
             &[],
             leak(format!(
-                r#"(?:has(?:ł|Ł)o|Has(?:ł|Ł)o|(?:ş|Ş)ifre|(?:l|L)(?:ö|Ö)senord|m(?:ậ|Ậ)t\s+kh(?:ẩ|Ẩ)u|(?:п|П)ароль|ПАРОЛЬ|(?:κ|Κ)ωδικός|סיסמה|كلمة\s+(?:المرور|السر)|رمز\s+عبور|पासवर्ड|パスワード|暗証番号|密码|密碼|口令|비밀번호|암호|รหัสผ่าน){INTL_SEP}{INTL_VALUE}"#
+                r#"(?:has(?:ł|Ł)o|Has(?:ł|Ł)o|(?:ş|Ş)ifre|(?:l|L)(?:ö|Ö)senord|[mM](?:ậ|Ậ)t\s+[kK]h(?:ẩ|Ẩ)u|(?:п|П)ароль|ПАРОЛЬ|(?:κ|Κ)ωδικός|סיסמה|كلمة\s+(?:المرور|السر)|رمز\s+عبور|पासवर्ड|パスワード|暗証番号|密码|密碼|口令|비밀번호|암호|รหัสผ่าน){INTL_SEP}{INTL_VALUE}"#
             )),
             Check::Bearer,
         ),
@@ -4215,6 +4230,13 @@ mod tests {
             " — ",
             "–",
             " от базы ",
+            " là ",
+            "là",
+            " هي ",
+            " היא ",
+            "คือ",
+            "Mật khẩu",
+            "הסיסמה",
             " доступа",
             " от ",
             "базы",

@@ -2604,6 +2604,10 @@ fn credentials_named_in_other_languages_with_a_phrase() {
         ("russian", format!("Токен доступа: {}", tok(9)), tok(9)),
         ("russian", format!("Пароль от базы: {}", pw(10)), pw(10)),
         ("greek", format!("Κωδικός πρόσβασης: {}", pw(11)), pw(11)),
+        ("vietnamese", format!("Mật khẩu là {}", pw(12)), pw(12)),
+        ("arabic", format!("كلمة المرور هي {}", pw(13)), pw(13)),
+        ("hebrew", format!("הסיסמה היא {}", pw(14)), pw(14)),
+        ("thai", format!("รหัสผ่านคือ {}", pw(15)), pw(15)),
     ]);
     assert_no_findings(
         &scanner(),
@@ -2613,6 +2617,8 @@ fn credentials_named_in_other_languages_with_a_phrase() {
             "La contraseña del servidor es obligatoria",
             "Токен доступа: истёк",
             "Пароль от базы: см. хранилище",
+            "Mật khẩu là bắt buộc",
+            "Đây là trang đăng nhập",
         ],
     );
 }
