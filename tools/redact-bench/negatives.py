@@ -28,6 +28,16 @@ import json
 import subprocess
 import sys
 
+
+def vercel_sibling(prefix):
+    """Why a `vcp_` token listed under another Vercel prefix's rule is redacted."""
+    return (
+        "a `vcp_` token in Vercel's exact format (the prefix and 56 characters), listed as a negative "
+        f"of the rule for the `{prefix}` prefix; it is a personal access token, which the suite's own "
+        "`vcp_` rule takes"
+    )
+
+
 # Why each remaining negative (bare context) is redacted, by the peer rule
 # that lists it. "wrong" marks the ones that are not right to redact, with
 # what keeping them would cost.
@@ -84,9 +94,9 @@ REASONS = {
     "unkey-root-key.1": "Unkey's `key_` prefix and 12 characters under `UNKEY_API_KEY`",
     "upcloud-api-token": "UpCloud's `ucat_` / `uca_` prefixes under `upcloud_token`",
     "vercel-api-token": "18 characters under `vercel_key`",
-    "vercel-ai-gateway-key": "a `vcp_` token in Vercel's exact format (the prefix and 56 characters), listed as a negative of the rule for the `vck_` prefix; it is a personal access token, which the suite's own `vcp_` rule takes",
-    "vercel-app-refresh-token": "a `vcp_` token in Vercel's exact format (the prefix and 56 characters), listed as a negative of the rule for the `vcr_` prefix; it is a personal access token, which the suite's own `vcp_` rule takes",
-    "vercel-integration-token": "a `vcp_` token in Vercel's exact format (the prefix and 56 characters), listed as a negative of the rule for the `vci_` prefix; it is a personal access token, which the suite's own `vcp_` rule takes",
+    "vercel-ai-gateway-key": vercel_sibling("vck_"),
+    "vercel-app-refresh-token": vercel_sibling("vcr_"),
+    "vercel-integration-token": vercel_sibling("vci_"),
     "weatherstack-api-key.1": "**wrong**: `abcdef0123456789…` under `API_KEY` is a placeholder; `abcdef0123` is in 37 of kingfisher's caught positives (see `openweather-api-key`)",
     "weights-and-biases-api-key": "32 hex under `wandb_api_key` (the peer wants 40)",
 }

@@ -2566,7 +2566,7 @@ impl Engine {
             }
             Gate::CookiePair => *a.cookie_pair.get_or_insert_with(|| cookie_pair(v)),
             Gate::SlashPair => *a.slash_pair.get_or_insert_with(|| slash_pair(v)),
-            Gate::Upper => !v[m.start..m.end].iter().any(u8::is_ascii_lowercase),
+            Gate::Upper => no_lower_case(&v[m.start..m.end]),
             Gate::WordThenSep => {
                 (v[m.start] == b'_' || !(m.start > 0 && is_word_byte(v[m.start - 1])))
                     && v.get(m.end)
@@ -2695,10 +2695,11 @@ impl Engine {
                     !in_placeholder(v, m_start)
                         && !names_a_reference(&v[m_start..s])
                         && !elided_after(&v[e..])
-                        && generic_ok(val, next, false, min_entropy)
-                        && (check == Check::Generic
-                            || val.len() >= crate::rules::PROSE_SHORT_VALUE
-                            || mixed_case_digits(val))
+                        && if check == Check::Generic {
+                            generic_ok(val, next, false, min_entropy)
+                        } else {
+                            prose_secret_ok(val, next, min_entropy)
+                        }
                 }
                 Check::Password => {
                     !in_placeholder(v, m_start)
@@ -3387,7 +3388,12 @@ fn secret_name_before(v: &[u8], s: usize, colon: bool) -> bool {
 
 /// [`Gate::UpperLink`] for the keyword occurrence `v[s..e]`.
 fn upper_link(v: &[u8], s: usize, e: usize) -> bool {
-    !v[s..e].iter().any(u8::is_ascii_lowercase) && prose_link_follows(v, e)
+    no_lower_case(&v[s..e]) && prose_link_follows(v, e)
+}
+
+/// [`Gate::Upper`]: a keyword occurrence with no lower-case letter.
+fn no_lower_case(k: &[u8]) -> bool {
+    !k.iter().any(u8::is_ascii_lowercase)
 }
 
 /// [`Gate::ValueAfterNow`] for a keyword occurrence ending at `e`.
@@ -3622,11 +3628,11 @@ fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
 }
 
 /// Does `v` hold an upper-case letter, a lower-case letter and a digit?
-/// `Check::ProseSecret` on a value with nothing after it: `generic_ok`,
-/// and a value shorter than `rules::PROSE_SHORT_VALUE` mixes upper case,
-/// lower case and digits.
-pub fn prose_secret_ok(v: &[u8], min_entropy: f64) -> bool {
-    generic_ok(v, None, false, min_entropy)
+/// The value test of `Check::ProseSecret`: `generic_ok`, and a value
+/// shorter than `rules::PROSE_SHORT_VALUE` mixes upper case, lower case
+/// and digits.
+pub fn prose_secret_ok(v: &[u8], next: Option<u8>, min_entropy: f64) -> bool {
+    generic_ok(v, next, false, min_entropy)
         && (v.len() >= crate::rules::PROSE_SHORT_VALUE || mixed_case_digits(v))
 }
 

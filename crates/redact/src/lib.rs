@@ -818,7 +818,7 @@ impl Scanner {
             }
         }
         if let Some(v) = conversation.plist_value(line) {
-            if v.len() >= 12 && engine::prose_secret_ok(v, 3.0) {
+            if v.len() >= 12 && engine::prose_secret_ok(v, None, 3.0) {
                 found.push((v.to_vec(), self.plist_meta));
             }
         }
