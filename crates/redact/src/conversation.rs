@@ -237,8 +237,14 @@ impl Conversation {
     /// an `Info.plist`): a decoded view holds both lines and the
     /// `plist-secret` rule reads them there. Not yet classified.
     pub fn plist_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
-        let t = line.trim_ascii();
         let open = std::mem::replace(&mut self.plist_open, false);
+        // Both lines end in `>`: every other line (of code, indented deep)
+        // is left before its indentation is walked.
+        let end = line.trim_ascii_end();
+        if !end.ends_with(b">") {
+            return None;
+        }
+        let t = end.trim_ascii_start();
         if t.starts_with(b"<key>") && t.ends_with(b"</key>") {
             self.plist_open = SECRET_PLIST_KEY.as_ref().is_some_and(|re| re.is_match(t));
             return None;
