@@ -1951,6 +1951,63 @@ fn qualified_type_name(v: &[u8]) -> bool {
             .any(|w| w[0].is_ascii_uppercase() && w[1].is_ascii_uppercase())
 }
 
+/// Bytes no reference, path or markup holds after its sigil and a name:
+/// a value opening with a sigil that goes on with one of these is a
+/// literal.
+const LITERAL_MARKS: &[u8] = b"!#$%^&*+=@()?~";
+
+/// A value opening with a sigil is a reference, markup or a path, not the
+/// secret: `$VAR`, `${…}`, `$(…)`, `$this->pw`, `%APPDATA%`, `%(name)s`,
+/// `{{ x }}`, `*alias`, `**`, `&anchor`, `&amp;`, `&#39;`, `@file.json`,
+/// `@Value(…)`, `@Microsoft.KeyVault(…)`, `#{…}`, `#comment`, `~/path`,
+/// `/path`, `./x`, `<placeholder>`, `<%= … %>`, `[REDACTED]`, `*tag*`. Unless what
+/// follows the sigil holds a byte no such form holds after its name
+/// ([`LITERAL_MARKS`]): then it is a literal that happens to begin with
+/// that byte. Django's keys draw from `a-z0-9!@#$%^&*(-_=+)`, and one in
+/// eight begins with `$ % & * @ #`; generated passwords, as often.
+fn sigil_reference(v: &[u8]) -> bool {
+    let Some((&s, rest)) = v.split_first() else {
+        return false;
+    };
+    if v.starts_with(b"./") {
+        return true;
+    }
+    if !matches!(
+        s,
+        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<' | b'['
+    ) {
+        return false;
+    }
+    let name_len = rest
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        .count();
+    let starts_name = rest
+        .first()
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
+    let after_name = rest.get(name_len).copied();
+    let always = match s {
+        // Paths and template or JSON openers.
+        b'/' | b'{' => true,
+        b'<' => rest.contains(&b'>') || matches!(rest.first(), Some(b'%' | b'<' | b'?' | b'!')),
+        b'[' => rest.contains(&b']'),
+        // `${…}`, `$(…)`, `%(…)s`, `%{…}`, `#{…}`, `@{…}`, `@(…)`.
+        b'$' | b'%' | b'#' | b'@' if matches!(rest.first(), Some(b'{' | b'(')) => true,
+        // A mask or glob, a shell operator, a literal percent sign.
+        b'*' | b'&' | b'%' if rest.first() == Some(&s) => true,
+        // `%APPDATA%`, `%USERPROFILE%\…`.
+        b'%' => starts_name && after_name == Some(b'%'),
+        // An HTML character reference.
+        b'&' => rest.first() == Some(&b'#'),
+        // An annotation or a call: `@Value(…)`, `@Microsoft.KeyVault(…)`.
+        b'@' => starts_name && after_name == Some(b'('),
+        _ => false,
+    } || (starts_name && after_name == Some(b'/')); // `$BASE_URL/…`, `@scope/pkg`
+                                                    // A name between two sigils is markup too: vim's `*tag*`, CVS's `$Id$`.
+    let inner = rest.strip_suffix(&[s]).unwrap_or(rest);
+    always || !inner.iter().any(|b| LITERAL_MARKS.contains(b))
+}
+
 /// Classifies the value of a keyword-anchored assignment.
 pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) -> bool {
     if (!password && (is_elided(v) || jwt_word_signature(v))) || is_sops_ciphertext(v) {
@@ -1970,11 +2027,7 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     if matches!(next, Some(b'(')) {
         return false;
     }
-    if matches!(
-        v[0],
-        b'$' | b'%' | b'{' | b'*' | b'/' | b'~' | b'@' | b'#' | b'&' | b'<' | b'['
-    ) || v.starts_with(b"./")
-    {
+    if sigil_reference(v) {
         return false;
     }
     let l = lower(v);

@@ -1500,7 +1500,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "registry-login-password",
             "password",
             &["login"],
-            r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl|az|oc|cf)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)\b(?:docker|podman|buildah|skopeo|helm\s+registry|oras|nerdctl|az|oc|cf)\s+login\b[^\n]*?\s(?:-p|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::Password,
         ),
         // A setting whose name and value are two attributes or an element of
@@ -1618,7 +1618,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "add-internet-password",
                 "<<<",
             ],
-            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bdoppler\s+secrets\s+set\s+[A-Za-z0-9_]+(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecurity\s+add-(?:generic|internet)-password\b[^\n|;&]*?\s-w\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set|secret-tool\s+store|(?:go)?pass\s+insert|smbpasswd|chpasswd|passwd|kinit|cryptsetup)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bdoppler\s+secrets\s+set\s+[A-Za-z0-9_]+(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecurity\s+add-(?:generic|internet)-password\b[^\n|;&]*?\s-w\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set|secret-tool\s+store|(?:go)?pass\s+insert|smbpasswd|chpasswd|passwd|kinit|cryptsetup)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
             Check::FlagPassword,
         ),
         // A tool's `config set NAME V` where NAME is a secret's: `wp config
@@ -1629,7 +1629,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "config-set-secret",
             "generic-secret",
             &["config set", "git config", "composer config"],
-            r#"(?i)(?:\b(?:wp|npm|yarn|pnpm|pip)\s+config\s+set|\b(?:git|composer)\s+config)\b(?:\s+--?[A-Za-z-]+)*\s+["']?[A-Za-z0-9_.:/@-]*(?:password|passwd|secret|token|api[_-]?key|oauth)[A-Za-z0-9_.:/@-]*["']?\s+["']?([^\s"'`;&|<>=-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)(?:\b(?:wp|npm|yarn|pnpm|pip)\s+config\s+set|\b(?:git|composer)\s+config)\b(?:\s+--?[A-Za-z-]+)*\s+["']?[A-Za-z0-9_.:/@-]*(?:password|passwd|secret|token|api[_-]?key|oauth)[A-Za-z0-9_.:/@-]*["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>=-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Server config directives that hold a password: Redis'
@@ -1669,7 +1669,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "psexec-password",
             "password",
             &["psexec"],
-            r#"(?i)\bpsexec(?:\.exe)?\b[^\n]*?\s-p\s+["']?([^\s"'`;&|<>]{4,})"#,
+            r#"(?i)\bpsexec(?:\.exe)?\b[^\n]*?\s-p\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
             Check::Password,
         ),
         // Clients whose `-p` (or `--password`) is the password of the `-u`
@@ -1690,7 +1690,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "rdesktop",
                 "redis-cli",
             ],
-            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Archive and crypto tools given a password as a flag: `zip -P PW`
@@ -1701,7 +1701,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "tool-flag-password",
             "password",
             &["zip -", "7z ", "7za ", "7zr ", "7zz ", "rar ", "openssl"],
-            r#"(?i:\b(?:zip|unzip))\b[^\n]*?\s(?:-P|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\b(?:7z[azr]?|rar|unrar))\b[^\n]*?\s-(?:p|hp)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|(?i:\bopenssl)\b[^\n]*?\s-(?:pass(?:in|out)?|password)\s+["']?pass:([^\s"'`;&|<>]{4,})|(?i:\bopenssl)\b[^\n]*?\s-[kK]\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i:\b(?:zip|unzip))\b[^\n]*?\s(?:-P|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|(?i:\b(?:7z[azr]?|rar|unrar))\b[^\n]*?\s-(?:p|hp)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|(?i:\bopenssl)\b[^\n]*?\s-(?:pass(?:in|out)?|password)\s+["']?pass:([^\s"'`;&|<>]{4,})|(?i:\bopenssl)\b[^\n]*?\s-[kK]\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Servers' user commands that take the password as an argument:
@@ -1721,7 +1721,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "az postgres ",
                 "az mysql ",
             ],
-            r#"(?i:\bACL\s+SETUSER)\s+[^\s>]+(?:\s+[^\s>]+)*?\s+>([^\s"'`;&|<>]{4,})|\bmosquitto_passwd\b[^\n]*?\s-b\s+\S+\s+\S+\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bmc\s+(?:alias\s+set|config\s+host\s+add)\s+\S+\s+\S+\s+\S+\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\baz\s+(?:sql|vm|postgres|mysql)\b[^\n|;&]*?\s(?:-p|--admin-password|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i:\bACL\s+SETUSER)\s+[^\s>]+(?:\s+[^\s>]+)*?\s+>([^\s"'`;&|<>]{4,})|\bmosquitto_passwd\b[^\n]*?\s-b\s+\S+\s+\S+\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bmc\s+(?:alias\s+set|config\s+host\s+add)\s+\S+\s+\S+\s+\S+\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\baz\s+(?:sql|vm|postgres|mysql)\b[^\n|;&]*?\s(?:-p|--admin-password|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Java key stores: `keytool` / `jarsigner` `-storepass PW`,
@@ -1732,7 +1732,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "keystore-password",
             "password",
             &["storepass", "keypass"],
-            r#"\s-(?:src|dest)?(?:store|key)pass[ \t]+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"\s-(?:src|dest)?(?:store|key)pass[ \t]+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // `ssh-keygen -p -P OLD -N NEW`: the old and new passphrases, one
@@ -1742,14 +1742,14 @@ pub fn builtin() -> Vec<RuleDef> {
             "ssh-keygen-old-passphrase",
             "password",
             &["ssh-keygen"],
-            r#"\bssh-keygen\b[^\n]*?\s-P[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"\bssh-keygen\b[^\n]*?\s-P[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         grp(
             "ssh-keygen-new-passphrase",
             "password",
             &["ssh-keygen"],
-            r#"\bssh-keygen\b[^\n]*?\s-N[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"\bssh-keygen\b[^\n]*?\s-N[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // `htpasswd -b[c] FILE USER PW`, `htpasswd -nb USER PW`: in batch
@@ -1758,7 +1758,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "htpasswd-password",
             "password",
             &["htpasswd"],
-            r#"\bhtpasswd\b[^\n;&|]*?\s-[A-Za-z]*b[A-Za-z]*\s[^\n;&|]*?\s["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}?)["']?[ \t]*(?:$|[;&|)>\n},\]])"#,
+            r#"\bhtpasswd\b[^\n;&|]*?\s-[A-Za-z]*b[A-Za-z]*\s[^\n;&|]*?\s(?:'([^'\n]{4,})'|"([^"\n]{4,})"|["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}?))["']?[ \t]*(?:$|[;&|)>\n},\]])"#,
             Check::FlagPassword,
         ),
         // OpenLDAP's clients bind with `-w PW` (`-W` prompts).
@@ -1766,7 +1766,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "ldap-bind-password",
             "password",
             &["ldap"],
-            r#"(?i:\bldap(?:search|add|modify|delete|modrdn|passwd|whoami|compare|exop))\b[^\n]*?\s-w[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i:\bldap(?:search|add|modify|delete|modrdn|passwd|whoami|compare|exop))\b[^\n]*?\s-w[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // `ldappasswd -a OLD -s NEW`: each flag on its own (one command
@@ -1775,7 +1775,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "ldappasswd-password",
             "password",
             &["ldappasswd"],
-            r#"\s-[as][ \t]+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"\s-[as][ \t]+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // `rabbitmqctl add_user NAME PW`, `rabbitmqctl change_password NAME
@@ -1784,7 +1784,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "rabbitmq-user-password",
             "password",
             &["rabbitmqctl"],
-            r#"\brabbitmqctl\b[^\n]*?\s(?:add_user|change_password)\s+["']?[^\s"']+["']?\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"\brabbitmqctl\b[^\n]*?\s(?:add_user|change_password)\s+["']?[^\s"']+["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Oracle's tools take `USER/PW[@db]`: `sqlplus system/PW@//h/ORCL`,
@@ -1835,7 +1835,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "device-flag-password",
             "password",
             &["ipmitool", "mosquitto_", "rabbitmqadmin", "snmp"],
-            r#"\b(?:ipmitool|mosquitto_(?:pub|sub|rr))\b[^\n]*?\s-P\s+["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\brabbitmqadmin\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})|\bsnmp[a-z]*\b[^\n]*?\s-[cA]\s*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"\b(?:ipmitool|mosquitto_(?:pub|sub|rr))\b[^\n]*?\s-P\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\brabbitmqadmin\b[^\n]*?\s(?:-p|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsnmp[a-z]*\b[^\n]*?\s-[cA]\s*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // SNMPv3's privacy pass phrase, a rule of its own: it follows `-A`
@@ -1844,7 +1844,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "snmp-priv-password",
             "password",
             &["snmp"],
-            r#"\bsnmp[a-z]*\b[^\n]*?\s-X\s*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"\bsnmp[a-z]*\b[^\n]*?\s-X\s*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Redis' `AUTH PW` (and `AUTH user PW`), SMTP's `AUTH PLAIN
@@ -1901,7 +1901,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "osql.exe",
                 "mssql-cli",
             ],
-            r#"(?i:\b(?:sqlcmd\b|bcp(?: |\.exe\b)|osql(?: |\.exe\b)|mssql-cli\b))[^\n]*?\s-P[ \t]*["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i:\b(?:sqlcmd\b|bcp(?: |\.exe\b)|osql(?: |\.exe\b)|mssql-cli\b))[^\n]*?\s-P[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // FreeRDP's `/p:PW`, Samba's `-U user%PW`.
@@ -1909,7 +1909,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "rdp-smb-password",
             "password",
             &["freerdp", "smbclient", "rpcclient", "smbcacls", "smbget"],
-            r#"(?i)\b(?:[a-z]*freerdp3?)\b[^\n]*?\s/p:["']?([^\s"'`;&|<>]{4,})|\b(?:smbclient|rpcclient|smbcacls|smbget)\b[^\n]*?\s(?:-U|--user)(?:=|\s*)["']?[^\s%"']+%([^\s"'`;&|<>]{4,})"#,
+            r#"(?i)\b(?:[a-z]*freerdp3?)\b[^\n]*?\s/p:(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|\b(?:smbclient|rpcclient|smbcacls|smbget)\b[^\n]*?\s(?:-U|--user)(?:=|\s*)["']?[^\s%"']+%([^\s"'`;&|<>]{4,})"#,
             Check::FlagPassword,
         ),
         // Windows: `net user NAME PW /add`, `net use \\host\share PW
@@ -2431,7 +2431,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "pass-line-password",
             "password",
             &["pass:", "pass =", "pass=", "pass :"],
-            r#"(?m)(?:^|["\n])[ \t]*(?:-[ \t]+)?["']?pass["']?[ \t]*[:=][ \t]*([^\s"'`,;&|<>(){}\[\]\\$%][^\s"'`,;&|<>(){}\[\]\\]{5,63})[ \t]*(?:$|["\n])"#,
+            r#"(?m)(?:^|["\n])[ \t]*(?:-[ \t]+)?["']?pass["']?[ \t]*[:=][ \t]*([^\s"'`,;&|<>(){}\[\]\\$%][^\s"'`]{5,63})[ \t]*(?:$|["\n])"#,
             Check::Bearer,
         ),
         // Logging in with a pair in prose: `login with bob:S`, `log in as
@@ -2588,7 +2588,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "-token ",
                 "-token=",
             ],
-            r#"(?i)(?:^|[\s"'])(?:--?[a-z0-9]+(?:-[a-z0-9]+)*-(?:password|passwd|passphrase|secret|token)|-secret)(?:=| [ \t]*)["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})"#,
+            r#"(?i)(?:^|[\s"'])(?:--?[a-z0-9]+(?:-[a-z0-9]+)*-(?:password|passwd|passphrase|secret|token)|-secret)(?:=| [ \t]*)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Package managers' and CI tools' credentials on the command line:
@@ -2611,7 +2611,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "cargo login",
                 "pulumi config set",
             ],
-            r#"\b(?:poetry\s+config\s+http-basic\.[^\s]+|composer\s+config\s+(?:--global\s+|-g\s+)?http-basic\.[^\s]+)\s+[^\s-][^\s]*\s+["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})|\bbundle\s+config\s+(?:set\s+)?(?:--(?:global|local)\s+)?[^\s-][^\s]*\s+["']?[^\s:"']+:([^\s"'`;&|<>]{4,})|\b(?:nuget\s+(?:add|update)\s+source|twine\s+upload)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)["']?([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,})|\bjenkins-cli\b[^\n]*?\s-auth\s+["']?[^\s:"'@]+:([^\s"'`;&|<>@]{4,})|\bcargo\s+login\s+(?:--registry(?:=|\s+)[^\s]+\s+)?["']?([A-Za-z0-9_-]{20,})|\bpulumi\s+config\s+set\s+--secret\s+(?:--[a-z-]+(?:=[^\s]+)?\s+)*[^\s-][^\s]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))|\bpulumi\s+config\s+set\s+[^\s-][^\s]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))\s+--secret\b"#,
+            r#"\b(?:poetry\s+config\s+http-basic\.[^\s]+|composer\s+config\s+(?:--global\s+|-g\s+)?http-basic\.[^\s]+)\s+[^\s-][^\s]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))|\bbundle\s+config\s+(?:set\s+)?(?:--(?:global|local)\s+)?[^\s-][^\s]*\s+["']?[^\s:"']+:([^\s"'`;&|<>]{4,})|\b(?:nuget\s+(?:add|update)\s+source|twine\s+upload)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))|\bjenkins-cli\b[^\n]*?\s-auth\s+["']?[^\s:"'@]+:([^\s"'`;&|<>@]{4,})|\bcargo\s+login\s+(?:--registry(?:=|\s+)[^\s]+\s+)?["']?([A-Za-z0-9_-]{20,})|\bpulumi\s+config\s+set\s+--secret\s+(?:--[a-z-]+(?:=[^\s]+)?\s+)*[^\s-][^\s]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))|\bpulumi\s+config\s+set\s+[^\s-][^\s]*\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>$-][^\s"'`;&|<>]{3,}))\s+--secret\b"#,
             Check::FlagPassword,
         ),
         // A password hashed from the command line (`openssl passwd -6 S`,
@@ -2643,7 +2643,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "context.hash(",
                 "hasher.hash(",
             ],
-            r#"(?i)\bopenssl passwd(?:[ \t]+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)[ \t]+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*[ \t]+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\bmkpasswd(?:[ \t]+(?:-[mSRP][ \t]+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*[ \t]+["']?([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,})|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|Hash::make|BCrypt\.hashpw|[A-Za-z]*PasswordEncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\([ \t]*[bru]?["']([^"'\s\\]{4,})["']"#,
+            r#"(?i)\bopenssl passwd(?:[ \t]+(?:-(?:salt|rand|writerand|provider|provider-path|propquery)[ \t]+[^\s]+|-(?:crypt|1|apr1|aixmd5|5|6|noverify|quiet|table|reverse)))*[ \t]+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,}))|\bmkpasswd(?:[ \t]+(?:-[mSRP][ \t]+[^\s]+|--(?:method|salt|rounds|password-fd)[= ][^\s]+|-5))*[ \t]+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>()$-][^\s"'`;&|<>()]{3,}))|\b(?:crypt\.crypt|bcrypt\.hashpw|bcrypt\.hash(?:Sync)?|bcrypt\.generate_password_hash|password_hash|generate_password_hash|make_password|hash_password|hashPassword|argon2\.hash|BCrypt::Password\.create|Hash::make|BCrypt\.hashpw|[A-Za-z]*PasswordEncoder\.encode|ph\.hash|pwd_context\.hash|hasher\.hash)\([ \t]*[bru]?["']([^"'\s\\]{4,})["']"#,
             Check::Password,
         ),
         // A secret's default when its variable is unset:
@@ -2871,7 +2871,7 @@ pub fn builtin() -> Vec<RuleDef> {
             ));
         } else if rule.id == "generic-password" {
             rule.pattern = leak(format!(
-                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}{YAML_VALUE_TAG}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\b(?:mysql(?:dump|admin|import|show|check|pump|sh|binlog|slap)?|mariadb(?:-?(?:dump|admin|import|check|show))?)\b[^\n]*?\s-p["']?([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}})"#,
+                r#"(?i)[A-Za-z0-9_.-]*{PASSWORD_KEY_NAMES}[A-Za-z0-9_.-]*{}{YAML_VALUE_TAG}(?:'((?-u:[^'\s]){{4,}})'|"((?-u:[^"\s]){{4,}})"|`((?-u:[^`\s]){{4,}})`|((?-u:[^\s"'`,;&|<>(){{}}\[\]\\]){{4,}}))|--(?:password|passwd|pass)[= ]["']?([^\s"'`,;&|<>(){{}}\[\]\\]{{4,}})|\bsshpass\s+-p\s*(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>]{{4,}}))|\b(?:mysql(?:dump|admin|import|show|check|pump|sh|binlog|slap)?|mariadb(?:-?(?:dump|admin|import|check|show))?)\b[^\n]*?\s-p(?:'([^'\n]{{4,}})'|"([^"\n]{{4,}})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{{3,}}))"#,
                 assign_q!()
             ));
         }

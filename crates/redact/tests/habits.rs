@@ -2723,3 +2723,108 @@ fn plist_and_android_resource_secrets() {
         ],
     );
 }
+
+/// Django's secret-key alphabet (`get_random_secret_key`).
+const DJANGO: &str = "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)";
+
+/// Every piece of `secret` between its symbols: a value cut at a symbol
+/// leaves its tail, which is as much a leak as the whole.
+fn pieces(secret: &str) -> Vec<String> {
+    secret
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|p| p.len() >= 4)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Values that open with a sigil (`$ % & * @ #`) and go on as no reference
+/// does, and quoted flag values holding the shell's operators: each piece
+/// of the value must go, bare and as a `tool_result`, and the references,
+/// markup and paths that open the same way must stay.
+#[test]
+fn sigil_led_values_and_quoted_flag_values() {
+    let s = scanner();
+    let django = |seed: u64, first: char| format!("{first}{}", rs(seed, DJANGO, 49));
+    let sym = |seed: u64, first: char, mid: char| {
+        format!(
+            "{first}{}{}{mid}{}",
+            rs(seed, ALNUM, 6),
+            seed % 10,
+            rs(seed + 1000, ALNUM, 6)
+        )
+    };
+    let mut dirty: Vec<(String, String)> = Vec::new();
+    for (i, first) in ['$', '%', '&', '*', '@', '#'].into_iter().enumerate() {
+        let k = django(300 + i as u64, first);
+        dirty.push((format!("SECRET_KEY = '{k}'"), k.clone()));
+        dirty.push((format!("DJANGO_SECRET_KEY=\"{k}\""), k.clone()));
+        let p = sym(310 + i as u64, first, '^');
+        dirty.push((format!("{{\"password\": \"{p}\"}}"), p.clone()));
+        dirty.push((format!("DB_PASSWORD='{p}'"), p.clone()));
+        dirty.push((format!("DB_PASSWORD={p}"), p.clone()));
+        dirty.push((format!("export API_SECRET=\"{p}\""), p.clone()));
+        dirty.push((format!("PGPASSWORD='{p}' psql -U app shop"), p.clone()));
+        dirty.push((format!("  password: '{p}'"), p.clone()));
+    }
+    for (i, mid) in [';', '&', '|', '<', '>', '(', ' '].into_iter().enumerate() {
+        let p = sym(320 + i as u64, 'x', mid);
+        let n = i as u64;
+        dirty.push((format!("mysql -u root -p'{p}' shop"), p.clone()));
+        dirty.push((format!("docker login -u bob -p \"{p}\" ghcr.io"), p.clone()));
+        dirty.push((format!("zip -P '{p}' backup.zip notes.txt"), p.clone()));
+        dirty.push((format!("htpasswd -b .htpasswd admin '{p}'"), p.clone()));
+        dirty.push((
+            format!("sqlcmd -S db -U sa -P \"{p}\" -Q 'select 1'"),
+            p.clone(),
+        ));
+        dirty.push((format!("ssh-keygen -t ed25519 -N '{p}' -f id"), p.clone()));
+        dirty.push((format!("mongosh -u admin -p '{p}' db{n}"), p.clone()));
+        if mid != ' ' {
+            dirty.push((format!("pass={p}"), p.clone()));
+        }
+    }
+    let mut failures = Vec::new();
+    for (text, secret) in &dirty {
+        assert!(text.contains(secret.as_str()), "bad case {text}");
+        for input in [text.clone(), json_line(text)] {
+            let r = s.redact(&input).expect("redacts");
+            let left: Vec<String> = pieces(secret)
+                .into_iter()
+                .filter(|p| r.text.contains(p.as_str()))
+                .collect();
+            if !left.is_empty() {
+                failures.push(format!("left {left:?}: {input}\n  -> {}", r.text));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} spellings leak:\n{}",
+        failures.len(),
+        2 * dirty.len(),
+        failures.join("\n")
+    );
+    // References, markup and paths that open with the same bytes.
+    assert_no_findings(
+        &s,
+        [
+            "SECRET_KEY = '%(secret_key)s'",
+            "password = \"$DB_PASSWORD\"",
+            "PASSWORD=%APP_PASSWORD%",
+            "password: ~/secrets/db.txt",
+            "password: @Microsoft.KeyVault(SecretUri=https://kv.example.org/secrets/db/)",
+            "api_key: *default_api_key",
+            "PASSWORD\t\t\t*netrw-passwd*",
+            "\"password\": \"#{ENV['DB_PASSWORD']}\"",
+            "password: \"<%= ENV['DB_PASSWORD'] %>\"",
+            "token: '${{ secrets.DEPLOY_TOKEN }}'",
+            "mysql -u root -p\"$MYSQL_PWD\" shop",
+            "docker login -u bob -p \"$(cat ~/.token)\" ghcr.io",
+            "docker login -u bob -p \"${REGISTRY_PASSWORD}\" ghcr.io",
+            "mysql -u root -p'$(pass show db/root)' shop",
+            "password = \"&amp;\"",
+            "secret_key = '$Id$'",
+            "FORGOT_PASSWORD=$BASE_URL/classroom/#/forgot_password",
+        ],
+    );
+}
