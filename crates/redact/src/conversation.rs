@@ -55,6 +55,7 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | openssl\s+rand\b
           | pwgen\b
           | kubectl\s+get\s+secrets?\b[^\n]*(?:jsonpath|go-template)[^\n]*\|\s*base64\s+(?:-d|--decode|-D)\b
+          | (?:echo|printf)(?:\s+-[neE]+)*(?:\s+['\x22]?%s(?:\\n)?['\x22]?)?\s+['\x22]?[^\s'\x22|;&]*(?:[0-9][^\s'\x22|;&]*[A-Za-z]|[A-Za-z][^\s'\x22|;&]*[0-9])[^\s'\x22|;&]*['\x22]?\s*\|\s*base64(?:\s+(?:-w\s*0|--wrap=0))?\s*(?:$|[;&)`])
         )",
     )
     .ok()

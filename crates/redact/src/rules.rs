@@ -2696,6 +2696,100 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"\bvault\s+login\s+(?:-[^\s]+\s+)*((?:hvs|hvb|hvr|s|b|r)\.[A-Za-z0-9_-]{20,})"#,
             Check::Bearer,
         ),
+        // What `vault operator init` prints: each Shamir share and the
+        // recovery keys, base64 or hex, on a line of their own.
+        grp(
+            "vault-unseal-key",
+            "generic-secret",
+            &["unseal key ", "recovery key "],
+            r#"(?i)\b(?:unseal|recovery) key \d{1,2}:[ \t]+([A-Za-z0-9+/]{32,}={0,2})"#,
+            Check::Bearer,
+        ),
+        // Environment variables clients read a password from, named without
+        // the word: `sshpass -e` reads `SSHPASS`, `redis-cli` reads
+        // `REDISCLI_AUTH`.
+        grp(
+            "client-password-variable",
+            "password",
+            &["sshpass=", "rediscli_auth="],
+            r#"(?:^|[\s;&|("'`])(?:(?:export|set\s+-[gx]+)\s+)?(?:SSHPASS|REDISCLI_AUTH)=(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            Check::Password,
+        ),
+        // A value piped into an encoder or a digest: `echo -n 'S' | base64`
+        // (a Kubernetes `Secret`'s `data:` is made this way), `printf '%s'
+        // S | sha256sum`, `echo S | openssl passwd -stdin`. The value must
+        // read as a credential (a letter and a digit): `echo hello | base64`
+        // stays.
+        grp(
+            "piped-to-encoder",
+            "password",
+            // The pipe and the encoder, as the pattern spells them:
+            // `base64` alone is in every image block of a transcript.
+            &[
+                "| base64",
+                "|base64",
+                "| sha",
+                "|sha",
+                "| md5sum",
+                "|md5sum",
+                "| b2sum",
+                "|b2sum",
+                "| openssl",
+                "|openssl",
+                "| htpasswd",
+                "|htpasswd",
+                "| mkpasswd",
+                "|mkpasswd",
+                "| argon2",
+                "|argon2",
+            ],
+            r#"\b(?:echo|printf)(?:[ \t]+-[neE]+)*(?:[ \t]+["']?%s(?:\\n)?["']?)?[ \t]+(?:'([^'\n]{6,})'|"([^"\n]{6,})"|([^\s"'`;&|<>$()]{6,}))[ \t]*\| ?(?:base64|sha(?:1|224|256|384|512)sum|md5sum|shasum|b2sum|openssl[ \t]+(?:base64|enc|dgst|passwd|sha\d*)|htpasswd|mkpasswd|argon2)\b"#,
+            Check::Bearer,
+        ),
+        // Composer's `auth.json` (and `COMPOSER_AUTH`): a token per host
+        // under `github-oauth`, `gitlab-token`, `gitlab-oauth`, `bearer`.
+        grp(
+            "composer-auth-token",
+            "generic-secret",
+            &["github-oauth", "gitlab-token", "gitlab-oauth", "\"bearer\""],
+            r#"(?i)"(?:github-oauth|gitlab-token|gitlab-oauth|bearer)"\s*:\s*\{\s*"[^"\n]{1,253}"\s*:\s*"([^"\s]{12,})""#,
+            Check::Bearer,
+        ),
+        // A password named after its value in a sentence: `use S as the
+        // password`, `try S as your passphrase`.
+        grp(
+            "value-as-password",
+            "password",
+            &[
+                " as the password",
+                " as password",
+                " as my password",
+                " as your password",
+                " as the passphrase",
+            ],
+            r#"(?i)\b(?:use|using|try|set|with|chose|picked)\s+["'`]?([^\s"'`]{5,63}?)["'`]?\s+as\s+(?:the\s+|my\s+|your\s+)?(?:password|passphrase)\b"#,
+            Check::Bearer,
+        ),
+        // Django's user factories take the password third:
+        // `create_superuser('admin', 'a@x.org', 'S')`, `create_user(name,
+        // email, 'S')`.
+        grp(
+            "django-user-password",
+            "password",
+            &["create_superuser(", "create_user("],
+            r#"\bcreate_(?:superuser|user)\(\s*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_.]*)\s*,\s*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_][A-Za-z0-9_.]*|None)\s*,\s*(?:password\s*=\s*)?(?:"([^"\n]{4,})"|'([^'\n]{4,})')"#,
+            Check::FlagPassword,
+        ),
+        // A Wi-Fi passphrase (8 to 63 characters): `wpa_passphrase SSID
+        // S`, and what `netsh wlan show profile key=clear` prints (`Key
+        // Content : S`).
+        grp(
+            "wifi-passphrase",
+            "password",
+            &["wpa_passphrase", "key content"],
+            r#"\bwpa_passphrase[ \t]+(?:'[^'\n]*'|"[^"\n]*"|[^\s"']+)[ \t]+(?:'([^'\n]{8,63})'|"([^"\n]{8,63})"|([^\s"'`;&|<>]{8,63}))|(?:^|["\n])[ \t]*Key Content[ \t]+:[ \t]+([^\s"][^"\n]{6,61}[^\s"])[ \t]*(?:$|["\n])"#,
+            Check::Password,
+        ),
         grp(
             "npm-auth-pair",
             "password",

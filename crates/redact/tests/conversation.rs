@@ -136,6 +136,16 @@ fn outputs_of_secret_reading_commands_are_redacted() {
             vec![pwd(11)],
         ),
         (
+            format!("echo -n '{}' | base64", pwd(13)),
+            "UmVkYWN0ZWRPbmNlQWdhaW4xMjM0NQ==\n".into(),
+            vec![pwd(13), "UmVkYWN0ZWRPbmNlQWdhaW4xMjM0NQ==".into()],
+        ),
+        (
+            format!("printf %s {} | base64 -w0", pwd(14)),
+            "QW5vdGhlckVuY29kZWRWYWx1ZTk4Nw==".into(),
+            vec![pwd(14), "QW5vdGhlckVuY29kZWRWYWx1ZTk4Nw==".into()],
+        ),
+        (
             "cd api && cat .env".into(),
             format!("PORT=8080\nGEOCODER={}\nDEBUG=true\n", pwd(12)),
             vec![pwd(12)],
@@ -218,6 +228,9 @@ fn messages_and_ordinary_words_are_kept() {
             "toolu_01F",
             "Error: missing/entry is not in the password store.",
         ),
+        // Encoding a word that is not a credential.
+        tool_use("toolu_01H", "echo -n hello | base64"),
+        tool_result("toolu_01H", "aGVsbG8gd29ybGQgYWdhaW4=\n"),
         tool_use("toolu_01G", "cat .env"),
         tool_result("toolu_01G", "PORT=8080\nDEBUG=true\nLOG_LEVEL=info\n"),
     ]);

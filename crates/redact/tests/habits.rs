@@ -2828,3 +2828,169 @@ fn sigil_led_values_and_quoted_flag_values() {
         ],
     );
 }
+
+/// What `vault operator init` prints, the password variables clients read
+/// (`SSHPASS`, `REDISCLI_AUTH`), a credential piped into an encoder or a
+/// digest, Composer's per-host tokens, `use S as the password`, Django's
+/// user factories and Wi-Fi passphrases; and their near misses.
+#[test]
+fn unseal_keys_client_variables_encoders_and_passphrases() {
+    let b64 = |n| format!("{}=", rs(n, B64, 43));
+    let tok = |n| rs(n, ALNUM, 32);
+    check(&[
+        (
+            "unseal key",
+            format!("Unseal Key 1: {}", b64(401)),
+            b64(401),
+        ),
+        (
+            "unseal key",
+            format!("Unseal Key 5: {}", b64(402)),
+            b64(402),
+        ),
+        (
+            "recovery key",
+            format!("Recovery Key 2: {}", b64(403)),
+            b64(403),
+        ),
+        (
+            "unseal key hex",
+            format!("Unseal Key 3: {}", rs(404, HEX, 66)),
+            rs(404, HEX, 66),
+        ),
+        (
+            "sshpass env",
+            format!("export SSHPASS={}", pw(405)),
+            pw(405),
+        ),
+        (
+            "sshpass env",
+            format!("SSHPASS='{}' sshpass -e ssh bob@10.0.0.9", pw(406)),
+            pw(406),
+        ),
+        (
+            "sshpass env",
+            format!("set -x SSHPASS {}", pw(407)).replace("SSHPASS ", "SSHPASS="),
+            pw(407),
+        ),
+        (
+            "redis env",
+            format!("REDISCLI_AUTH={} redis-cli -h cache", pw(408)),
+            pw(408),
+        ),
+        (
+            "encoder",
+            format!("echo -n '{}' | base64", pw(409)),
+            pw(409),
+        ),
+        (
+            "encoder",
+            format!("echo -n \"{}\" | base64 -w0", pw(410)),
+            pw(410),
+        ),
+        (
+            "encoder",
+            format!("printf '%s' '{}' | sha256sum", pw(411)),
+            pw(411),
+        ),
+        (
+            "encoder",
+            format!("echo {} | openssl passwd -6 -stdin", pw(412)),
+            pw(412),
+        ),
+        (
+            "encoder",
+            format!("echo -n {} | md5sum", tok(413)),
+            tok(413),
+        ),
+        (
+            "composer",
+            format!("\"github-oauth\": {{\"github.com\": \"{}\"}}", tok(414)),
+            tok(414),
+        ),
+        (
+            "composer",
+            format!(
+                "{{\"gitlab-token\": {{\"gitlab.example.org\": \"{}\"}}}}",
+                tok(415)
+            ),
+            tok(415),
+        ),
+        (
+            "composer",
+            format!("\"bearer\": {{ \"repo.example.org\": \"{}\" }}", tok(416)),
+            tok(416),
+        ),
+        (
+            "as the password",
+            format!("use {} as the password", pw(417)),
+            pw(417),
+        ),
+        (
+            "as the password",
+            format!("try '{}' as your password", pw(418)),
+            pw(418),
+        ),
+        (
+            "as the password",
+            format!("I set {} as my password for the VPN", pw(419)),
+            pw(419),
+        ),
+        (
+            "django",
+            format!(
+                "User.objects.create_superuser('admin', 'admin@example.com', '{}')",
+                pw(420)
+            ),
+            pw(420),
+        ),
+        (
+            "django",
+            format!(
+                "user = User.objects.create_user(\"bob\", \"bob@corp.io\", \"{}\")",
+                pw(421)
+            ),
+            pw(421),
+        ),
+        (
+            "django",
+            format!("create_user(username, email, password='{}')", pw(422)),
+            pw(422),
+        ),
+        (
+            "wifi",
+            format!("wpa_passphrase HomeNet {}", pw(423)),
+            pw(423),
+        ),
+        (
+            "wifi",
+            format!("wpa_passphrase 'Cafe Guest' '{}' > /etc/wpa.conf", pw(424)),
+            pw(424),
+        ),
+        (
+            "wifi",
+            format!("    Key Content            : {}", pw(425)),
+            pw(425),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "Unseal Key 1: <redacted>",
+            "Unseal Progress: 1/3",
+            "export SSHPASS=$DB_PASS",
+            "echo -n hello | base64",
+            "echo \"$PASSWORD\" | base64",
+            "echo -n \"${TOKEN}\" | sha256sum",
+            "echo done | md5sum",
+            "\"github-oauth\": {}",
+            "\"github-oauth\": {\"github.com\": \"<your token>\"}",
+            "use it as the password",
+            "use the same value as the password field",
+            "User.objects.create_superuser('admin', 'admin@example.com', password)",
+            "create_user(username, email, password=None)",
+            "wpa_passphrase HomeNet",
+            "    Key Content            : Absent",
+        ],
+    );
+}
