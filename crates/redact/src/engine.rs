@@ -2793,6 +2793,12 @@ impl Engine {
                 }
                 Check::UrlPassword => {
                     let l = lower(val);
+                    // `https://[REDACTED:github-token]@github.com`: a
+                    // placeholder standing for the URL's user is not a user
+                    // and a password (redacting again must change nothing).
+                    if in_placeholder(v, s) {
+                        continue;
+                    }
                     // `host:3000/@vite/client`, `[::1]:8080/a@b`: a port and
                     // a path, not a password holding a decoded `/`.
                     let port_path = val.iter().position(|&b| b == b'/').is_some_and(|i| {
@@ -2804,7 +2810,10 @@ impl Engine {
                         || val.starts_with(b"$")
                         || val.starts_with(b"[")
                         || val.starts_with(b"{")
-                        || matches!(&l[..], b"password" | b"pass" | b"pw" | b"secret" | b"x")
+                        || matches!(
+                            &l[..],
+                            b"password" | b"pass" | b"pw" | b"secret" | b"x" | b"x-oauth-basic"
+                        )
                         || has_placeholder_mark(&l)
                         || val.iter().all(|b| *b == b'*' || *b == b'x'))
                 }

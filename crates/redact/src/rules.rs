@@ -1788,7 +1788,9 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::FlagPassword,
         ),
         // Oracle's tools take `USER/PW[@db]`: `sqlplus system/PW@//h/ORCL`,
-        // `rman target sys/PW@db`, `expdp … userid=scott/PW`.
+        // `rman target sys/PW@db`, `expdp … userid=scott/PW`, a thin JDBC
+        // URL `jdbc:oracle:thin:app/PW@//h:1521/ORCL`. The password may
+        // hold `& ; | < >` past its first byte (quoted for the shell).
         grp(
             "oracle-user-password",
             "password",
@@ -1800,8 +1802,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "sqlldr",
                 "dgmgrl",
                 "userid=",
+                "jdbc:oracle:",
             ],
-            r#"(?i:\b(?:sqlplus|rman\s+target|expdp|impdp|sqlldr|dgmgrl)\b[^\n]*?\s|\buserid=)["']?[A-Za-z][A-Za-z0-9_$#]*/([^\s@/"'`;&|<>]{4,})(?:[@"'\s]|$)"#,
+            r#"(?i:\b(?:sqlplus|rman\s+target|expdp|impdp|sqlldr|dgmgrl)\b[^\n]*?\s|\buserid=|\bjdbc:oracle:(?:thin|oci):)["']?[A-Za-z][A-Za-z0-9_$#]*/([^\s@/"'`;&|<>][^\s@/"'`]{3,})(?:[@"'\s]|$)"#,
             Check::FlagPassword,
         ),
         // SQL: `CREATE USER 'app'@'%' IDENTIFIED BY 'PW'`, `… IDENTIFIED WITH
@@ -2789,6 +2792,23 @@ pub fn builtin() -> Vec<RuleDef> {
             &["wpa_passphrase", "key content"],
             r#"\bwpa_passphrase[ \t]+(?:'[^'\n]*'|"[^"\n]*"|[^\s"']+)[ \t]+(?:'([^'\n]{8,63})'|"([^"\n]{8,63})"|([^\s"'`;&|<>]{8,63}))|(?:^|["\n])[ \t]*Key Content[ \t]+:[ \t]+([^\s"][^"\n]{6,61}[^\s"])[ \t]*(?:$|["\n])"#,
             Check::Password,
+        ),
+        // A key in a URL's query (`?key=K`, Google's and many APIs'
+        // spelling) and a token sent as a URL's user with GitHub's
+        // `x-oauth-basic` password.
+        grp(
+            "url-query-key",
+            "generic-secret",
+            &["?key=", "&key=", "?authkey=", "&authkey="],
+            r#"(?i)[?&](?:auth)?key=([A-Za-z0-9_~.-]{20,256})(?:[&#"'\s]|$)"#,
+            Check::Token,
+        ),
+        grp(
+            "oauth-basic-user-token",
+            "generic-secret",
+            &[":x-oauth-basic@"],
+            r#"//([A-Za-z0-9_-]{20,255}:x-oauth-basic)@"#,
+            Check::Bearer,
         ),
         grp(
             "npm-auth-pair",

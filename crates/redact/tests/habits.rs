@@ -2994,3 +2994,81 @@ fn unseal_keys_client_variables_encoders_and_passphrases() {
         ],
     );
 }
+
+/// A key in a URL's query, a token as a URL's user with GitHub's
+/// `x-oauth-basic`, and Oracle's `USER/PW@db` with a password holding the
+/// shell's operators (quoted) or in a thin JDBC URL.
+#[test]
+fn url_query_keys_oauth_basic_users_and_oracle_logins() {
+    let tok = |n| rs(n, ALNUM, 32);
+    let opw = |n: u64| format!("{}&{}{}", rs(n, ALNUM, 7), n % 10, rs(n + 7, ALNUM, 3));
+    check(&[
+        (
+            "query key",
+            format!("https://maps.example.org/geo?key={}&address=x", tok(440)),
+            tok(440),
+        ),
+        (
+            "query key",
+            format!(
+                "curl 'https://api.example.org/v2/q?limit=5&key={}'",
+                tok(441)
+            ),
+            tok(441),
+        ),
+        (
+            "query key",
+            format!("GET /search?authkey={} HTTP/1.1", tok(442)),
+            tok(442),
+        ),
+        (
+            "oauth basic",
+            format!(
+                "git clone https://{}:x-oauth-basic@github.com/org/repo.git",
+                tok(443)
+            ),
+            tok(443),
+        ),
+        // A token that is the URL's whole user: its placeholder is no
+        // `user:password` on a second pass (the check is idempotence).
+        (
+            "token as url user",
+            format!(
+                "git clone https://ghp_{}@github.com/org/repo.git",
+                rs(447, ALNUM, 36)
+            ),
+            rs(447, ALNUM, 36),
+        ),
+        (
+            "oracle",
+            format!("sqlplus 'app/{}@ORCL'", opw(444)),
+            opw(444),
+        ),
+        (
+            "oracle",
+            format!(
+                "jdbc:oracle:thin:app/{}@//db.example.org:1521/ORCL",
+                opw(445)
+            ),
+            opw(445),
+        ),
+        (
+            "oracle",
+            format!("url: jdbc:oracle:thin:scott/{}@db:1521:XE", pw(446)),
+            pw(446),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "https://example.org/items?key=value&page=2",
+            "https://s3.example.org/get?key=uploads/2024/report-final.pdf",
+            "https://api.example.org/v1?key=${API_KEY}",
+            "https://api.example.org/v1?key=YOUR_API_KEY_HERE",
+            "https://api.example.org/v1?key=<your-api-key>",
+            "https://user:x-oauth-basic@github.com/org/repo.git",
+            "jdbc:oracle:thin:@//db.example.org:1521/ORCL",
+            "jdbc:oracle:thin:app/${DB_PASSWORD}@db:1521/ORCL",
+        ],
+    );
+}
