@@ -2710,12 +2710,17 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // Environment variables clients read a password from, named without
         // the word: `sshpass -e` reads `SSHPASS`, `redis-cli` reads
-        // `REDISCLI_AUTH`.
+        // `REDISCLI_AUTH` (set in POSIX shells or fish, `set -gx NAME V`).
         grp(
             "client-password-variable",
             "password",
-            &["sshpass=", "rediscli_auth="],
-            r#"(?:^|[\s;&|("'`])(?:(?:export|set\s+-[gx]+)\s+)?(?:SSHPASS|REDISCLI_AUTH)=(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            &[
+                "sshpass=",
+                "rediscli_auth=",
+                "x sshpass ",
+                "x rediscli_auth ",
+            ],
+            r#"(?:^|[\s;&|("'`])(?:(?:export\s+)?(?:SSHPASS|REDISCLI_AUTH)=|set\s+-[gxU]*x[gxU]*\s+(?:SSHPASS|REDISCLI_AUTH)\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
             Check::Password,
         ),
         // A value piped into an encoder or a digest: `echo -n 'S' | base64`

@@ -2870,7 +2870,7 @@ fn unseal_keys_client_variables_encoders_and_passphrases() {
         ),
         (
             "sshpass env",
-            format!("set -x SSHPASS {}", pw(407)).replace("SSHPASS ", "SSHPASS="),
+            format!("set -gx SSHPASS {}", pw(407)),
             pw(407),
         ),
         (
