@@ -2815,6 +2815,25 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"//([A-Za-z0-9_-]{20,255}:x-oauth-basic)@"#,
             Check::Bearer,
         ),
+        // WordPress's keys and salts (`wp-config.php`'s `define`s, the
+        // official image's `WORDPRESS_AUTH_KEY`, Bedrock's `.env`): 64
+        // characters from an alphabet with every ASCII symbol but the quotes
+        // and a blank in it, which no assignment rule takes whole. The
+        // sample file's `put your unique phrase here` stays.
+        grp(
+            "wordpress-salt",
+            "generic-secret",
+            &[
+                "auth_key",
+                "auth_salt",
+                "logged_in_key",
+                "logged_in_salt",
+                "nonce_key",
+                "nonce_salt",
+            ],
+            r#"(?i)\bdefine\(\s*["'](?:(?:SECURE_)?AUTH|LOGGED_IN|NONCE)_(?:KEY|SALT)["']\s*,\s*(?:'([^'\n]{16,})'|"([^"\n]{16,})")\s*\)|(?:^|[\s;"'])(?:export[ \t]+)?(?:WORDPRESS_)?(?:(?:SECURE_)?AUTH|LOGGED_IN|NONCE)_(?:KEY|SALT)[ \t]*[=:][ \t]*(?:'([^'\n]{16,})'|"([^"\n]{16,})"|([^\s'"]{16,}))"#,
+            Check::Bearer,
+        ),
         grp(
             "npm-auth-pair",
             "password",

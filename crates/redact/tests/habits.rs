@@ -3072,3 +3072,71 @@ fn url_query_keys_oauth_basic_users_and_oracle_logins() {
         ],
     );
 }
+
+/// WordPress's keys and salts: 64 characters drawn from letters, digits and
+/// every ASCII symbol but the quotes (a blank among them), in
+/// `wp-config.php`'s `define`s, the official image's `WORDPRESS_*`
+/// variables and Bedrock's `.env`.
+#[test]
+fn wordpress_keys_and_salts() {
+    const WP: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!@#$%^&*()-_ []{}<>~`+=,.;:/?|";
+    let salt = |n: u64| {
+        // The generator's 64 characters, with a digit and a blank inside.
+        let mut v = rs(n, WP, 60);
+        v.insert_str(20, &format!("{} {}", n % 10, rs(n + 1, ALNUM, 2)));
+        v
+    };
+    let mut dirty = Vec::new();
+    for (i, name) in [
+        "AUTH_KEY",
+        "SECURE_AUTH_KEY",
+        "LOGGED_IN_KEY",
+        "NONCE_KEY",
+        "AUTH_SALT",
+        "SECURE_AUTH_SALT",
+        "LOGGED_IN_SALT",
+        "NONCE_SALT",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = salt(460 + i as u64);
+        dirty.push((format!("define( '{name}', '{v}' );"), v.clone()));
+        dirty.push((format!("define(\"{name}\", \"{v}\");"), v.clone()));
+        dirty.push((format!("WORDPRESS_{name}='{v}'"), v.clone()));
+        dirty.push((format!("      WORDPRESS_{name}: \"{v}\""), v.clone()));
+        dirty.push((format!("{name}='{v}'"), v.clone()));
+    }
+    let s = scanner();
+    let mut failures = Vec::new();
+    for (text, secret) in &dirty {
+        assert!(pieces(secret).len() >= 2, "too few pieces to see a leak: {secret}");
+        for input in [text.clone(), json_line(text)] {
+            let r = s.redact(&input).expect("redacts");
+            let left: Vec<String> = pieces(secret)
+                .into_iter()
+                .filter(|p| r.text.contains(p.as_str()))
+                .collect();
+            if !left.is_empty() {
+                failures.push(format!("left {left:?}: {input}\n  -> {}", r.text));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} spellings leak:\n{}",
+        failures.len(),
+        2 * dirty.len(),
+        failures.join("\n")
+    );
+    assert_no_findings(
+        &s,
+        [
+            "define( 'AUTH_KEY',         'put your unique phrase here' );",
+            "define('NONCE_SALT', getenv('NONCE_SALT'));",
+            "AUTH_KEY=generateme",
+            "NONCE_KEY=${NONCE_KEY}",
+            "WORDPRESS_AUTH_KEY: ${WORDPRESS_AUTH_KEY}",
+        ],
+    );
+}
