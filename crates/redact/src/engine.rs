@@ -2002,10 +2002,12 @@ fn sigil_reference(v: &[u8]) -> bool {
         // An annotation or a call: `@Value(…)`, `@Microsoft.KeyVault(…)`.
         b'@' => starts_name && after_name == Some(b'('),
         _ => false,
-    } || (starts_name && after_name == Some(b'/')); // `$BASE_URL/…`, `@scope/pkg`
-                                                    // A name between two sigils is markup too: vim's `*tag*`, CVS's `$Id$`.
+    };
+    // A path under a name: `$BASE_URL/…`, `~user/…`, `@scope/pkg`.
+    let path_under_name = starts_name && after_name == Some(b'/');
+    // A name between two sigils is markup too: vim's `*tag*`, CVS's `$Id$`.
     let inner = rest.strip_suffix(&[s]).unwrap_or(rest);
-    always || !inner.iter().any(|b| LITERAL_MARKS.contains(b))
+    always || path_under_name || !inner.iter().any(|b| LITERAL_MARKS.contains(b))
 }
 
 /// Classifies the value of a keyword-anchored assignment.
@@ -4194,6 +4196,58 @@ pub fn apply_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// References, markup and paths that open with a sigil stay; literals
+    /// that open with one (Django's keys, generated passwords) do not.
+    #[test]
+    fn sigil_led_values_are_references_only_when_they_read_as_one() {
+        for r in [
+            "$DB_PASSWORD",
+            "${DB_PASSWORD}",
+            "$(cat pw)",
+            "$this->password",
+            "%APPDATA%",
+            "%(secret)s",
+            "%%",
+            "{{ secret }}",
+            "*default_password",
+            "**",
+            "&anchor",
+            "&amp;",
+            "&#39;x",
+            "@file.json",
+            "@Value(x)",
+            "@Microsoft.KeyVault(SecretUri=x)",
+            "#{ENV}",
+            "#comment",
+            "~/secrets/db.txt",
+            "/etc/secret",
+            "./pw",
+            "<your-password>",
+            "<%= ENV %>",
+            "[REDACTED]",
+            "*netrw-passwd*",
+            "$Id$",
+            "$BASE_URL/a/#/b",
+        ] {
+            assert!(sigil_reference(r.as_bytes()), "{r} is a reference");
+        }
+        for l in [
+            "$$q=w(=^7b3)p^dk",
+            "%um8*%nl(mytbx0",
+            "&y@a2c-l$mh+p3w6",
+            "*(t4k_df#8zcp=#w",
+            "@u4rs4zjhy8l%5v",
+            "#)qu&r3s6^*wwr",
+            "~!Abc123",
+            "<7Fx!kq2",
+            "[a!b2c",
+            "$3cr3t!x",
+        ] {
+            assert!(!sigil_reference(l.as_bytes()), "{l} is a literal");
+        }
+        assert!(!sigil_reference(b"hunter2"));
+    }
 
     /// [`b64_value`] as first written, a walk over every maximal run: the
     /// anchored version must agree with it.

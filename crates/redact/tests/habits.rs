@@ -3110,7 +3110,10 @@ fn wordpress_keys_and_salts() {
     let s = scanner();
     let mut failures = Vec::new();
     for (text, secret) in &dirty {
-        assert!(pieces(secret).len() >= 2, "too few pieces to see a leak: {secret}");
+        assert!(
+            pieces(secret).len() >= 2,
+            "too few pieces to see a leak: {secret}"
+        );
         for input in [text.clone(), json_line(text)] {
             let r = s.redact(&input).expect("redacts");
             let left: Vec<String> = pieces(secret)
