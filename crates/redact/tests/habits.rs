@@ -2737,6 +2737,36 @@ fn pieces(secret: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every piece of each `(text, secret)`'s secret must go, bare and as a
+/// `tool_result`: a value cut at a symbol leaks its tail.
+fn check_pieces(s: &abcd_redact::Scanner, dirty: &[(String, String)]) {
+    let mut failures = Vec::new();
+    for (text, secret) in dirty {
+        assert!(text.contains(secret.as_str()), "bad case {text}");
+        assert!(
+            pieces(secret).len() >= 2,
+            "too few pieces to see a leak: {secret}"
+        );
+        for input in [text.clone(), json_line(text)] {
+            let r = s.redact(&input).expect("redacts");
+            let left: Vec<String> = pieces(secret)
+                .into_iter()
+                .filter(|p| r.text.contains(p.as_str()))
+                .collect();
+            if !left.is_empty() {
+                failures.push(format!("left {left:?}: {input}\n  -> {}", r.text));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} spellings leak:\n{}",
+        failures.len(),
+        2 * dirty.len(),
+        failures.join("\n")
+    );
+}
+
 /// Values that open with a sigil (`$ % & * @ #`) and go on as no reference
 /// does, and quoted flag values holding the shell's operators: each piece
 /// of the value must go, bare and as a `tool_result`, and the references,
@@ -2783,27 +2813,7 @@ fn sigil_led_values_and_quoted_flag_values() {
             dirty.push((format!("pass={p}"), p.clone()));
         }
     }
-    let mut failures = Vec::new();
-    for (text, secret) in &dirty {
-        assert!(text.contains(secret.as_str()), "bad case {text}");
-        for input in [text.clone(), json_line(text)] {
-            let r = s.redact(&input).expect("redacts");
-            let left: Vec<String> = pieces(secret)
-                .into_iter()
-                .filter(|p| r.text.contains(p.as_str()))
-                .collect();
-            if !left.is_empty() {
-                failures.push(format!("left {left:?}: {input}\n  -> {}", r.text));
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} spellings leak:\n{}",
-        failures.len(),
-        2 * dirty.len(),
-        failures.join("\n")
-    );
+    check_pieces(&s, &dirty);
     // References, markup and paths that open with the same bytes.
     assert_no_findings(
         &s,
@@ -3108,30 +3118,7 @@ fn wordpress_keys_and_salts() {
         dirty.push((format!("{name}='{v}'"), v.clone()));
     }
     let s = scanner();
-    let mut failures = Vec::new();
-    for (text, secret) in &dirty {
-        assert!(
-            pieces(secret).len() >= 2,
-            "too few pieces to see a leak: {secret}"
-        );
-        for input in [text.clone(), json_line(text)] {
-            let r = s.redact(&input).expect("redacts");
-            let left: Vec<String> = pieces(secret)
-                .into_iter()
-                .filter(|p| r.text.contains(p.as_str()))
-                .collect();
-            if !left.is_empty() {
-                failures.push(format!("left {left:?}: {input}\n  -> {}", r.text));
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} spellings leak:\n{}",
-        failures.len(),
-        2 * dirty.len(),
-        failures.join("\n")
-    );
+    check_pieces(&s, &dirty);
     assert_no_findings(
         &s,
         [
