@@ -1508,7 +1508,8 @@ pub fn builtin() -> Vec<RuleDef> {
         // .NET `<add key="ApiKey" value="V" />`, Spring's `<property
         // name="password" value="V"/>`, Java properties XML `<entry
         // key="db.password">V</entry>`, `<property
-        // name="hibernate.connection.password">V</property>`.
+        // name="hibernate.connection.password">V</property>`, Tomcat's
+        // `<Environment name="DB_PASS" value="V"/>`.
         grp(
             "xml-named-setting",
             "generic-secret",
@@ -1522,9 +1523,10 @@ pub fn builtin() -> Vec<RuleDef> {
                 "<setting ",
                 "<env ",
                 "<variable ",
+                "<environment ",
             ],
             leak(format!(
-                r#"(?i)<(?:add|property|param|parameter|constant|entry|setting|env|variable)\s+(?:key|name)\s*=\s*["'][A-Za-z0-9_.:-]*{SETTING_SECRET_NAMES}[A-Za-z0-9_.:-]*["'](?:\s*>\s*([^<>\s]{{4,}})\s*</|(?:\s+[A-Za-z_:-]+\s*=\s*"[^"\n]*")*?\s+value\s*=\s*(?:"([^"\n]{{4,}})"|'([^'\n]{{4,}})'))"#
+                r#"(?i)<(?:add|property|param|parameter|constant|entry|setting|env|variable|environment)\s+(?:key|name)\s*=\s*["'](?:[A-Za-z0-9_.:/-]*{SETTING_SECRET_NAMES}[A-Za-z0-9_.:/-]*|[A-Za-z0-9_.:/-]*[_.-]pass)["'](?:\s*>\s*([^<>\s]{{4,}})\s*</|(?:\s+[A-Za-z_:-]+\s*=\s*"[^"\n]*")*?\s+value\s*=\s*(?:"([^"\n]{{4,}})"|'([^'\n]{{4,}})'))"#
             )),
             Check::EntryPassword,
         ),
@@ -1637,7 +1639,9 @@ pub fn builtin() -> Vec<RuleDef> {
         // Wi-Fi pre-shared key (`psk="PW"` in wpa_supplicant and
         // NetworkManager files), keepalived's `auth_pass PW`, an LDAP
         // client's bind password (`bindpw PW` in nslcd.conf, `bind_pw = PW`,
-        // slapd's `rootpw PW`). At the start of a line or of a quoted
+        // slapd's `rootpw PW`), and LDIF's password attributes
+        // (`olcRootPW: PW`, `userPassword:: base64`; a `{SCHEME}` hash is
+        // `password-scheme-hash`'s). At the start of a line or of a quoted
         // string.
         grp(
             "config-directive-password",
@@ -1650,8 +1654,10 @@ pub fn builtin() -> Vec<RuleDef> {
                 "bindpw",
                 "bind_pw",
                 "rootpw",
+                "userpassword:",
+                "sambantpassword:",
             ],
-            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))|(?m)(?:^|["\n])[ \t]*(?:auth_pass|bindpw|bind_pw|rootpw)(?:[ \t]*=[ \t]*|[ \t]+)["']?([^\s"'#]{4,})"#,
+            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))|(?m)(?:^|["\n])[ \t]*(?:auth_pass|bindpw|bind_pw|rootpw)(?:[ \t]*=[ \t]*|[ \t]+)["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:olc(?:Db)?RootPW|userPassword|sambaNTPassword)(?::[ \t]*|::[ \t]*)([^\s"'#{][^\s"'#]{3,})"#,
             Check::FlagPassword,
         ),
         // A `.pgpass` line, `host:port:database:user:password` (`*` for any
@@ -2284,13 +2290,14 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // Two-factor backup codes listed after their name: GitHub's
         // `xxxxx-xxxxx` (hex), GitLab's 16 hex digits, Google's 8 digits
-        // (`recovery codes: HTTP-ERROR`, `backup codes 2023-2024` are not
-        // ones).
+        // (also as `1234 5678`), on the name's line or one a line below it
+        // in a decoded text (`recovery codes: HTTP-ERROR`, `backup codes
+        // 2023-2024` are not ones).
         grp(
             "two-factor-backup-codes",
             "password",
             &["recovery code", "backup code"],
-            r#"(?i)\b(?:recovery|backup)[ \t]+codes?\b(?:[ \t]+(?:are|is))?[ \t]*[:=]?[ \t]*((?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{8,10})(?:[ \t]*[, \t][ \t]*(?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{8,10}))*)\b"#,
+            r#"(?i)\b(?:recovery|backup)[ \t]+codes?\b(?:[ \t]+(?:are|is))?[ \t]*[:=]?[ \t]*(?:\n[ \t]*)?((?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{4} [0-9]{4}|[0-9]{8,10})(?:[ \t]*[, \t\n][ \t]*(?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{4} [0-9]{4}|[0-9]{8,10}))*)\b"#,
             Check::None,
         ),
         // A row of a table that pairs a secret's name with its value:
@@ -2848,6 +2855,78 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)(?:^|[^A-Za-z0-9_])[A-Za-z0-9_-]*[_-]pw["']?[ \t]*(?::=|=|:)[ \t]*["']?([^\s"'`,;&|<>(){}\[\]\\$]{4,})"#,
             Check::Password,
         ),
+        // A Python (or Rust) bytes literal under a secret's name: Flask's
+        // `app.secret_key = b'…'`, `SECRET_KEY = b"…"`,
+        // `app.config["SECRET_KEY"] = rb'…'` — the `b` ended every
+        // assignment rule's value before its quote. Escapes stay inside.
+        grp(
+            "bytes-literal-secret",
+            "generic-secret",
+            &[
+                "= b'", "= b\"", "=b'", "=b\"", "= rb'", "= br'", "= rb\"", "= br\"",
+            ],
+            r#"(?i)[A-Za-z0-9_]*(?:secret|token|key|password|passwd|passphrase|salt|pepper)[A-Za-z0-9_]*["']?\]?[ \t]*(?::[ \t]*bytes[ \t]*)?=[ \t]*(?:rb|br|b)(?:'((?:[^'\\\n]|\\[^\n]){8,})'|"((?:[^"\\\n]|\\[^\n]){8,})")"#,
+            Check::Bearer,
+        ),
+        // A password or a password hash set on `useradd` / `usermod`'s
+        // command line (`-p`, `--password`).
+        grp(
+            "useradd-password",
+            "password",
+            &["useradd", "usermod", "adduser"],
+            r#"\b(?:useradd|usermod|adduser)\b[^\n;&|]*?\s(?:-p|--password)(?:=|[ \t]+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
+            Check::Password,
+        ),
+        // A password stored under a scheme tag (LDAP's `userPassword`,
+        // slapd's `rootpw`, Dovecot's passwd files, Spring's delegating
+        // encoder): `{SSHA}base64`, `{SHA512-CRYPT}$6$…`, `{PLAIN}pw`,
+        // `{bcrypt}$2a$…`. A hash of a password is a password to whoever
+        // runs a cracker on it; the tags name nothing else.
+        grp(
+            "password-scheme-hash",
+            "password",
+            &[
+                "{ssha",
+                "{sha",
+                "{smd5",
+                "{md5",
+                "{crypt}",
+                "{pbkdf2",
+                "{argon2",
+                "{blf-crypt}",
+                "{plain",
+                "{clear",
+                "{cleartext}",
+                "{ntlm}",
+                "{lanman}",
+                "{cram-md5}",
+                "{digest-md5}",
+                "{scram-sha",
+                "{bcrypt}",
+                "{scrypt}",
+                "{noop}",
+            ],
+            r#"(?i)\{(?:SSHA(?:256|384|512)?|SHA(?:256|384|512)?(?:-CRYPT)?|SMD5|MD5(?:-CRYPT)?|CRYPT|PBKDF2(?:-SHA(?:1|256|512))?|ARGON2(?:I|ID)?|BLF-CRYPT|PLAIN(?:-MD5)?|CLEAR(?:TEXT)?|NTLM|LANMAN|CRAM-MD5|DIGEST-MD5|SCRAM-SHA-(?:1|256)|BCRYPT|SCRYPT|NOOP)\}([^\s"'`<>,;]{4,})"#,
+            Check::Bearer,
+        ),
+        // PostgreSQL's stored password verifiers, which log in as the
+        // password does (PgBouncer's `userlist.txt`, `pg_authid`):
+        // `md5` and 32 hex, and SCRAM's `SCRAM-SHA-256$iter:salt$key:key`.
+        grp(
+            "postgres-password-verifier",
+            "password",
+            &["\"md5", "'md5", " md5", "scram-sha-256$"],
+            r#"(?:^|[\s"'=:,(|])(md5[0-9a-f]{32}|SCRAM-SHA-256\$[0-9]{1,7}:[A-Za-z0-9+/]{8,}={0,2}\$[A-Za-z0-9+/]{16,}={0,2}:[A-Za-z0-9+/]{16,}={0,2})(?:$|[\s"',;)|\\])"#,
+            Check::None,
+        ),
+        // BIND's TSIG and rndc keys: `secret "base64";` in a `key` block.
+        grp(
+            "tsig-key-secret",
+            "generic-secret",
+            &["secret \""],
+            r#"(?:^|[\s{;])secret[ \t]+"([A-Za-z0-9+/]{16,}={0,2})"[ \t]*;"#,
+            Check::Bearer,
+        ),
         grp(
             "expect-send-password",
             "password",
@@ -2882,11 +2961,13 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?m)(?:^|["\n])[ \t]*(?:export[ \t]+)?[A-Za-z0-9_]*(?:SECRET|TOKEN|API_KEY|APIKEY|PRIVATE_KEY)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{7,})"#,
             Check::Generic,
         ),
+        // The same for a password, and Dockerfile's `ENV NAME value`
+        // (quoted values whole).
         grp(
             "env-line-password",
             "password",
             &["password", "passwd"],
-            r#"(?m)(?:^|["\n])[ \t]*(?:export[ \t]+)?[A-Za-z0-9_]*(?:PASSWORD|PASSWD)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{3,})"#,
+            r#"(?m)(?:^|["\n])[ \t]*(?:(?:export[ \t]+)?[A-Za-z0-9_]*(?:PASSWORD|PASSWD)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{3,})|ENV[ \t]+[A-Za-z0-9_]*(?:PASSWORD|PASSWD)[A-Za-z0-9_]*[ \t]+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'$][^\s"]{3,})))"#,
             Check::Password,
         ),
         grp(

@@ -3130,3 +3130,200 @@ fn wordpress_keys_and_salts() {
         ],
     );
 }
+
+/// Config and admin habits a probe of 152 spellings found leaking
+/// (session 20): Dockerfile's `ENV NAME value`, Python bytes literals
+/// under a key's name, Tomcat's `<Environment>`, LDAP password attributes
+/// and `{SCHEME}` hashes, PostgreSQL's stored verifiers (PgBouncer's
+/// `userlist.txt`), `useradd -p`, BIND's TSIG secrets, and two-factor
+/// backup codes listed a line below their heading.
+#[test]
+fn dockerfile_env_bytes_literals_ldap_hashes_and_recovery_codes() {
+    let b64 = |n| format!("{}=", rs(n, B64, 43));
+    let hex = |n, l| rs(n, HEX, l);
+    let ssha = |n| format!("{}=", rs(n, B64, 27));
+    let code = |n| format!("{}-{}", rs(n, HEX, 5), rs(n + 1, HEX, 5));
+    check(&[
+        (
+            "dockerfile env",
+            format!("ENV POSTGRES_PASSWORD {}", pw(501)),
+            pw(501),
+        ),
+        (
+            "dockerfile env",
+            format!(
+                "FROM mysql:8\nENV MYSQL_ROOT_PASSWORD \"{}\"\nEXPOSE 3306",
+                pw(502)
+            ),
+            pw(502),
+        ),
+        (
+            "dockerfile env",
+            format!("  ENV DB_PASSWD '{}'", pw(503)),
+            pw(503),
+        ),
+        (
+            "bytes literal",
+            format!("app.secret_key = b'{}'", rs(504, ALNUM, 32)),
+            rs(504, ALNUM, 32),
+        ),
+        (
+            "bytes literal",
+            format!("SECRET_KEY = b\"{}\"", rs(505, ALNUM, 40)),
+            rs(505, ALNUM, 40),
+        ),
+        (
+            "bytes literal",
+            format!("app.config[\"SECRET_KEY\"] = rb'{}'", rs(506, ALNUM, 24)),
+            rs(506, ALNUM, 24),
+        ),
+        (
+            "bytes literal",
+            format!("signing_key: bytes = b'{}'", rs(507, ALNUM, 32)),
+            rs(507, ALNUM, 32),
+        ),
+        (
+            "bytes literal",
+            // Flask's own example, `os.urandom(16)` printed.
+            "app.secret_key = b'_5#y2L\"F4Q8z\\n\\xec]/'".to_string(),
+            "_5#y2L\"F4Q8z\\n\\xec]/".to_string(),
+        ),
+        (
+            "tomcat environment",
+            format!(
+                "<Environment name=\"DB_PASS\" value=\"{}\" type=\"java.lang.String\"/>",
+                pw(508)
+            ),
+            pw(508),
+        ),
+        (
+            "tomcat environment",
+            format!(
+                "<Environment name=\"mail/smtpPassword\" value=\"{}\" override=\"false\"/>",
+                pw(509)
+            ),
+            pw(509),
+        ),
+        ("ldif", format!("olcRootPW: {}", pw(510)), pw(510)),
+        ("ldif", format!("olcDbRootPW: {}", pw(511)), pw(511)),
+        ("ldif", format!("userPassword:: {}", b64(512)), b64(512)),
+        (
+            "scheme hash",
+            format!("userPassword: {{SSHA}}{}", ssha(513)),
+            ssha(513),
+        ),
+        (
+            "scheme hash",
+            format!("olcRootPW: {{SSHA}}{}", ssha(514)),
+            ssha(514),
+        ),
+        (
+            "scheme hash",
+            format!("rootpw {{SSHA512}}{}", b64(515)),
+            b64(515),
+        ),
+        (
+            "scheme hash",
+            format!(
+                "bob:{{SHA512-CRYPT}}$6${}${}:1001:1001::/home/bob::",
+                rs(516, ALNUM, 16),
+                rs(517, B64, 86)
+            ),
+            rs(517, B64, 86),
+        ),
+        (
+            "scheme hash",
+            format!("spring.security.user.password={{pbkdf2}}{}", hex(518, 80)),
+            hex(518, 80),
+        ),
+        (
+            "postgres verifier",
+            format!("\"app\" \"md5{}\"", hex(519, 32)),
+            hex(519, 32),
+        ),
+        (
+            "postgres verifier",
+            format!(
+                "\"bob\" \"SCRAM-SHA-256$4096:{}${}:{}\"",
+                b64(520),
+                b64(521),
+                b64(522)
+            ),
+            b64(521),
+        ),
+        (
+            "postgres verifier",
+            format!(" app     | md5{}", hex(523, 32)),
+            hex(523, 32),
+        ),
+        (
+            "useradd",
+            format!("useradd -m -p '{}' deploy", pw(524)),
+            pw(524),
+        ),
+        (
+            "useradd",
+            format!("sudo usermod -p {} bob", pw(525)),
+            pw(525),
+        ),
+        (
+            "tsig",
+            format!(
+                "key \"transfer\" {{\n    algorithm hmac-sha256;\n    secret \"{}\";\n}};",
+                b64(526)
+            ),
+            b64(526),
+        ),
+        (
+            "tsig",
+            format!(
+                "key \"rndc-key\" {{ algorithm hmac-md5; secret \"{}\"; }};",
+                b64(527)
+            ),
+            b64(527),
+        ),
+    ]);
+    // Codes listed under their heading, one a line: a `tool_result` holds
+    // them in one decoded string. (Bare text is read line by line, and a
+    // line of a code alone is not told from any other short token.)
+    let s = scanner();
+    for (text, secret) in [
+        (
+            format!(
+                "Recovery codes:\n{}\n{}\n{}",
+                code(530),
+                code(533),
+                code(536)
+            ),
+            code(533),
+        ),
+        (
+            "backup codes:\n4821 9930\n1177 0452".to_string(),
+            "1177 0452".to_string(),
+        ),
+    ] {
+        let r = s.redact(&json_line(&text)).expect("redacts");
+        assert!(!r.text.contains(&secret), "survived: {}", r.text);
+    }
+    assert_no_findings(
+        &scanner(),
+        [
+            "ENV POSTGRES_PASSWORD_FILE=/run/secrets/db",
+            "ENV POSTGRES_PASSWORD $DB_PASSWORD",
+            "ENV NODE_ENV production",
+            "app.secret_key = os.environ[\"SECRET_KEY\"]",
+            "KEY_PREFIX = b\"session:\"",
+            "secret_key = b''",
+            "<Environment name=\"DB_PASS\" value=\"${db.pass}\"/>",
+            "olcRootPW: {SSHA}",
+            "userPassword: {SSHA}<hash>",
+            "\"md5\": \"9e107d9d372bb6826bd81d3542a419d6\"",
+            "md5sum: 9e107d9d372bb6826bd81d3542a419d6  file.tar",
+            "useradd -m -p \"$(openssl passwd -6 \"$PW\")\" deploy",
+            "useradd -m deploy",
+            "secret \"changeme\";",
+            "Recovery codes are shown once; store them safely.",
+            "backup codes: see the vault",
+        ],
+    );
+}
