@@ -37,8 +37,9 @@ static F_TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"
 static F_TOOL_USE_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use_id\""));
 
 /// Files whose content is credentials (read with `cat` and friends, or
-/// with the `Read` tool).
-const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git-credentials|credentials(?:\.json|\.csv)?|\.npmrc|\.pypirc|secrets?\.(?:ya?ml|json|toml|env)|id_(?:rsa|ed25519|ecdsa|dsa))";
+/// with the `Read` tool): also Rails' `config/master.key`, Vault's
+/// `~/.vault-token` and Docker's `/run/secrets/NAME`.
+const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git-credentials|credentials(?:\.json|\.csv)?|\.npmrc|\.pypirc|secrets?\.(?:ya?ml|json|toml|env)|id_(?:rsa|ed25519|ecdsa|dsa)|master\.key|\.vault-token|\.my\.cnf|\.s3cfg|run/secrets/[A-Za-z0-9_.-]+)";
 
 /// Commands whose whole output is one secret.
 static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -54,7 +55,8 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | aws\s+configure\s+get\b
           | openssl\s+rand\b
           | pwgen\b
-          | kubectl\s+get\s+secrets?\b[^\n]*(?:jsonpath|go-template)[^\n]*\|\s*base64\s+(?:-d|--decode|-D)\b
+          | kubectl(?:\s+(?:-n|--namespace|--context|--kubeconfig)(?:=|\s+)[^\s|;&]+)*\s+get\s+secrets?\b[^\n]*(?:jsonpath|go-template)[^\n]*\|\s*base64\s+(?:-d|--decode|-D)\b
+          | argocd\s+admin\s+initial-password\b
           | (?:echo|printf)(?:\s+-[neE]+)*(?:\s+['\x22]?%s(?:\\n)?['\x22]?)?\s+['\x22]?[^\s'\x22|;&]*(?:[0-9][^\s'\x22|;&]*[A-Za-z]|[A-Za-z][^\s'\x22|;&]*[0-9])[^\s'\x22|;&]*['\x22]?\s*\|\s*base64(?:\s+(?:-w\s*0|--wrap=0))?\s*(?:$|[;&)`])
         )",
     )
@@ -72,7 +74,8 @@ static MULTI_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | az\s+keyvault\s+secret\s+show\b
           | az\s+account\s+get-access-token\b
           | doppler\s+secrets\b
-          | kubectl\s+get\s+secrets?\b[^\n]*\s-o
+          | kubectl(?:\s+(?:-n|--namespace|--context|--kubeconfig)(?:=|\s+)[^\s|;&]+)*\s+get\s+secrets?\b[^\n]*\s-o
+          | (?:[^\s;&|]*/)?elasticsearch-reset-password\b
           | kubectl\s+config\s+view\b[^\n]*--raw
           | (?:cat|less|more|head|tail|bat|type|grep|sed\s+-n)\b[^\n|;&]*{SECRET_FILE}\b
         )"

@@ -2927,6 +2927,17 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?:^|[\s{;])secret[ \t]+"([A-Za-z0-9+/]{16,}={0,2})"[ \t]*;"#,
             Check::Bearer,
         ),
+        // A Fernet key (32 bytes, URL-safe base64: 43 characters and `=`)
+        // under its name, however deep the name's prefix
+        // (`AIRFLOW__CORE__FERNET_KEY`, also a rotation's comma-separated
+        // list), or handed to `Fernet(…)`.
+        grp(
+            "fernet-key",
+            "generic-secret",
+            &["fernet"],
+            r#"(?i)fernet[_-]?keys?["']?\]?[ \t]*[:=][ \t]*(?:b?["'])?([A-Za-z0-9_-]{43}=(?:,[A-Za-z0-9_-]{43}=)*)|\bFernet\([ \t]*b?["']([A-Za-z0-9_-]{43}=)["']"#,
+            Check::Bearer,
+        ),
         grp(
             "expect-send-password",
             "password",

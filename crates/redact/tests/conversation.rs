@@ -146,6 +146,41 @@ fn outputs_of_secret_reading_commands_are_redacted() {
             vec![pwd(14), "QW5vdGhlckVuY29kZWRWYWx1ZTk4Nw==".into()],
         ),
         (
+            "kubectl -n argocd get secret argocd-initial-admin-secret -o jsonpath=\"{.data.password}\" | base64 -d".into(),
+            pwd(15),
+            vec![pwd(15)],
+        ),
+        (
+            "argocd admin initial-password -n argocd".into(),
+            format!("{}\n\n This password must be only used for first time login.\n", pwd(16)),
+            vec![pwd(16)],
+        ),
+        (
+            "kubectl --context prod get secret db -o yaml".into(),
+            format!("apiVersion: v1\ndata:\n  password: {}\nkind: Secret\n", pwd(17)),
+            vec![pwd(17)],
+        ),
+        (
+            "bin/elasticsearch-reset-password -u elastic".into(),
+            format!("Password for the [elastic] user successfully reset.\nNew value: {}\n", pwd(18)),
+            vec![pwd(18)],
+        ),
+        (
+            "cat config/master.key".into(),
+            format!("{}\n", rs(19, HEX, 32)),
+            vec![rs(19, HEX, 32)],
+        ),
+        (
+            "docker exec db cat /run/secrets/db_password".into(),
+            format!("{}\n", pwd(21)),
+            vec![pwd(21)],
+        ),
+        (
+            "cat ~/.vault-token".into(),
+            format!("hvs.{}", rs(22, ALNUM, 24)),
+            vec![rs(22, ALNUM, 24)],
+        ),
+        (
             "cd api && cat .env".into(),
             format!("PORT=8080\nGEOCODER={}\nDEBUG=true\n", pwd(12)),
             vec![pwd(12)],

@@ -3135,8 +3135,8 @@ fn wordpress_keys_and_salts() {
 /// (session 20): Dockerfile's `ENV NAME value`, Python bytes literals
 /// under a key's name, Tomcat's `<Environment>`, LDAP password attributes
 /// and `{SCHEME}` hashes, PostgreSQL's stored verifiers (PgBouncer's
-/// `userlist.txt`), `useradd -p`, BIND's TSIG secrets, and two-factor
-/// backup codes listed a line below their heading.
+/// `userlist.txt`), `useradd -p`, BIND's TSIG secrets, Fernet keys, and
+/// two-factor backup codes listed a line below their heading.
 #[test]
 fn dockerfile_env_bytes_literals_ldap_hashes_and_recovery_codes() {
     let b64 = |n| format!("{}=", rs(n, B64, 43));
@@ -3282,6 +3282,30 @@ fn dockerfile_env_bytes_literals_ldap_hashes_and_recovery_codes() {
             ),
             b64(527),
         ),
+        (
+            "fernet",
+            format!("AIRFLOW__CORE__FERNET_KEY={}=", rs(550, URLSAFE, 43)),
+            rs(550, URLSAFE, 43),
+        ),
+        (
+            "fernet",
+            format!("    fernet_key: '{}='", rs(551, URLSAFE, 43)),
+            rs(551, URLSAFE, 43),
+        ),
+        (
+            "fernet",
+            format!(
+                "FERNET_KEYS={}=,{}=",
+                rs(552, URLSAFE, 43),
+                rs(553, URLSAFE, 43)
+            ),
+            rs(553, URLSAFE, 43),
+        ),
+        (
+            "fernet",
+            format!("f = Fernet(b'{}=')", rs(554, URLSAFE, 43)),
+            rs(554, URLSAFE, 43),
+        ),
     ]);
     // Codes listed under their heading, one a line: a `tool_result` holds
     // them in one decoded string. (Bare text is read line by line, and a
@@ -3324,6 +3348,8 @@ fn dockerfile_env_bytes_literals_ldap_hashes_and_recovery_codes() {
             "secret \"changeme\";",
             "Recovery codes are shown once; store them safely.",
             "backup codes: see the vault",
+            "fernet_key = Fernet.generate_key()",
+            "AIRFLOW__CORE__FERNET_KEY=${FERNET_KEY}",
         ],
     );
 }
