@@ -729,9 +729,10 @@ pub enum Gate {
     /// `prose-password`: every match is its word (`password`, `pw`, …, a
     /// keyword each) with no word byte before it (`\b`), or that word
     /// after `_` (the last word of a name, `MYSQL_ROOT_PASSWORD to S`,
-    /// whose `_password` is a keyword too), and ASCII whitespace, `:` or
-    /// `=` right after it (the separators that follow). `passwords`,
-    /// `password_hash` and the `password]` of a placeholder fail.
+    /// whose `_password` is a keyword too), and ASCII whitespace, `:`,
+    /// `=` or `'s` (`’s`) right after it (the separators that follow).
+    /// `passwords`, `password_hash` and the `password]` of a placeholder
+    /// fail.
     WordThenSep,
     /// `login-with-pair`: every match holds one of its verbs (`login`,
     /// `sign in`, `log on`, …, a keyword each) followed by one space and
@@ -2624,8 +2625,11 @@ impl Engine {
             Gate::Upper => no_lower_case(&v[m.start..m.end]),
             Gate::WordThenSep => {
                 (v[m.start] == b'_' || !(m.start > 0 && is_word_byte(v[m.start - 1])))
-                    && v.get(m.end)
+                    && (v
+                        .get(m.end)
                         .is_some_and(|&b| is_ascii_space(b) || b == b':' || b == b'=')
+                        || v[m.end..].starts_with(b"'s")
+                        || v[m.end..].starts_with("\u{2019}s".as_bytes()))
             }
             Gate::HostEnd => host_may_end(v, m.end),
             Gate::LoginPair => login_pair_may(v, m.start, m.end),

@@ -2041,11 +2041,11 @@ pub fn builtin() -> Vec<RuleDef> {
                 "apischl",
                 "token de acc",
                 "token di acc",
-                "jeton d",
+                "jeton",
                 "api est ",
             ],
             leak(format!(
-                r#"\b(?:[Cc]lave\s+(?:de\s+(?:la\s+)?)?(?:API|api)|[Cc]have\s+(?:da\s+)?(?:API|api)|[Zz]ugangstoken|(?:API|[Aa]pi)[- ]?[Ss]chl(?:ü|Ü)ssel|[Tt]oken\s+d[ei]\s+acc?ess?o|[Jj]eton\s+d'acc(?:è|e)s|[Cc]l(?:é|É)\s+(?:d'|de\s+l')?API){INTL_LINK}{INTL_VALUE}"#
+                r#"\b(?:[Cc]lave\s+(?:de\s+(?:la\s+)?)?(?:API|api)|[Cc]have\s+(?:da\s+)?(?:API|api)|[Zz]ugangstoken|(?:API|[Aa]pi)[- ]?[Ss]chl(?:ü|Ü)ssel|[Tt]oken\s+d[ei]\s+acc?ess?o|[Jj]eton(?:\s+d'acc(?:è|e)s)?|[Cc]l(?:é|É)\s+(?:d'|de\s+l')?API){INTL_LINK}{INTL_VALUE}"#
             )),
             Check::Bearer,
         ),
@@ -2086,6 +2086,32 @@ pub fn builtin() -> Vec<RuleDef> {
                 ],
                 r#"(?i)\b(?:token|secret)\s+(?:(?:for|of)\s+(?:the\s+|my\s+|our\s+)?[A-Za-z0-9_.-]{1,30}(?:\s+[A-Za-z0-9_.-]{1,30})?(?:\s*[:=]\s*|\s+is\s+)|to\s+)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
                 Check::Generic,
+            )
+        },
+        // A token or secret pointed at in a sentence: `use this token V`,
+        // `here's the token, V`, `my new secret: V`. The value has the
+        // prose rules' shape (`this token expires` is not one); `the token
+        // is V` is left to the phrase rules (`is` is followed by what the
+        // token is as often: `base64url-encoded`).
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "prose-token-pointed",
+                "generic-secret",
+                &[
+                    "this token",
+                    "the token",
+                    "my token",
+                    "your token",
+                    "new token",
+                    "this secret",
+                    "the secret",
+                    "my secret",
+                    "your secret",
+                    "new secret",
+                ],
+                r#"(?i)\b(?:this|the|my|your|our|new)\s+(?:token|secret)(?:\s*[,:]\s*|\s+)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
+                Check::ProseSecret,
             )
         },
         // A variable named for a secret, written in prose: `JWT_SECRET is
@@ -2373,8 +2399,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "_password",
                 "_passwd",
                 "_passphrase",
+                "passcode",
             ],
-            r#"(?i)(?:_|\b)(?:password|passwd|passphrase)\s+(?:(?:is|was|has\s+been|have\s+been|got)\s+)?(?:now\s+)?(?:(?:changed|set|reset|updated|rotated)\s+)?to\s+["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])|\b(?:password|passwd|passphrase|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|\s+(?:is|was|are):?\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
+            r#"(?i)(?:_|\b)(?:password|passwd|passphrase)\s+(?:(?:is|was|has\s+been|have\s+been|got)\s+)?(?:now\s+)?(?:(?:changed|set|reset|updated|rotated)\s+)?to\s+["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])|\b(?:password|passwd|passphrase|passcode|pw|pwd)\b(?:\s+(?:for|of|to|on)\s+(?:the\s+|my\s+|our\s+|this\s+)?[A-Za-z0-9_.@-]{1,40}(?:\s+[A-Za-z0-9_.@-]{1,30})?)?(?:\s*[:=]\s*|(?:\s+(?:is|was|are)|(?:'|’)s):?\s+(?:now\s+)?|\s+)["'`]?([^\s"'`]{5,63}[^\s"'`.,;:!?)])"#,
             Check::Bearer,
         ),
         // A C or C++ macro named like a secret (`#define WIFI_PASS "V"`,

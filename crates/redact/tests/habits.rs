@@ -3353,3 +3353,54 @@ fn dockerfile_env_bytes_literals_ldap_hashes_and_recovery_codes() {
         ],
     );
 }
+
+/// Prompts that point at a token or a password the way people type them
+/// (session 20's third probe): `use this token V`, `here's the token, V`,
+/// `the password's V`, a `passcode`, a French `jeton`.
+#[test]
+fn tokens_pointed_at_and_password_contractions() {
+    let tok = |n| rs(n, ALNUM, 32);
+    check(&[
+        ("pointed", format!("use this token {}", tok(560)), tok(560)),
+        (
+            "pointed",
+            format!("here's the token, {} — it expires Friday", tok(561)),
+            tok(561),
+        ),
+        ("pointed", format!("my new secret: {}", tok(562)), tok(562)),
+        (
+            "pointed",
+            format!("Try with your token \"{}\"", tok(563)),
+            tok(563),
+        ),
+        (
+            "contraction",
+            format!("the password's {}", pw(564)),
+            pw(564),
+        ),
+        (
+            "contraction",
+            format!("the staging password\u{2019}s {} now", pw(565)),
+            pw(565),
+        ),
+        ("passcode", format!("passcode: {}", pw(566)), pw(566)),
+        ("passcode", format!("the passcode is {}", pw(567)), pw(567)),
+        ("jeton", format!("jeton : {}", tok(568)), tok(568)),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "// the token is base64url-encoded",
+            "this token expires after 3600 seconds",
+            "the secret is stored in AWS_SECRET_MANAGER",
+            "my token, which expires tomorrow",
+            "Use this token to authenticate: see the docs",
+            "the token isExpired check",
+            "the secret SECRET_KEY_BASE_DUMMY",
+            "the password's strength meter",
+            "the password's hash is stored",
+            "passcode: required",
+            "jeton : voir la doc",
+        ],
+    );
+}
