@@ -2199,7 +2199,8 @@ pub fn builtin() -> Vec<RuleDef> {
         // "K")`, `jwt.sign(p, 'K')`, `jwt.decode(t, "K", …)`, `hmac.new(b"K",
         // …)`, Node's `createHmac("sha256", "K")`, `Fernet(b"K")`,
         // `AES.new(b"K", …)`, Java's `new SecretKeySpec("K".getBytes(), …)`,
-        // Rust's `Key::from_slice(b"K")` / `Hmac::new_from_slice(b"K")`.
+        // Rust's `Key::from_slice(b"K")` / `Hmac::new_from_slice(b"K")`,
+        // jjwt's `Keys.hmacShaKeyFor("K".getBytes())`.
         RuleDef {
             min_entropy: 3.0,
             ..grp(
@@ -2217,8 +2218,9 @@ pub fn builtin() -> Vec<RuleDef> {
                     "secretkeyspec(",
                     "key::from_slice(",
                     "new_from_slice(",
+                    "hmacshakeyfor(",
                 ],
-                r#"(?i)\bjwt\.(?:encode|sign|decode|verify)\(\s*[A-Za-z_][A-Za-z0-9_.]*\s*,\s*b?(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\b(?:hmac\.new|Fernet|AES\.new|Key::from_slice|new_from_slice)\(\s*b?(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\bcreateHmac\(\s*["'][A-Za-z0-9-]+["']\s*,\s*(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\bSecretKeySpec\(\s*"([^"\s]{12,})""#,
+                r#"(?i)\bjwt\.(?:encode|sign|decode|verify)\(\s*[A-Za-z_][A-Za-z0-9_.]*\s*,\s*b?(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\b(?:hmac\.new|Fernet|AES\.new|Key::from_slice|new_from_slice)\(\s*b?(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\bcreateHmac\(\s*["'][A-Za-z0-9-]+["']\s*,\s*(?:"([^"\s]{12,})"|'([^'\s]{12,})')|\b(?:SecretKeySpec|hmacShaKeyFor)\(\s*"([^"\s]{12,})""#,
                 Check::ProseSecret,
             )
         },
@@ -2538,8 +2540,11 @@ pub fn builtin() -> Vec<RuleDef> {
         // `new PDO(dsn, user, "S")`, `mysqli_connect(host, user, "S", db)`
         // and the Python MySQL clients' `connect(host, user, "S", db)`; the
         // fourth of paramiko's `connect(host, 22, user, "S")`; the first of
-        // a Redis client's `.auth("S")`. The value holds a letter and a
-        // digit (`login(user, "admin")`, `passport.auth('jwt')` stay).
+        // a Redis client's `.auth("S")`; reqwest's `.basic_auth(user,
+        // Some("S"))`, Go's `smtp.PlainAuth("", user, "S", host)`, Ruby's
+        // `Net::SMTP.start(host, port, domain, user, 'S', :plain)`. The
+        // value holds a letter and a digit (`login(user, "admin")`,
+        // `passport.auth('jwt')` stay).
         grp(
             "login-call-password",
             "password",
@@ -2562,8 +2567,11 @@ pub fn builtin() -> Vec<RuleDef> {
                 "mysql_pconnect(",
                 ".connect(",
                 ".auth(",
+                "basic_auth(",
+                "plainauth(",
+                "smtp.start(",
             ],
-            r#"(?i)(?:\.auth\([ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,).]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)])"#,
+            r#"(?i)(?:\.auth\([ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth|basic_auth)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*(?:Some\([ \t]*)?[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,).]|\bPlainAuth\([ \t]*(?:(?:"[^"\n]*"|[A-Za-z_][A-Za-z0-9_.]*)[ \t]*,[ \t]*){2}"([^"\s\\]{4,})"[ \t]*,|\bNet::SMTP\.start\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_@$][A-Za-z0-9_.]*|[0-9]{1,5})[ \t]*,[ \t]*){4}["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)])"#,
             Check::Bearer,
         ),
         // A password typed into a login form by a browser test: Cypress'
@@ -2885,14 +2893,23 @@ pub fn builtin() -> Vec<RuleDef> {
         // A Python (or Rust) bytes literal under a secret's name: Flask's
         // `app.secret_key = b'…'`, `SECRET_KEY = b"…"`,
         // `app.config["SECRET_KEY"] = rb'…'` — the `b` ended every
-        // assignment rule's value before its quote. Escapes stay inside.
+        // assignment rule's value before its quote — and Go's `jwtKey :=
+        // []byte("…")`. Escapes stay inside.
         grp(
             "bytes-literal-secret",
             "generic-secret",
             &[
-                "= b'", "= b\"", "=b'", "=b\"", "= rb'", "= br'", "= rb\"", "= br\"",
+                "= b'",
+                "= b\"",
+                "=b'",
+                "=b\"",
+                "= rb'",
+                "= br'",
+                "= rb\"",
+                "= br\"",
+                "[]byte(\"",
             ],
-            r#"(?i)[A-Za-z0-9_]*(?:secret|token|key|password|passwd|passphrase|salt|pepper)[A-Za-z0-9_]*["']?\]?[ \t]*(?::[ \t]*bytes[ \t]*)?=[ \t]*(?:rb|br|b)(?:'((?:[^'\\\n]|\\[^\n]){8,})'|"((?:[^"\\\n]|\\[^\n]){8,})")"#,
+            r#"(?i)[A-Za-z0-9_]*(?:secret|token|key|password|passwd|passphrase|salt|pepper)[A-Za-z0-9_]*(?:["']?\]?[ \t]*(?::[ \t]*bytes[ \t]*)?=[ \t]*(?:rb|br|b)(?:'((?:[^'\\\n]|\\[^\n]){8,})'|"((?:[^"\\\n]|\\[^\n]){8,})")|[ \t]*:?=[ \t]*\[\]byte\("((?:[^"\\\n]|\\[^\n]){8,})"\))"#,
             Check::Bearer,
         ),
         // A password or a password hash set on `useradd` / `usermod`'s
@@ -2963,6 +2980,15 @@ pub fn builtin() -> Vec<RuleDef> {
             "generic-secret",
             &["fernet"],
             r#"(?i)fernet[_-]?keys?["']?\]?[ \t]*[:=][ \t]*(?:b?["'])?([A-Za-z0-9_-]{43}=(?:,[A-Za-z0-9_-]{43}=)*)|\bFernet\([ \t]*b?["']([A-Za-z0-9_-]{43}=)["']"#,
+            Check::Bearer,
+        ),
+        // A token handed to an HTTP client's bearer setter: reqwest's
+        // `.bearer_auth("T")`, Go resty's `SetAuthToken("T")`.
+        grp(
+            "bearer-call-token",
+            "generic-secret",
+            &["bearer_auth(", "setauthtoken("],
+            r#"(?:\.bearer_auth|\bSetAuthToken)\([ \t]*"([^"\s\\]{16,})"[ \t]*\)"#,
             Check::Bearer,
         ),
         grp(

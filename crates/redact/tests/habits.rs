@@ -3404,3 +3404,76 @@ fn tokens_pointed_at_and_password_contractions() {
         ],
     );
 }
+
+/// Secrets handed to library calls in Go, Java, Ruby and Rust that a
+/// fourth probe of 73 code lines found leaking (session 20).
+#[test]
+fn code_calls_in_go_java_ruby_and_rust() {
+    let tok = |n| rs(n, ALNUM, 32);
+    check(&[
+        (
+            "go smtp",
+            format!(
+                "auth := smtp.PlainAuth(\"\", \"bob@example.org\", \"{}\", \"smtp.example.org\")",
+                pw(570)
+            ),
+            pw(570),
+        ),
+        (
+            "go byte slice",
+            format!("var jwtKey = []byte(\"{}\")", tok(571)),
+            tok(571),
+        ),
+        (
+            "go byte slice",
+            format!("hmacSecret := []byte(\"{}\")", tok(572)),
+            tok(572),
+        ),
+        (
+            "jjwt",
+            format!(
+                "Jwts.builder().signWith(Keys.hmacShaKeyFor(\"{}\".getBytes()))",
+                tok(573)
+            ),
+            tok(573),
+        ),
+        (
+            "ruby smtp",
+            format!(
+                "Net::SMTP.start('smtp.example.org', 587, 'example.org', 'bob', '{}', :plain)",
+                pw(574)
+            ),
+            pw(574),
+        ),
+        (
+            "reqwest",
+            format!(
+                "Client::new().get(url).bearer_auth(\"{}\").send().await?",
+                tok(575)
+            ),
+            tok(575),
+        ),
+        (
+            "reqwest",
+            format!("  .basic_auth(\"bob\", Some(\"{}\"))", pw(576)),
+            pw(576),
+        ),
+        (
+            "resty",
+            format!("client.R().SetAuthToken(\"{}\")", tok(577)),
+            tok(577),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "msg := []byte(\"hello world, this is a test\")",
+            "var key = []byte(name)",
+            "req.bearer_auth(token)",
+            ".basic_auth(\"bob\", None::<&str>)",
+            "auth := smtp.PlainAuth(\"\", user, pass, host)",
+            "Net::SMTP.start(host, port) do |smtp|",
+            "Keys.hmacShaKeyFor(secret.getBytes())",
+        ],
+    );
+}
