@@ -1635,7 +1635,8 @@ pub fn builtin() -> Vec<RuleDef> {
             Check::FlagPassword,
         ),
         // Server config directives that hold a password: Redis'
-        // `requirepass PW` / `masterauth PW` (also through `CONFIG SET`), a
+        // `requirepass PW` / `masterauth PW` (also through `CONFIG SET`) and
+        // Sentinel's `sentinel auth-pass MASTER PW`, a
         // Wi-Fi pre-shared key (`psk="PW"` in wpa_supplicant and
         // NetworkManager files), keepalived's `auth_pass PW`, an LDAP
         // client's bind password (`bindpw PW` in nslcd.conf, `bind_pw = PW`,
@@ -1649,6 +1650,7 @@ pub fn builtin() -> Vec<RuleDef> {
             &[
                 "requirepass",
                 "masterauth",
+                "auth-pass",
                 "psk",
                 "auth_pass",
                 "bindpw",
@@ -1657,7 +1659,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "userpassword:",
                 "sambantpassword:",
             ],
-            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))|(?m)(?:^|["\n])[ \t]*(?:auth_pass|bindpw|bind_pw|rootpw)(?:[ \t]*=[ \t]*|[ \t]+)["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:olc(?:Db)?RootPW|userPassword|sambaNTPassword)(?::[ \t]*|::[ \t]*)([^\s"'#{][^\s"'#]{3,})"#,
+            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth|sentinel[ \t]+auth-pass[ \t]+[^\s"']+)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))|(?m)(?:^|["\n])[ \t]*(?:auth_pass|bindpw|bind_pw|rootpw)(?:[ \t]*=[ \t]*|[ \t]+)["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:olc(?:Db)?RootPW|userPassword|sambaNTPassword)(?::[ \t]*|::[ \t]*)([^\s"'#{][^\s"'#]{3,})"#,
             Check::FlagPassword,
         ),
         // A `.pgpass` line, `host:port:database:user:password` (`*` for any
@@ -2990,6 +2992,27 @@ pub fn builtin() -> Vec<RuleDef> {
             &["bearer_auth(", "setauthtoken("],
             r#"(?:\.bearer_auth|\bSetAuthToken)\([ \t]*"([^"\s\\]{16,})"[ \t]*\)"#,
             Check::Bearer,
+        ),
+        // A user and password joined by `:` (or `/`) in a service's own
+        // config: HAProxy's `stats auth admin:PW`, Squid's `cache_peer …
+        // login=bob:PW`, Postfix's `sasl_passwd` (`[smtp.host]:587
+        // bob:PW`; the relay's port, as the line is mostly written), the
+        // Neo4j image's `NEO4J_AUTH=neo4j/PW`.
+        grp(
+            "service-user-password",
+            "password",
+            &["stats auth", "login=", "]:", "neo4j_auth="],
+            r#"(?i)\bstats[ \t]+auth[ \t]+[^\s:]{1,64}:([^\s"']{4,})|\bcache_peer\b[^\n]*?[ \t]login=[^\s:]{1,64}:([^\s"']{4,})|(?:^|["\n])[ \t]*\[[A-Za-z0-9.-]+\]:[0-9]{1,5}[ \t]+[^\s:]{1,128}:([^\s"']{4,})[ \t]*(?:$|["\n])|\bNEO4J_AUTH=[^\s/"']{1,64}/([^\s"']{4,})"#,
+            Check::Password,
+        ),
+        // An IPsec pre-shared key or password in `ipsec.secrets` (strongSwan,
+        // Libreswan): `: PSK "S"`, `%any %any : PSK "S"`, `bob : EAP "S"`.
+        grp(
+            "ipsec-secret",
+            "password",
+            &[": psk", ":psk", ": eap", ": xauth"],
+            r#"(?i):[ \t]*(?:PSK|EAP|XAUTH)[ \t]+(?:"([^"\n]{4,})"|'([^'\n]{4,})'|0s([A-Za-z0-9+/]{8,}={0,2})|([^\s"'#]{4,}))"#,
+            Check::Password,
         ),
         grp(
             "expect-send-password",

@@ -3477,3 +3477,61 @@ fn code_calls_in_go_java_ruby_and_rust() {
         ],
     );
 }
+
+/// Service configs that join a user and a password, or hold a pre-shared
+/// key, found by a fifth probe of 79 self-hosting config lines (session 20).
+#[test]
+fn service_configs_pairs_and_ipsec_secrets() {
+    let b64 = |n| format!("{}=", rs(n, B64, 43));
+    check(&[
+        (
+            "sentinel",
+            format!("sentinel auth-pass mymaster {}", pw(580)),
+            pw(580),
+        ),
+        (
+            "haproxy",
+            format!("    stats auth admin:{}", pw(581)),
+            pw(581),
+        ),
+        (
+            "squid",
+            format!(
+                "cache_peer proxy.corp.io parent 3128 0 no-query login=bob:{}",
+                pw(582)
+            ),
+            pw(582),
+        ),
+        (
+            "postfix sasl_passwd",
+            format!("[smtp.sendgrid.net]:587 apikey:{}", pw(583)),
+            pw(583),
+        ),
+        (
+            "postfix sasl_passwd",
+            format!("[mail.corp.io]:25 bob@corp.io:{}", pw(584)),
+            pw(584),
+        ),
+        ("neo4j", format!("NEO4J_AUTH=neo4j/{}", pw(585)), pw(585)),
+        ("ipsec", format!(": PSK \"{}\"", pw(586)), pw(586)),
+        (
+            "ipsec",
+            format!("%any 203.0.113.5 : PSK '{}'", pw(587)),
+            pw(587),
+        ),
+        ("ipsec", format!("bob : EAP \"{}\"", pw(588)), pw(588)),
+        ("ipsec", format!(": PSK 0s{}", b64(589)), b64(589)),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "stats auth admin:${STATS_PASSWORD}",
+            "stats uri /haproxy?stats",
+            "cache_peer proxy.corp.io parent 3128 0 login=PASSTHRU",
+            "relayhost = [smtp.sendgrid.net]:587",
+            "NEO4J_AUTH=none",
+            ": RSA server.key",
+            "sentinel monitor mymaster redis-primary 6379 2",
+        ],
+    );
+}
