@@ -52,6 +52,8 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | security\s+find-(?:generic|internet)-password\b[^\n]*\s-w\b
           | heroku\s+(?:config:get|auth:token)\b
           | gh\s+auth\s+token\b
+          | bw\s+get\s+(?:password|totp)\b
+          | lpass\s+show\b[^\n]*\s--password\b
           | aws\s+configure\s+get\b
           | openssl\s+rand\b
           | pwgen\b

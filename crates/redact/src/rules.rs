@@ -1597,7 +1597,8 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // Commands that store a secret take it as an argument: `gh secret
         // set N --body V`, `aws secretsmanager create-secret …
-        // --secret-string V`, `az keyvault secret set … --value V`, `aws ssm
+        // --secret-string V`, `az keyvault secret set … --value V` (Expo's
+        // `eas secret:create … --value V`), `aws ssm
         // put-parameter … --type SecureString … --value V`, `dotnet
         // user-secrets set N V`, `ansible-vault encrypt_string 'V'`,
         // `doppler secrets set N V`, macOS `security add-generic-password …
@@ -1611,6 +1612,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "generic-secret",
             &[
                 "secret set",
+                "secret:create",
                 "secretsmanager",
                 "securestring",
                 "user-secrets",
@@ -1620,7 +1622,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "add-internet-password",
                 "<<<",
             ],
-            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bkeyvault\s+secret\s+set\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bdoppler\s+secrets\s+set\s+[A-Za-z0-9_]+(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecurity\s+add-(?:generic|internet)-password\b[^\n|;&]*?\s-w\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set|secret-tool\s+store|(?:go)?pass\s+insert|smbpasswd|chpasswd|passwd|kinit|cryptsetup)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:keyvault\s+secret\s+set|eas\s+secret:create)\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bdoppler\s+secrets\s+set\s+[A-Za-z0-9_]+(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecurity\s+add-(?:generic|internet)-password\b[^\n|;&]*?\s-w\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set|secret-tool\s+store|(?:go)?pass\s+insert|smbpasswd|chpasswd|passwd|kinit|cryptsetup)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
             Check::FlagPassword,
         ),
         // A tool's `config set NAME V` where NAME is a secret's: `wp config
@@ -1631,7 +1633,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "config-set-secret",
             "generic-secret",
             &["config set", "git config", "composer config"],
-            r#"(?i)(?:\b(?:wp|npm|yarn|pnpm|pip)\s+config\s+set|\b(?:git|composer)\s+config)\b(?:\s+--?[A-Za-z-]+)*\s+["']?[A-Za-z0-9_.:/@-]*(?:password|passwd|secret|token|api[_-]?key|oauth)[A-Za-z0-9_.:/@-]*["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>=-][^\s"'`;&|<>]{3,}))"#,
+            r#"(?i)(?:\b(?:wp|npm|yarn|pnpm|pip|pulumi)\s+config\s+set|\b(?:git|composer)\s+config)\b(?:\s+--?[A-Za-z-]+)*\s+["']?[A-Za-z0-9_.:/@-]*(?:password|passwd|secret|token|api[_-]?key|oauth)[A-Za-z0-9_.:/@-]*["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>=-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Server config directives that hold a password: Redis'
@@ -1683,7 +1685,7 @@ pub fn builtin() -> Vec<RuleDef> {
         // Clients whose `-p` (or `--password`) is the password of the `-u`
         // user: MongoDB's shells and tools, remote-shell and SMB tools
         // (`evil-winrm -i H -u U -p PW`, `crackmapexec smb H -u U -p PW`),
-        // `rdesktop`. A value starting with `-` is the next flag (`-p` alone
+        // `rdesktop`, InfluxDB's `influx setup -u U -p PW`. A value starting with `-` is the next flag (`-p` alone
         // prompts).
         grp(
             "client-flag-password",
@@ -1697,8 +1699,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "smbmap",
                 "rdesktop",
                 "redis-cli",
+                "influx",
             ],
-            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
+            r#"(?i)\b(?:mongo(?:sh|dump|restore|export|import|stat|top|files)?|evil-winrm|crackmapexec|netexec|nxc |smbmap|rdesktop|influx)\b[^\n]*?\s(?:-p|--password)(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bredis-cli\b[^\n]*?\s(?:-a|--pass)\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
         // Archive and crypto tools given a password as a flag: `zip -P PW`
@@ -1936,7 +1939,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "cli-user-colon-password",
             "password",
             &["curl", "wget", " -a ", "--auth", " -a"],
-            r#"(?i)\b(?:curl|wget|http|https|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{0,64}:([^\s"'`;&|<>]{4,})"#,
+            r#"(?i)\b(?:curl|wget|http|https|httpie|xh)\b[^\n]*?\s(?:-u|--user|-a|--auth)(?:=|\s*)["']?[^\s:"'/]{0,64}:([^\s"'`;&|<>]{4,})"#,
             Check::Password,
         ),
         // A continued command's flag line (`curl … \⏎ -u id:secret`).
@@ -2543,7 +2546,8 @@ pub fn builtin() -> Vec<RuleDef> {
         // and the Python MySQL clients' `connect(host, user, "S", db)`; the
         // fourth of paramiko's `connect(host, 22, user, "S")`; the first of
         // a Redis client's `.auth("S")`; reqwest's `.basic_auth(user,
-        // Some("S"))`, Go's `smtp.PlainAuth("", user, "S", host)`, Ruby's
+        // Some("S"))`, Go's `smtp.PlainAuth("", user, "S", host)`, MongoDB's
+        // `db.changeUserPassword(user, "S")`, Ruby's
         // `Net::SMTP.start(host, port, domain, user, 'S', :plain)`. The
         // value holds a letter and a digit (`login(user, "admin")`,
         // `passport.auth('jwt')` stay).
@@ -2571,9 +2575,10 @@ pub fn builtin() -> Vec<RuleDef> {
                 ".auth(",
                 "basic_auth(",
                 "plainauth(",
+                "changeuserpassword(",
                 "smtp.start(",
             ],
-            r#"(?i)(?:\.auth\([ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:log_?in|sign_?in)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth|basic_auth)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*(?:Some\([ \t]*)?[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,).]|\bPlainAuth\([ \t]*(?:(?:"[^"\n]*"|[A-Za-z_][A-Za-z0-9_.]*)[ \t]*,[ \t]*){2}"([^"\s\\]{4,})"[ \t]*,|\bNet::SMTP\.start\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_@$][A-Za-z0-9_.]*|[0-9]{1,5})[ \t]*,[ \t]*){4}["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)])"#,
+            r#"(?i)(?:\.auth\([ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:log_?in|sign_?in|changeUserPassword)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*\)|\b(?:NetworkCredential|PasswordAuthentication|UsernamePasswordCredentials|UsernamePasswordAuthenticationToken|PlainCredentials|SimpleCredentials|BasicAuth|HTTPBasicAuth|HTTPDigestAuth|DigestAuth|basic_auth)\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*(?:Some\([ \t]*)?[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,).]|\bPlainAuth\([ \t]*(?:(?:"[^"\n]*"|[A-Za-z_][A-Za-z0-9_.]*)[ \t]*,[ \t]*){2}"([^"\s\\]{4,})"[ \t]*,|\bNet::SMTP\.start\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_@$][A-Za-z0-9_.]*|[0-9]{1,5})[ \t]*,[ \t]*){4}["']([^"'\s\\]{4,})["'][ \t]*[,)]|\b(?:getConnection|PDO|mysqli|mysqli_connect|mysql_p?connect|(?:pymysql|MySQLdb|mysql\.connector|mariadb)\.connect)\([ \t]*(?:(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*){2}[bru@]?["']([^"'\s\\]{4,})["'][ \t]*[,)]|\.connect\([ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[0-9]{1,5}[ \t]*,[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_$][A-Za-z0-9_.$\[\]>-]*)[ \t]*,[ \t]*[bru]?["']([^"'\s\\]{4,})["'][ \t]*[,)])"#,
             Check::Bearer,
         ),
         // A password typed into a login form by a browser test: Cypress'
@@ -2769,7 +2774,8 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // A value piped into an encoder or a digest: `echo -n 'S' | base64`
         // (a Kubernetes `Secret`'s `data:` is made this way), `printf '%s'
-        // S | sha256sum`, `echo S | openssl passwd -stdin`. The value must
+        // S | sha256sum`, `echo S | openssl passwd -stdin`; or into a
+        // secret store (`printf '%s' S | podman secret create db -`). The value must
         // read as a credential (a letter and a digit): `echo hello | base64`
         // stays.
         grp(
@@ -2794,8 +2800,12 @@ pub fn builtin() -> Vec<RuleDef> {
                 "|mkpasswd",
                 "| argon2",
                 "|argon2",
+                "| docker secret",
+                "|docker secret",
+                "| podman secret",
+                "|podman secret",
             ],
-            r#"\b(?:echo|printf)(?:[ \t]+-[neE]+)*(?:[ \t]+["']?%s(?:\\n)?["']?)?[ \t]+(?:'([^'\n]{6,})'|"([^"\n]{6,})"|([^\s"'`;&|<>$()]{6,}))[ \t]*\| ?(?:base64|sha(?:1|224|256|384|512)sum|md5sum|shasum|b2sum|openssl[ \t]+(?:base64|enc|dgst|passwd|sha\d*)|htpasswd|mkpasswd|argon2)\b"#,
+            r#"\b(?:echo|printf)(?:[ \t]+-[neE]+)*(?:[ \t]+["']?%s(?:\\n)?["']?)?[ \t]+(?:'([^'\n]{6,})'|"([^"\n]{6,})"|([^\s"'`;&|<>$()]{6,}))[ \t]*\| ?(?:base64|sha(?:1|224|256|384|512)sum|md5sum|shasum|b2sum|openssl[ \t]+(?:base64|enc|dgst|passwd|sha\d*)|htpasswd|mkpasswd|argon2|(?:docker|podman)[ \t]+secret[ \t]+create)\b"#,
             Check::Bearer,
         ),
         // Composer's `auth.json` (and `COMPOSER_AUTH`): a token per host

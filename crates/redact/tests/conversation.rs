@@ -181,6 +181,16 @@ fn outputs_of_secret_reading_commands_are_redacted() {
             vec![rs(22, ALNUM, 24)],
         ),
         (
+            "bw get password github.com".into(),
+            format!("{}\n", pwd(23)),
+            vec![pwd(23)],
+        ),
+        (
+            "lpass show --password work/db".into(),
+            format!("{}\n", pwd(24)),
+            vec![pwd(24)],
+        ),
+        (
             "cd api && cat .env".into(),
             format!("PORT=8080\nGEOCODER={}\nDEBUG=true\n", pwd(12)),
             vec![pwd(12)],

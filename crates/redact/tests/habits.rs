@@ -3535,3 +3535,70 @@ fn service_configs_pairs_and_ipsec_secrets() {
         ],
     );
 }
+
+/// Deploy and database-admin commands that a sixth probe of 72 command
+/// lines found leaking (session 20).
+#[test]
+fn deploy_and_database_admin_commands() {
+    let tok = |n| rs(n, ALNUM, 32);
+    check(&[
+        (
+            "mongo",
+            format!("db.changeUserPassword(\"app\", \"{}\")", pw(590)),
+            pw(590),
+        ),
+        (
+            "secret store pipe",
+            format!("printf \"%s\" \"{}\" | podman secret create db -", pw(591)),
+            pw(591),
+        ),
+        (
+            "secret store pipe",
+            format!("echo -n '{}' | docker secret create db_password -", pw(592)),
+            pw(592),
+        ),
+        (
+            "influx",
+            format!("influx user password -n admin -p {}", pw(593)),
+            pw(593),
+        ),
+        (
+            "influx",
+            format!("influx setup -u admin -p '{}' -o org -b bucket -f", pw(594)),
+            pw(594),
+        ),
+        (
+            "eas",
+            format!(
+                "eas secret:create --scope project --name API_KEY --value {}",
+                tok(595)
+            ),
+            tok(595),
+        ),
+        (
+            "pulumi",
+            format!("pulumi config set dbPassword {}", pw(596)),
+            pw(596),
+        ),
+        (
+            "pulumi",
+            format!("pulumi config set --secret apiToken '{}'", tok(597)),
+            tok(597),
+        ),
+        (
+            "httpie",
+            format!("httpie --auth bob:{} api.corp.io", pw(598)),
+            pw(598),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "influx setup -u admin -p",
+            "pulumi config set aws:region us-east-1",
+            "db.changeUserPassword(\"app\", passwordPrompt())",
+            "echo hello | docker secret create greeting -",
+            "eas secret:create --name API_KEY --value $API_KEY",
+        ],
+    );
+}
