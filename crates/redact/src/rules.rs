@@ -1628,7 +1628,8 @@ pub fn builtin() -> Vec<RuleDef> {
         // A tool's `config set NAME V` where NAME is a secret's: `wp config
         // set DB_PASSWORD V`, `git config --global github.token V`, `npm
         // config set _authToken V`, `composer config github-oauth.github.com
-        // V`.
+        // V`, `pulumi config set dbPassword V` (with `--secret` too: the
+        // value is on the command line either way).
         grp(
             "config-set-secret",
             "generic-secret",

@@ -1,0 +1,107 @@
+import random, string, json, sys
+random.seed(2003)
+def rv(n=24, alpha=string.ascii_letters+string.digits):
+    while True:
+        s=''.join(random.choice(alpha) for _ in range(n))
+        if any(c.isdigit() for c in s) and any(c.isalpha() for c in s): return s
+def pw(): return random.choice(['Summer','Falcon','Quartz','Maple','Orbit'])+str(random.randint(10,999))+random.choice('!#&*')+rv(3)
+T=[
+ '{{\n    "AccessKey": {{\n        "UserName": "ci",\n        "AccessKeyId": "AKIA{K16}",\n        "Status": "Active",\n        "SecretAccessKey": "{B40}",\n        "CreateDate": "2026-01-01T00:00:00Z"\n    }}\n}}',
+ '{{\n  "appId": "{UUID}",\n  "displayName": "ci",\n  "password": "{AZPW}",\n  "tenant": "{UUID}"\n}}',
+ '{{\n  "clientId": "{UUID}",\n  "clientSecret": "{AZPW}",\n  "subscriptionId": "{UUID}",\n  "tenantId": "{UUID}"\n}}',
+ '$ heroku auth:token\n{UUID}',
+ '$ gh auth token\ngho_{T36}',
+ '$ npm token create\n┌────────────────┬──────────────────────────────────────┐\n│ token          │ npm_{T36} │\n└────────────────┴──────────────────────────────────────┘',
+ '$ doctl auth init\nEnter your access token: dop_v1_{HEX64}',
+ 'Credentials:\n  AccessKeyId: ASIA{K16}\n  SecretAccessKey: {B40}\n  SessionToken: {LONG}',
+ '"Credentials": {{ "AccessKeyId": "ASIA{K16}", "SecretAccessKey": "{B40}", "SessionToken": "{LONG}", "Expiration": "2026-01-01T01:00:00Z" }}',
+ 'export AWS_SESSION_TOKEN={LONG}',
+ 'aws_session_token = {LONG}',
+ '{{"access_token":"ya29.{T100}","expires_in":3599,"token_type":"Bearer"}}',
+ '{{"access_token": "{T40}", "refresh_token": "{T40B}", "token_type": "bearer"}}',
+ '{{"id_token": "{JWT}"}}',
+ 'refresh_token: {T40}',
+ '"refreshToken": "{T40}"',
+ 'Set-Cookie: session={T40}; Path=/; HttpOnly',
+ 'Cookie: _gh_sess={T100}; logged_in=yes',
+ 'Authorization: Basic {BASIC}',
+ 'Proxy-Authorization: Basic {BASIC}',
+ 'X-Auth-Token: {T32}',
+ 'x-api-key: {T32}',
+ 'api-key: {T32}',
+ 'Ocp-Apim-Subscription-Key: {HEX32}',
+ 'X-Vault-Token: hvs.{T90}',
+ '{{"token":"{T40}","user":"bob"}}',
+ '{{"api_key":"{T32}"}}',
+ 'Your API key is {T32}',
+ 'Here is your new key: {T32}',
+ 'Token created: {T40}',
+ 'Created personal access token: {T40}',
+ 'Root token: hvs.{T90}',
+ 'Initial Root Token: hvs.{T90}',
+ 'admin password: {P}',
+ 'Password for postgres user: {P}',
+ 'The password for the elastic user is: {T20}',
+ 'Password for the [elastic] user successfully reset.\nNew value: {T20}',
+ 'Generated password for user elastic: {T20}',
+ 'GitLab root password: {T40}',
+ 'Password: {P}',
+ 'password is: {P}',
+ 'the db password is {P}',
+ 'DB password → {P}',
+ 'Grafana admin password: {P}',
+ 'argocd admin password: {T16}',
+ 'kubectl -n argocd get secret argocd-initial-admin-secret -o jsonpath="{{.data.password}}" | base64 -d\n{T16}',
+ 'minikube dashboard token: {JWT}',
+ 'token: {JWT}',
+ 'bearer {JWT}',
+ 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{B43} bob@host',
+ 'ENCRYPTION_KEY: {B64_32}',
+ 'fernet key: {FERNET}',
+ 'FERNET_KEY={FERNET}',
+ 'AIRFLOW__CORE__FERNET_KEY={FERNET}',
+ 'secret_key_base: {HEX128}',
+ 'DJANGO_SECRET_KEY={DJ}',
+ 'SECRET_KEY = "{DJ}"',
+ 'RAILS_MASTER_KEY={HEX32}',
+ 'cat config/master.key\n{HEX32}',
+ 'WEBHOOK_SECRET=whsec_{T32}',
+ 'STRIPE_WEBHOOK_SECRET=whsec_{T32}',
+ 'signing secret: {HEX32}',
+ 'SLACK_SIGNING_SECRET={HEX32}',
+ 'client_secret: {T40}',
+ 'GOOGLE_CLIENT_SECRET=GOCSPX-{T28}',
+ 'consumer_secret = "{T50}"',
+ 'oauth_token_secret={T45}',
+ 'access_token_secret: {T45}',
+ 'TWITTER_ACCESS_SECRET={T45}',
+ 'licenseKey: "{LIC}"',
+ 'LICENSE_KEY={HEX40}',
+ 'NEW_RELIC_LICENSE_KEY={HEX40}',
+ 'license_key: {HEX40}',
+ 'dsn: https://{HEX32}@o123456.ingest.sentry.io/1234567',
+ 'SENTRY_AUTH_TOKEN=sntrys_{T60}',
+ 'mapbox token pk.{T60}.{T22}',
+]
+out=[]
+for t in T:
+    vals={'P':pw(),'T16':rv(16),'T20':rv(20),'T22':rv(22),'T28':rv(28),'T32':rv(32),'T36':rv(36),'T40':rv(40),'T40B':rv(40),'T45':rv(45),'T50':rv(50),'T60':rv(60),'T90':rv(90),'T100':rv(100,string.ascii_letters+string.digits+'_-'),
+      'HEX32':rv(32,'0123456789abcdef'),'HEX40':rv(40,'0123456789abcdef'),'HEX64':rv(64,'0123456789abcdef'),'HEX128':rv(128,'0123456789abcdef'),
+      'K16':rv(16,string.ascii_uppercase+'234567'),'B40':rv(40,string.ascii_letters+string.digits+'+/'),'LONG':'IQoJb3JpZ2luX2VjE'+rv(300,string.ascii_letters+string.digits+'+/'),
+      'UUID':'%08x-%04x-4%03x-a%03x-%012x'%(random.getrandbits(32),random.getrandbits(16),random.getrandbits(12),random.getrandbits(12),random.getrandbits(48)),
+      'AZPW':rv(6)+'~'+rv(6)+'_'+rv(8)+'.'+rv(10),
+      'JWT':'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.'+'eyJzdWIiOiI'+rv(40)+'.'+rv(43,string.ascii_letters+string.digits+'_-'),
+      'BASIC':__import__('base64').b64encode(('bob:'+pw()).encode()).decode(),
+      'B43':rv(43,string.ascii_letters+string.digits+'+/'),'B64_32':rv(43,string.ascii_letters+string.digits+'+/')+'=',
+      'FERNET':rv(43,string.ascii_letters+string.digits+'_-')+'=',
+      'DJ':rv(50,string.ascii_lowercase+string.digits+'!@#$%^&*(-_=+)'),
+      'LIC':rv(5,string.ascii_uppercase+string.digits)+'-'+rv(5,string.ascii_uppercase+string.digits)+'-'+rv(5,string.ascii_uppercase+string.digits)+'-'+rv(5,string.ascii_uppercase+string.digits),
+      }
+    line=t.format(**vals)
+    secrets=[v for k,v in vals.items() if '{'+k+'}' in t and k not in ('UUID','K16')]
+    if '{UUID}' in t and ('heroku' in t): secrets.append(vals['UUID'])
+    if 'BASIC' in t: secrets=[vals['BASIC']]
+    if 'ssh-ed25519' in t: continue
+    out.append((line,secrets))
+json.dump(out, open(sys.argv[1],'w'))
+print(len(out))

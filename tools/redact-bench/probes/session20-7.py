@@ -1,0 +1,91 @@
+import random, string, json, sys
+random.seed(2005)
+def rv(n=24, alpha=string.ascii_letters+string.digits):
+    while True:
+        s=''.join(random.choice(alpha) for _ in range(n))
+        if any(c.isdigit() for c in s) and any(c.isalpha() for c in s): return s
+def pw(): return random.choice(['Summer','Falcon','Quartz','Maple','Orbit'])+str(random.randint(10,999))+random.choice('!#&*')+rv(3)
+T=[
+ 'db, err := sql.Open("postgres", "user=app password={P} dbname=shop sslmode=disable")',
+ 'client := redis.NewClient(&redis.Options{{Addr: "localhost:6379", Password: "{P}"}})',
+ 'auth := smtp.PlainAuth("", "bob@example.org", "{P}", "smtp.example.org")',
+ 'req.SetBasicAuth("bob", "{P}")',
+ 'req.Header.Set("Authorization", "Bearer {T}")',
+ 'cfg := &oauth2.Config{{ClientID: "app", ClientSecret: "{T}"}}',
+ 'const apiKey = "{T}"',
+ 'var jwtKey = []byte("{T}")',
+ 'DataSource ds = DataSourceBuilder.create().username("app").password("{P}").build();',
+ 'props.put("mail.smtp.password", "{P}");',
+ 'conn = DriverManager.getConnection(url, "app", "{P}");',
+ 'new UsernamePasswordCredentials("bob", "{P}")',
+ 'Jwts.builder().signWith(Keys.hmacShaKeyFor("{T}".getBytes()))',
+ 'private static final String SECRET = "{T}";',
+ 'var client = new SmtpClient("smtp.example.org") {{ Credentials = new NetworkCredential("bob", "{P}") }};',
+ 'options.ClientSecret = "{T}";',
+ 'new SqlConnection("Server=db;Database=shop;User Id=app;Password={P};")',
+ 'val apiKey = "{T}"',
+ 'let apiKey = "{T}"',
+ 'static let clientSecret = "{T}"',
+ 'Stripe.api_key = "sk_live_{T24}"',
+ 'config.api_key = ENV.fetch("API_KEY", "{T}")',
+ "ActiveRecord::Base.establish_connection(adapter: 'postgresql', username: 'app', password: '{P}')",
+ "Net::SMTP.start('smtp.example.org', 587, 'example.org', 'bob', '{P}', :plain)",
+ "$mail->Password = '{P}';",
+ "$pdo = new PDO('mysql:host=db;dbname=shop', 'root', '{P}');",
+ "mysqli_connect('localhost', 'root', '{P}', 'shop');",
+ "define('DB_PASSWORD', '{P}');",
+ "'password' => env('DB_PASSWORD', '{P}'),",
+ "const client = new Client({{ user: 'app', password: '{P}', host: 'db' }});",
+ "mongoose.connect('mongodb://app:{P}@db:27017/shop');",
+ "jwt.sign(payload, '{T}', {{ expiresIn: '1h' }})",
+ "axios.get(url, {{ headers: {{ 'X-API-Key': '{T}' }} }})",
+ "fetch(url, {{ headers: {{ Authorization: `Bearer {T}` }} }})",
+ "auth: {{ username: 'bob', password: '{P}' }}",
+ "nodemailer.createTransport({{ auth: {{ user: 'bob', pass: '{P}' }} }})",
+ "let pool = PgPoolOptions::new().connect(\"postgres://app:{P}@localhost/shop\").await?;",
+ "let token = \"{T}\";",
+ "Client::new().get(url).bearer_auth(\"{T}\")",
+ "  .basic_auth(\"bob\", Some(\"{P}\"))",
+ "config :my_app, MyApp.Repo, username: \"app\", password: \"{P}\"",
+ "config :joken, default_signer: \"{T}\"",
+ "local password = \"{P}\"",
+ "$password = ConvertTo-SecureString '{P}' -AsPlainText -Force",
+ "$cred = New-Object System.Management.Automation.PSCredential('bob', (ConvertTo-SecureString '{P}' -AsPlainText -Force))",
+ "Invoke-RestMethod -Uri $u -Headers @{{Authorization = 'Bearer {T}'}}",
+ "CREATE USER app WITH PASSWORD '{P}';",
+ "CREATE LOGIN app WITH PASSWORD = '{P}';",
+ "ALTER USER 'root'@'localhost' IDENTIFIED BY '{P}';",
+ "GRANT ALL ON shop.* TO 'app'@'%' IDENTIFIED BY '{P}';",
+ "SET PASSWORD FOR 'app'@'%' = PASSWORD('{P}');",
+ "resource \"aws_db_instance\" \"db\" {{\n  username = \"app\"\n  password = \"{P}\"\n}}",
+ "provider \"github\" {{\n  token = \"ghp_{T36}\"\n}}",
+ "  master_password = \"{P}\"",
+ "variable \"db_pass\" {{ default = \"{P}\" }}",
+ "  admin_password: \"{P}\"",
+ "requests.post(url, auth=('bob', '{P}'))",
+ "requests.get(url, headers={{'Authorization': 'Token {HEX40}'}})",
+ "psycopg2.connect(host='db', user='app', password='{P}', dbname='shop')",
+ "pymysql.connect(host='db', user='root', passwd='{P}', db='shop')",
+ "smtp.login('bob@example.org', '{P}')",
+ "client = OpenAI(api_key='sk-proj-{T48}')",
+ "boto3.client('s3', aws_access_key_id='AKIA{K16}', aws_secret_access_key='{B40}')",
+ "ftp.login('bob', '{P}')",
+ "ssh.connect('host', username='bob', password='{P}')",
+ "paramiko.Transport(('host', 22)).connect(username='bob', password='{P}')",
+ "ldap.simple_bind_s('cn=admin,dc=example,dc=org', '{P}')",
+ "redis.Redis(host='cache', password='{P}')",
+ "Fernet(b'{FERNET}')",
+ "os.environ['API_KEY'] = '{T}'",
+ "os.environ.setdefault('SECRET_KEY', '{T}')",
+ "settings = {{'api_token': '{T}'}}",
+ "hmac.new(b'{T}', msg, hashlib.sha256)",
+]
+out=[]
+for t in T:
+    vals={'P':pw(),'T':rv(32),'T24':rv(24),'T36':rv(36),'T48':rv(48,string.ascii_letters+string.digits+'_-'),'HEX40':rv(40,'0123456789abcdef'),
+      'K16':rv(16,string.ascii_uppercase+'234567'),'B40':rv(40,string.ascii_letters+string.digits+'+/'),'FERNET':rv(43,string.ascii_letters+string.digits+'_-')+'='}
+    line=t.format(**vals)
+    secrets=[v for k,v in vals.items() if '{'+k+'}' in t and k!='K16']
+    out.append((line,secrets))
+json.dump(out, open(sys.argv[1],'w'))
+print(len(out))
