@@ -1,10 +1,7 @@
-import random, string, json, sys
+"""Session 20 leak probe list 4: writes its cases (line, secrets) as JSON to argv[1]."""
+import json, random, string, sys
+from common import pw, rv
 random.seed(2002)
-def rv(n=24, alpha=string.ascii_letters+string.digits):
-    while True:
-        s=''.join(random.choice(alpha) for _ in range(n))
-        if any(c.isdigit() for c in s) and any(c.isalpha() for c in s): return s
-def pw(): return random.choice(['Summer','Falcon','Quartz','Maple','Orbit'])+str(random.randint(10,999))+random.choice('!#&*')+rv(3)
 T=[
  # config files
  "[client]\nuser=app\npassword={P}\nhost=db",

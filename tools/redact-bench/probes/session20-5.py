@@ -1,10 +1,7 @@
-import random, string, json, sys
+"""Session 20 leak probe list 5: writes its cases (line, secrets) as JSON to argv[1]."""
+import json, random, string, sys
+from common import pw, rv
 random.seed(2003)
-def rv(n=24, alpha=string.ascii_letters+string.digits):
-    while True:
-        s=''.join(random.choice(alpha) for _ in range(n))
-        if any(c.isdigit() for c in s) and any(c.isalpha() for c in s): return s
-def pw(): return random.choice(['Summer','Falcon','Quartz','Maple','Orbit'])+str(random.randint(10,999))+random.choice('!#&*')+rv(3)
 T=[
  '{{\n    "AccessKey": {{\n        "UserName": "ci",\n        "AccessKeyId": "AKIA{K16}",\n        "Status": "Active",\n        "SecretAccessKey": "{B40}",\n        "CreateDate": "2026-01-01T00:00:00Z"\n    }}\n}}',
  '{{\n  "appId": "{UUID}",\n  "displayName": "ci",\n  "password": "{AZPW}",\n  "tenant": "{UUID}"\n}}',
