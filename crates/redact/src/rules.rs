@@ -1662,7 +1662,7 @@ pub fn builtin() -> Vec<RuleDef> {
                 "userpassword:",
                 "sambantpassword:",
             ],
-            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth|sentinel[ \t]+auth-pass[ \t]+[^\s"']+)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))|(?m)(?:^|["\n])[ \t]*(?:auth_pass|bindpw|bind_pw|rootpw)(?:[ \t]*=[ \t]*|[ \t]+)["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:olc(?:Db)?RootPW|userPassword|sambaNTPassword)(?::[ \t]*|::[ \t]*)([^\s"'#{][^\s"'#]{3,})"#,
+            r#"(?i)(?:(?:^|["\n])[ \t]*|\bconfig\s+set\s+)(?:requirepass|masterauth|sentinel[ \t]+auth-pass[ \t]+[^\s"']+)[ \t]+["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:wpa_)?psk[ \t]*=[ \t]*(?:"([^"\n]{8,63})"|([^\s"'#]{8,64}))|(?m)(?:^|["\n])[ \t]*(?:auth_pass|bindpw|bind_pw|rootpw)(?:[ \t]*=[ \t]*|[ \t]+)["']?([^\s"'#]{4,})|(?m)(?:^|["\n])[ \t]*(?:olc(?:Db)?RootPW|userPassword|sambaNTPassword)::?[ \t]*([^\s"'#{][^\s"'#]{3,})"#,
             Check::FlagPassword,
         ),
         // A `.pgpass` line, `host:port:database:user:password` (`*` for any
@@ -1686,7 +1686,8 @@ pub fn builtin() -> Vec<RuleDef> {
         // Clients whose `-p` (or `--password`) is the password of the `-u`
         // user: MongoDB's shells and tools, remote-shell and SMB tools
         // (`evil-winrm -i H -u U -p PW`, `crackmapexec smb H -u U -p PW`),
-        // `rdesktop`, InfluxDB's `influx setup -u U -p PW`. A value starting with `-` is the next flag (`-p` alone
+        // `rdesktop`, InfluxDB's `influx setup -u U -p PW`. A value starting
+        // with `-` is the next flag (`-p` alone
         // prompts).
         grp(
             "client-flag-password",
@@ -2776,9 +2777,9 @@ pub fn builtin() -> Vec<RuleDef> {
         // A value piped into an encoder or a digest: `echo -n 'S' | base64`
         // (a Kubernetes `Secret`'s `data:` is made this way), `printf '%s'
         // S | sha256sum`, `echo S | openssl passwd -stdin`; or into a
-        // secret store (`printf '%s' S | podman secret create db -`). The value must
-        // read as a credential (a letter and a digit): `echo hello | base64`
-        // stays.
+        // secret store (`printf '%s' S | podman secret create db -`). The
+        // value must read as a credential (a letter and a digit): `echo
+        // hello | base64` stays.
         grp(
             "piped-to-encoder",
             "password",
