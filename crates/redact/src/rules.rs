@@ -3026,6 +3026,21 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i):[ \t]*(?:PSK|EAP|XAUTH)[ \t]+(?:"([^"\n]{4,})"|'([^'\n]{4,})'|0s([A-Za-z0-9+/]{8,}={0,2})|([^\s"'#]{4,}))"#,
             Check::Password,
         ),
+        // An application's secret salt under its name: Drupal's
+        // `$settings['hash_salt'] = '…'`, Mattermost's `"PublicLinkSalt":
+        // "…"`, CakePHP's `'salt' => '…'`, `SECURITY_SALT=…`; it signs
+        // one-time links and tokens as a key does. The value has a
+        // generated key's shape (16 or more bytes, entropy, not code).
+        RuleDef {
+            min_entropy: 3.0,
+            ..grp(
+                "salt-setting",
+                "generic-secret",
+                &["salt"],
+                r#"(?i)[A-Za-z0-9_.]*salt["']?\]?[ \t]*(?:=>|:|=)[ \t]*(?:'([^'\n]{16,})'|"([^"\n]{16,})"|([A-Za-z0-9+/=_.-]{16,}))"#,
+                Check::Generic,
+            )
+        },
         grp(
             "expect-send-password",
             "password",

@@ -3478,8 +3478,9 @@ fn code_calls_in_go_java_ruby_and_rust() {
     );
 }
 
-/// Service configs that join a user and a password, or hold a pre-shared
-/// key, found by a fifth probe of 79 self-hosting config lines (session 20).
+/// Service configs that join a user and a password, hold a pre-shared key
+/// or an application's salt, found by a fifth probe of 79 self-hosting
+/// config lines (session 20).
 #[test]
 fn service_configs_pairs_and_ipsec_secrets() {
     let b64 = |n| format!("{}=", rs(n, B64, 43));
@@ -3521,6 +3522,21 @@ fn service_configs_pairs_and_ipsec_secrets() {
         ),
         ("ipsec", format!("bob : EAP \"{}\"", pw(588)), pw(588)),
         ("ipsec", format!(": PSK 0s{}", b64(589)), b64(589)),
+        (
+            "salt",
+            format!("$settings['hash_salt'] = '{}';", rs(599, URLSAFE, 43)),
+            rs(599, URLSAFE, 43),
+        ),
+        (
+            "salt",
+            format!("        'salt' => '{}',", rs(600, HEX, 40)),
+            rs(600, HEX, 40),
+        ),
+        (
+            "salt",
+            format!("SECURITY_SALT={}", rs(601, ALNUM, 32)),
+            rs(601, ALNUM, 32),
+        ),
     ]);
     assert_no_findings(
         &scanner(),
@@ -3532,6 +3548,12 @@ fn service_configs_pairs_and_ipsec_secrets() {
             "NEO4J_AUTH=none",
             ": RSA server.key",
             "sentinel monitor mymaster redis-primary 6379 2",
+            "salt_rounds = 10",
+            "SALT_LENGTH = 16",
+            "salt = os.urandom(16)",
+            "salt = bcrypt.gensalt()",
+            "salt: ${HASH_SALT}",
+            "pub salt: [c_uchar; TLS_CIPHER_AES_GCM_128_SALT_SIZE],",
         ],
     );
 }
