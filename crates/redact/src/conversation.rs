@@ -53,6 +53,7 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | heroku\s+(?:config:get|auth:token)\b
           | gh\s+auth\s+token\b
           | bw\s+get\s+(?:password|totp)\b
+          | (?:op\s+signin|bw\s+(?:unlock|login))\b[^\n]*\s--raw\b
           | lpass\s+show\b[^\n]*\s--password\b
           | aws\s+configure\s+get\b
           | openssl\s+rand\b

@@ -3041,6 +3041,51 @@ pub fn builtin() -> Vec<RuleDef> {
                 Check::Generic,
             )
         },
+        // Claude Code's `apiKeyHelper` set to a command that prints the key
+        // itself (`"apiKeyHelper": "echo sk-…"`).
+        grp(
+            "api-key-helper-echo",
+            "generic-secret",
+            &["apikeyhelper"],
+            r#""apiKeyHelper"[ \t]*:[ \t]*"(?:echo|printf)(?:[ \t]+-[neE]+)*(?:[ \t]+(?:'%s'|%s))?[ \t]+(?:'([^'"\s]{12,})'|\\"([^"\\\s]{12,})\\"|([^'"\s\\]{12,}))[ \t]*""#,
+            Check::Bearer,
+        ),
+        // Kaggle's `kaggle.json`: `{"username":"…","key":"<32 hex>"}`.
+        grp(
+            "kaggle-key",
+            "generic-secret",
+            &["\"username\""],
+            r#""username"[ \t]*:[ \t]*"[^"\n]{1,64}"[ \t]*,[ \t]*"key"[ \t]*:[ \t]*"([0-9a-f]{32})""#,
+            Check::None,
+        ),
+        // An ACL token's secret as Consul (`SecretID:`) and Nomad (`Secret ID
+        // =`) print it after `acl bootstrap` or `acl token create`.
+        grp(
+            "acl-secret-id",
+            "generic-secret",
+            &["secretid", "secret id"],
+            r#"(?:^|[\s"{,])Secret ?ID"?[ \t]*[:=][ \t]*"?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"#,
+            Check::None,
+        ),
+        // A password manager's unlocked session key: 1Password's
+        // `OP_SESSION_<account>`, Bitwarden's `BW_SESSION`.
+        grp(
+            "password-manager-session",
+            "generic-secret",
+            &["op_session_", "bw_session"],
+            r#"\b(?:OP_SESSION_[A-Za-z0-9_]+|BW_SESSION)[ \t]*=[ \t]*["']?([A-Za-z0-9+/=_-]{20,})"#,
+            Check::Bearer,
+        ),
+        // Tokens given to CI and deploy CLIs on their command line:
+        // `snyk auth T`, `codecov -t T`, `netlify deploy --auth T`, `modal
+        // token set --token-secret T`.
+        grp(
+            "ci-cli-token",
+            "generic-secret",
+            &["snyk auth", "codecov", "netlify", "--token-secret"],
+            r#"\bsnyk[ \t]+auth[ \t]+([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[A-Za-z0-9_-]{20,})|\bcodecov(?:cli)?\b[^\n]*?[ \t](?:-t|--token)(?:=|[ \t]+)["']?([A-Za-z0-9-]{20,})|\bnetlify\b[^\n]*?[ \t]--auth(?:=|[ \t]+)["']?([A-Za-z0-9_-]{20,})|\bmodal[ \t]+token[ \t]+set\b[^\n]*?[ \t]--token-secret(?:=|[ \t]+)["']?([A-Za-z0-9_-]{16,})"#,
+            Check::Bearer,
+        ),
         grp(
             "expect-send-password",
             "password",

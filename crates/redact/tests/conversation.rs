@@ -191,6 +191,11 @@ fn outputs_of_secret_reading_commands_are_redacted() {
             vec![pwd(24)],
         ),
         (
+            "op signin --account my --raw".into(),
+            format!("{}\n", pwd(25)),
+            vec![pwd(25)],
+        ),
+        (
             "cd api && cat .env".into(),
             format!("PORT=8080\nGEOCODER={}\nDEBUG=true\n", pwd(12)),
             vec![pwd(12)],

@@ -3624,3 +3624,88 @@ fn deploy_and_database_admin_commands() {
         ],
     );
 }
+
+/// Tool settings and CLI sessions a seventh probe of 44 lines found
+/// leaking (session 20): Claude Code's `apiKeyHelper` echoing the key,
+/// Kaggle's `kaggle.json`, Consul's and Nomad's ACL secret ids, password
+/// managers' session keys, CI and deploy CLIs' token arguments.
+#[test]
+fn tool_sessions_acl_ids_and_ci_tokens() {
+    let tok = |n| rs(n, ALNUM, 32);
+    let uuid = |n| {
+        let h = rs(n, HEX, 32);
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..]
+        )
+    };
+    check(&[
+        (
+            "apiKeyHelper",
+            format!("  \"apiKeyHelper\": \"echo {}\",", tok(610)),
+            tok(610),
+        ),
+        (
+            "apiKeyHelper",
+            format!("{{\"apiKeyHelper\": \"printf '%s' '{}'\"}}", tok(611)),
+            tok(611),
+        ),
+        (
+            "kaggle",
+            format!("{{\"username\":\"bob\",\"key\":\"{}\"}}", rs(612, HEX, 32)),
+            rs(612, HEX, 32),
+        ),
+        (
+            "consul",
+            format!("SecretID:          {}", uuid(613)),
+            uuid(613),
+        ),
+        ("nomad", format!("Secret ID   = {}", uuid(614)), uuid(614)),
+        (
+            "consul json",
+            format!("{{\"AccessorID\": \"x\", \"SecretID\": \"{}\"}}", uuid(615)),
+            uuid(615),
+        ),
+        (
+            "1password",
+            format!("export OP_SESSION_my={}", tok(616)),
+            tok(616),
+        ),
+        (
+            "bitwarden",
+            format!("export BW_SESSION=\"{}==\"", rs(617, B64, 86)),
+            rs(617, B64, 86),
+        ),
+        ("snyk", format!("snyk auth {}", uuid(618)), uuid(618)),
+        ("codecov", format!("codecov -t {}", uuid(619)), uuid(619)),
+        (
+            "netlify",
+            format!("netlify deploy --auth {} --prod", tok(620)),
+            tok(620),
+        ),
+        (
+            "modal",
+            format!(
+                "modal token set --token-id ak-x --token-secret as-{}",
+                tok(621)
+            ),
+            tok(621),
+        ),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "\"apiKeyHelper\": \"~/bin/get-key.sh\"",
+            "\"apiKeyHelper\": \"echo $ANTHROPIC_API_KEY\"",
+            "{\"username\":\"bob\",\"key\":\"value\"}",
+            "SecretID: <redacted>",
+            "export BW_SESSION=$(bw unlock --raw)",
+            "snyk auth",
+            "netlify deploy --auth $NETLIFY_AUTH_TOKEN --prod",
+        ],
+    );
+}
