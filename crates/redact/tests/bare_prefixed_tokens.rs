@@ -10,18 +10,6 @@ use common::*;
 
 const LOWER_NUM: &str = "abcdefghijklmnopqrstuvwxyz0123456789";
 
-fn uuid(seed: u64) -> String {
-    let h = rs(seed, HEX, 32);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 /// (format, token): each token is checked bare, in prose and assigned.
 fn tokens() -> Vec<(&'static str, String)> {
     vec![

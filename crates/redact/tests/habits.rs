@@ -3632,17 +3632,6 @@ fn deploy_and_database_admin_commands() {
 #[test]
 fn tool_sessions_acl_ids_and_ci_tokens() {
     let tok = |n| rs(n, ALNUM, 32);
-    let uuid = |n| {
-        let h = rs(n, HEX, 32);
-        format!(
-            "{}-{}-{}-{}-{}",
-            &h[..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..]
-        )
-    };
     check(&[
         (
             "apiKeyHelper",

@@ -42,6 +42,19 @@ pub fn rs(seed: u64, alphabet: &str, len: usize) -> String {
         .collect()
 }
 
+/// A UUID-shaped value (8-4-4-4-12 lower-case hex) from [`rs`].
+pub fn uuid(seed: u64) -> String {
+    let h = rs(seed, HEX, 32);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
 pub fn json_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
