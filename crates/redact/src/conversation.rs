@@ -45,7 +45,7 @@ const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git
 static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
         r"(?x)(?:(?:^|[;&|(`]|\$\(|\bsudo)\s*(?:go)?pass(?:\s+show)?(?:\s+-[a-z-]+)*\s+[^\s|;&-][^\s|;&]*\s*(?:$|[|;&)`]))
-        | (?:^|[\s;&|(`$])(?:
+        | (?:^|[\s;&|(`$])(?:[^\s;&|'\x22]*/)?(?:
             op\s+read\b
           | gcloud\s+secrets\s+versions\s+access\b
           | gcloud\s+auth\s+(?:application-default\s+)?print-access-token\b
@@ -69,7 +69,7 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// Commands whose output holds secrets among other words.
 static MULTI_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"(?x)(?:^|[\s;&|(`$])(?:
+        r"(?x)(?:^|[\s;&|(`$])(?:[^\s;&|'\x22]*/)?(?:
             op\s+(?:item\s+get|inject)\b
           | vault\s+(?:kv\s+get|read)\b
           | aws\s+secretsmanager\s+get-secret-value\b
@@ -78,7 +78,7 @@ static MULTI_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | az\s+account\s+get-access-token\b
           | doppler\s+secrets\b
           | kubectl(?:\s+(?:-n|--namespace|--context|--kubeconfig)(?:=|\s+)[^\s|;&]+)*\s+get\s+secrets?\b[^\n]*\s-o
-          | (?:[^\s;&|]*/)?elasticsearch-reset-password\b
+          | elasticsearch-reset-password\b
           | kubectl\s+config\s+view\b[^\n]*--raw
           | (?:cat|less|more|head|tail|bat|type|grep|sed\s+-n)\b[^\n|;&]*{SECRET_FILE}\b
         )"

@@ -191,6 +191,11 @@ fn outputs_of_secret_reading_commands_are_redacted() {
             vec![pwd(24)],
         ),
         (
+            "/opt/homebrew/bin/op read op://Private/db/password".into(),
+            pwd(26),
+            vec![pwd(26)],
+        ),
+        (
             "op signin --account my --raw".into(),
             format!("{}\n", pwd(25)),
             vec![pwd(25)],
