@@ -38,10 +38,15 @@ static F_TOOL_USE_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b
 
 /// Files whose content is credentials (read with `cat` and friends, or
 /// with the `Read` tool): also Rails' `config/master.key`, Vault's
-/// `~/.vault-token` and Docker's `/run/secrets/NAME`.
-const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git-credentials|credentials(?:\.json|\.csv)?|\.npmrc|\.pypirc|secrets?\.(?:ya?ml|json|toml|env)|id_(?:rsa|ed25519|ecdsa|dsa)|master\.key|\.vault-token|\.my\.cnf|\.s3cfg|run/secrets/[A-Za-z0-9_.-]+)";
+/// `~/.vault-token`, Docker's `/run/secrets/NAME` and `~/.docker/config.json`,
+/// gcloud's `application_default_credentials.json`, Terraform's
+/// `credentials.tfrc.json`, hub's `~/.config/hub`, Composer's `auth.json`.
+const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git-credentials|(?:[A-Za-z0-9_-]+_)?credentials(?:\.json|\.csv|\.toml)?|credentials\.tfrc\.json|\.npmrc|\.pypirc|secrets?\.(?:ya?ml|json|toml|env)|id_(?:rsa|ed25519|ecdsa|dsa)|master\.key|\.vault-token|\.my\.cnf|\.s3cfg|\.htpasswd|\.boto|\.config/hub|\.docker/config\.json|auth\.json|run/secrets/[A-Za-z0-9_.-]+)";
 
-/// Commands whose whole output is one secret.
+/// Commands whose whole output is one secret: stores and managers that
+/// print one (`pass`, `op read`, `keyring get`, `secret-tool lookup`), and
+/// generators whose output is about to become one (`openssl rand`, `wg
+/// genkey`, `rails secret`, `secrets.token_hex()`, `/dev/urandom`).
 static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
         r"(?x)(?:(?:^|[;&|(`]|\$\(|\bsudo)\s*(?:go)?pass(?:\s+show)?(?:\s+-[a-z-]+)*\s+[^\s|;&-][^\s|;&]*\s*(?:$|[|;&)`]))
@@ -58,6 +63,17 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | aws\s+configure\s+get\b
           | openssl\s+rand\b
           | pwgen\b
+          | wg\s+genkey\b
+          | (?:rails|rake)\s+secret\b
+          | mix\s+phx\.gen\.secret\b
+          | php\s+artisan\s+key:generate\b[^\n]*\s--show\b
+          | gpg2?\s+--gen-random\b
+          | (?:head|tr|dd|cat|xxd|od|hexdump)\b[^\n;&]*/dev/u?random\b
+          | (?:python[0-9.]*|node|ruby|perl|php|bun|deno\s+eval)\s[^\n]*?(?:secrets\.token_(?:hex|urlsafe|bytes)|os\.urandom|randomBytes|SecureRandom\.|random_bytes|getRandomValues)
+          | systemd-ask-password\b
+          | keyring\s+get\b
+          | secret-tool\s+lookup\b
+          | jq\s+(?:-[A-Za-z]+\s+)*-[A-Za-z]*r[A-Za-z]*\s+['\x22]?\.[A-Za-z0-9_.]*(?i:token|secret|password|passwd|api_?key|private_?key|access_?key)\b
           | kubectl(?:\s+(?:-n|--namespace|--context|--kubeconfig)(?:=|\s+)[^\s|;&]+)*\s+get\s+secrets?\b[^\n]*(?:jsonpath|go-template)[^\n]*\|\s*base64\s+(?:-d|--decode|-D)\b
           | argocd\s+admin\s+initial-password\b
           | (?:echo|printf)(?:\s+-[neE]+)*(?:\s+['\x22]?%s(?:\\n)?['\x22]?)?\s+['\x22]?[^\s'\x22|;&]*(?:[0-9][^\s'\x22|;&]*[A-Za-z]|[A-Za-z][^\s'\x22|;&]*[0-9])[^\s'\x22|;&]*['\x22]?\s*\|\s*base64(?:\s+(?:-w\s*0|--wrap=0))?\s*(?:$|[;&)`])
@@ -109,6 +125,8 @@ pub struct Conversation {
     env_open: bool,
     /// The previous line was a property list's `<key>` naming a secret.
     plist_open: bool,
+    /// The previous line was a REPL prompt whose expression names a secret.
+    repl_open: bool,
     /// The previous line was a label naming a secret (`eventbrite private
     /// access key`, `API token:`) and nothing else.
     label_open: bool,
@@ -196,7 +214,37 @@ static SECRET_TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
     .ok()
 });
 
+/// A REPL prompt line whose expression names a secret (see
+/// `rules::repl_prompt_expr`).
+static REPL_PROMPT: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(&format!(r"(?i-u)^{}$", crate::rules::repl_prompt_expr())).ok());
+
+/// The line under it, a quoted string (see `rules::REPL_VALUE`).
+static REPL_VALUE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(&format!(r"(?-u)^{}$", crate::rules::REPL_VALUE)).ok());
+
 impl Conversation {
+    /// The string a REPL printed on the line after a prompt whose
+    /// expression names a secret (`>>> os.environ["DB_PASSWORD"]` ⏎
+    /// `'V'`, `irb> ENV["API_TOKEN"]` ⏎ `=> "V"`), read line by line: a
+    /// decoded view holds both lines and the `repl-secret` rule reads them
+    /// there. Not yet classified.
+    pub fn repl_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+        let open = std::mem::replace(&mut self.repl_open, false);
+        // Every prompt holds a `>` or a `[`; most lines hold neither.
+        if memchr::memchr2(b'>', b'[', line).is_some() {
+            self.repl_open = REPL_PROMPT.as_ref().is_some_and(|re| re.is_match(line));
+            if self.repl_open {
+                return None;
+            }
+        }
+        if !open {
+            return None;
+        }
+        let c = REPL_VALUE.as_ref()?.captures(line)?;
+        c.get(1).or_else(|| c.get(2)).map(|m| m.as_bytes())
+    }
+
     /// A base64 value of a YAML `data:` block (a Kubernetes `Secret`)
     /// read line by line; not yet classified.
     pub fn yaml_data_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
@@ -473,10 +521,59 @@ fn json_string_at(b: &[u8], i: usize) -> Option<String> {
     None
 }
 
+/// `printenv NAME`, `echo $NAME`, `echo "${NAME}"` (also run inside a
+/// container or over ssh: `docker exec api printenv NAME`, `-C "printenv
+/// NAME"`): the variable's name, to be judged by [`names_a_secret_variable`].
+static PRINTS_VARIABLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?:^|[\s;&|(`'"])(?:printenv\s+|echo\s+(?:-[neE]+\s+)*['"]?\$\{?)([A-Za-z_][A-Za-z0-9_]*)\}?['"]?\s*(?:$|[;&|)`'"])"#,
+    )
+    .ok()
+});
+
+/// A variable named like a secret (`GITHUB_TOKEN`, `DB_PASSWORD`,
+/// `stripe_api_key`) and not like a thing about one (`TOKEN_FILE`,
+/// `SECRET_PATH`, `AUTH_URL`); `PWD` is the working directory.
+fn names_a_secret_variable(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    let parts: Vec<&str> = n.split('_').filter(|p| !p.is_empty()).collect();
+    let secret = parts.iter().enumerate().any(|(i, p)| {
+        matches!(
+            *p,
+            "TOKEN" | "SECRET" | "PASSWORD" | "PASSWD" | "PASS" | "PASSPHRASE" | "APIKEY" | "PAT"
+        ) || p.ends_with("TOKEN")
+            || p.ends_with("SECRET")
+            || p.ends_with("PASSWORD")
+            || (*p == "KEY"
+                && i > 0
+                && matches!(
+                    parts[i - 1],
+                    "API" | "ACCESS" | "PRIVATE" | "SECRET" | "SIGNING" | "ENCRYPTION" | "MASTER"
+                ))
+    });
+    let about = parts.last().is_some_and(|p| {
+        matches!(
+            *p,
+            "FILE" | "PATH" | "DIR" | "NAME" | "ID" | "USER" | "URL" | "HOST" | "ENDPOINT" | "TYPE"
+        )
+    });
+    secret && !about
+}
+
+fn prints_secret_variable(c: &[u8]) -> bool {
+    PRINTS_VARIABLE.as_ref().is_some_and(|re| {
+        re.captures_iter(c).any(|m| {
+            m.get(1)
+                .and_then(|n| std::str::from_utf8(n.as_bytes()).ok())
+                .is_some_and(names_a_secret_variable)
+        })
+    })
+}
+
 /// Does this shell command read a secret, and how is its output shaped?
 fn classify_command(cmd: &str) -> Option<Reads> {
     let c = cmd.as_bytes();
-    if SINGLE_VALUE.as_ref().is_some_and(|re| re.is_match(c)) {
+    if SINGLE_VALUE.as_ref().is_some_and(|re| re.is_match(c)) || prints_secret_variable(c) {
         Some(Reads::One)
     } else if MULTI_VALUE.as_ref().is_some_and(|re| re.is_match(c)) {
         Some(Reads::Many)
@@ -619,8 +716,55 @@ mod tests {
             ("git commit -m 'tests pass now'", None),
             ("kubectl get secrets", None),
             ("echo you shall not pass", None),
+            ("wg genkey", Some(Reads::One)),
+            ("bin/rails secret", Some(Reads::One)),
+            ("head -c 32 /dev/urandom | base64", Some(Reads::One)),
+            ("printenv GITHUB_TOKEN", Some(Reads::One)),
+            ("echo \"${DB_PASSWORD}\"", Some(Reads::One)),
+            (
+                "fly ssh console -C \"printenv API_TOKEN\"",
+                Some(Reads::One),
+            ),
+            ("jq -r .token creds.json", Some(Reads::One)),
+            ("cat ~/.docker/config.json", Some(Reads::Many)),
+            ("echo $HOME", None),
+            ("echo $PWD", None),
+            ("printenv PATH", None),
+            ("jq -r .name package.json", None),
+            ("grep -rn randomBytes src/", None),
+            ("git log --grep 'wg genkey'", None),
         ] {
             assert_eq!(classify_command(cmd), want, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn variables_named_like_secrets() {
+        for n in [
+            "GITHUB_TOKEN",
+            "DB_PASSWORD",
+            "stripe_api_key",
+            "DJANGO_SECRET_KEY",
+            "DB_PASS",
+            "NPM_AUTHTOKEN",
+            "GH_PAT",
+            "AWS_SECRET_ACCESS_KEY",
+        ] {
+            assert!(names_a_secret_variable(n), "{n}");
+        }
+        for n in [
+            "HOME",
+            "PWD",
+            "PATH",
+            "TOKEN_FILE",
+            "SECRET_PATH",
+            "AUTH_URL",
+            "SECRET_NAME",
+            "API_KEY_ID",
+            "KEYBOARD",
+            "PASSENGER_COUNT",
+        ] {
+            assert!(!names_a_secret_variable(n), "{n}");
         }
     }
 

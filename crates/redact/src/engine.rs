@@ -125,6 +125,14 @@ fn elided_after(rest: &[u8]) -> bool {
         || rest.starts_with(b"****")
 }
 
+/// The quoted "value" ends where a JSON member's name does (`"…":`): in
+/// `{"command":"echo $PWD","description":"…"}` the tuple-like `"PWD","description"`
+/// is the end of one string and the next member's name, not a name and its
+/// value.
+fn is_member_name(v: &[u8], e: usize) -> bool {
+    v.get(e) == Some(&b'"') && v[e + 1..].trim_ascii_start().first() == Some(&b':')
+}
+
 /// `ENC[AES256_GCM,data:…,iv:…,tag:…,type:str]`: a value SOPS has
 /// encrypted. Ciphertext is what a repository is meant to hold; the key
 /// that opens it lives elsewhere.
@@ -2754,6 +2762,7 @@ impl Engine {
                     !in_placeholder(v, m_start)
                         && !names_a_reference(&v[m_start..s])
                         && !elided_after(&v[e..])
+                        && !is_member_name(v, e)
                         && if check == Check::Generic {
                             generic_ok(val, next, false, min_entropy)
                         } else {
@@ -2763,6 +2772,7 @@ impl Engine {
                 Check::Password => {
                     !in_placeholder(v, m_start)
                         && !names_a_reference(&v[m_start..s])
+                        && !is_member_name(v, e)
                         && generic_ok(val, next, true, 0.0)
                 }
                 Check::FlagPassword => {

@@ -827,6 +827,11 @@ impl Scanner {
                 found.push((v.to_vec(), self.env_entry_meta));
             }
         }
+        if let Some(v) = conversation.repl_value(line) {
+            if engine::generic_ok(v, None, true, 0.0) {
+                found.push((v.to_vec(), self.generic_meta));
+            }
+        }
         if let Some(v) = conversation.label_value(line) {
             if engine::generic_ok(v, None, false, engine::MIN_TOKEN_ENTROPY) {
                 found.push((v.to_vec(), self.generic_meta));

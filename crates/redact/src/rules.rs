@@ -715,6 +715,22 @@ pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
 /// line-by-line reading of an `env` entry (`conversation::env_value`).
 pub const SETTING_SECRET_NAMES: &str = r"(?:password|passwd|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|connection[_.-]?string)";
 
+/// Keywords of a REPL prompt (`repl-secret`).
+pub const REPL_KEYWORDS: &[&str] = &[">>>", "in [", "irb(", "pry(", "iex(", ")>", "> process.env"];
+
+/// A REPL prompt and an expression naming a secret, to the line's end
+/// (no `^`, no newline): Python (`>>>`, IPython's `In [3]:`), Ruby (`irb`,
+/// `pry`, Rails' `app(dev)>`), Elixir's `iex(1)>`, Node's `> process.env`.
+pub fn repl_prompt_expr() -> String {
+    format!(
+        r#"[ \t]*(?:(?:>>>|In \[[0-9]+\]:|(?:\[[0-9]+\] )?(?:irb|pry)\([^)\n]*\)(?::[0-9]+)*[>*]|iex\([0-9]+\)>|[A-Za-z_-]+\([a-z]+\)>)[ \t]*[^\n]{{0,100}}?|>[ \t]*process\.env[^\n]{{0,60}}?)(?:{GENERIC_KEY_NAMES}|passw(?:or)?d|passphrase)[A-Za-z0-9_]*['"]?[)\]]*[ \t]*"#
+    )
+}
+
+/// The line a REPL printed a string on (the value in group 1 or 2).
+pub const REPL_VALUE: &str =
+    r#"[ \t]*(?:=>[ \t]*|Out\[[0-9]+\]:[ \t]*)?(?:'([^'\n]{4,})'|"([^"\n]{4,})")[ \t]*"#;
+
 pub const PASSWORD_KEY_NAMES: &str = r"(?:password|passwd|passphrase|pwd|db_pass|_pass)";
 
 pub fn builtin() -> Vec<RuleDef> {
@@ -946,6 +962,16 @@ pub fn builtin() -> Vec<RuleDef> {
             "azure-connection-string",
             &["sig="],
             r"[?&]sig=([A-Za-z0-9%+/]{30,256}(?:%3[Dd]|=){0,2})",
+            Check::None,
+        ),
+        // A pre-signed URL's signature (S3 and GCS V4: `X-Amz-Signature=`,
+        // `X-Goog-Signature=`) and the session token riding along with it:
+        // whoever holds the URL can fetch or upload until it expires.
+        grp(
+            "presigned-url-signature",
+            "presigned-url",
+            &["-signature=", "-security-token="],
+            r"(?i)[?&]X-(?:Amz|Goog)-(?:Signature=([0-9a-f]{64,1024})|Security-Token=([A-Za-z0-9%+/=_-]{40,4096}))",
             Check::None,
         ),
         // --- Package registries and platforms ---
@@ -1256,6 +1282,19 @@ pub fn builtin() -> Vec<RuleDef> {
             r"(?i)PrivateKey\s*=\s*([A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=)",
             Check::None,
         ),
+        // A JSON Web Key's private members: `d` (EC, RSA, OKP), RSA's
+        // primes and CRT values (`p`, `q`, `dp`, `dq`, `qi`: either prime
+        // alone factors the modulus) and an `oct` key's `k`. The public
+        // members (`n`, `e`, `x`, `y`) stay.
+        grp(
+            "jwk-private-member",
+            "private-key",
+            &[
+                "\"d\"", "\"p\"", "\"q\"", "\"dp\"", "\"dq\"", "\"qi\"", "\"k\"",
+            ],
+            r#""(?:d|p|q|dp|dq|qi|k)"\s*:\s*"([A-Za-z0-9_-]{40,4096})""#,
+            Check::Token,
+        ),
         tok(
             "azure-ad-client-secret",
             "azure-client-secret",
@@ -1547,6 +1586,24 @@ pub fn builtin() -> Vec<RuleDef> {
                 Check::ProseSecret,
             )
         },
+        // A REPL asked for a secret and printed it: the prompt line's
+        // expression names one (`>>> os.environ["DB_PASSWORD"]`,
+        // `irb(main):001> ENV["API_TOKEN"]`, `> process.env.SESSION_SECRET`,
+        // `In [3]: settings.SECRET_KEY`, `iex(1)> System.get_env("TOKEN")`)
+        // and the next line is the quoted value (after `=> ` or `Out[3]: `).
+        // One text in a decoded view (the prompt and the value at a line's ends or a
+        // JSON string's); plain text line by line is
+        // `conversation::Conversation::repl_value`.
+        grp(
+            "repl-secret",
+            "generic-secret",
+            REPL_KEYWORDS,
+            leak(format!(
+                r#"(?im)(?:^|"){}\n{REPL_VALUE}(?:$|")"#,
+                repl_prompt_expr()
+            )),
+            Check::Password,
+        ),
         // An Android string resource named like a secret:
         // `<string name="api_key">V</string>`. Most string resources are UI
         // text (`<string name="password">Kennwort</string>`), so the value

@@ -293,3 +293,162 @@ fn messages_and_ordinary_words_are_kept() {
         assert!(!out.contains("[REDACTED"), "{out}");
     }
 }
+
+/// Commands that generate a secret (its output is about to become one) or
+/// print one from a variable, a keyring or a credentials file (issue 10,
+/// session 21's probe lists 11 and 12).
+#[test]
+fn outputs_of_secret_generating_and_printing_commands_are_redacted() {
+    let hex = |n| rs(n, HEX, 64);
+    let b64k = |n| format!("{}=", rs(n, B64, 43));
+    let cases: Vec<(&str, String)> = vec![
+        ("openssl rand -hex 32", hex(40)),
+        (
+            "python3 -c \"import secrets; print(secrets.token_hex(32))\"",
+            hex(41),
+        ),
+        (
+            "python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+            rs(42, URLSAFE, 43),
+        ),
+        (
+            "python3 -c 'import os,base64; print(base64.b64encode(os.urandom(32)).decode())'",
+            b64k(43),
+        ),
+        (
+            "node -e \"console.log(require('crypto').randomBytes(32).toString('hex'))\"",
+            hex(44),
+        ),
+        (
+            "ruby -rsecurerandom -e 'puts SecureRandom.hex(32)'",
+            hex(45),
+        ),
+        ("head -c 32 /dev/urandom | base64", b64k(46)),
+        (
+            "tr -dc A-Za-z0-9 </dev/urandom | head -c 24; echo",
+            rs(47, ALNUM, 24),
+        ),
+        (
+            "dd if=/dev/urandom bs=32 count=1 2>/dev/null | base64",
+            b64k(48),
+        ),
+        ("wg genkey", b64k(49)),
+        ("umask 077 && wg genkey | tee privatekey", b64k(50)),
+        ("bin/rails secret", rs(51, HEX, 128)),
+        ("mix phx.gen.secret 64", rs(52, ALNUM, 64)),
+        (
+            "php artisan key:generate --show",
+            format!("base64:{}", b64k(53)),
+        ),
+        ("gpg --gen-random --armor 1 32", b64k(54)),
+        ("printenv API_TOKEN", rs(55, ALNUM, 32)),
+        ("echo $DB_PASSWORD", pwd(56)),
+        ("echo \"${POSTGRES_PASSWORD}\"", pwd(57)),
+        ("ssh prod 'echo $DB_PASS'", pwd(58)),
+        (
+            "docker compose exec web printenv DJANGO_SECRET_KEY",
+            rs(59, ALNUM, 50),
+        ),
+        (
+            "kubectl exec deploy/api -- printenv STRIPE_API_KEY",
+            rs(60, ALNUM, 32),
+        ),
+        (
+            "fly ssh console -C \"printenv API_TOKEN\"",
+            rs(61, ALNUM, 32),
+        ),
+        ("keyring get smtp bob", pwd(62)),
+        ("secret-tool lookup service smtp user bob", pwd(63)),
+        ("systemd-ask-password \"Disk passphrase:\"", pwd(64)),
+        (
+            "jq -r .token ~/.config/app/credentials.json",
+            rs(65, ALNUM, 32),
+        ),
+        ("jq -r '.api_key' config.json", rs(66, ALNUM, 32)),
+    ];
+    for (i, (cmd, secret)) in cases.iter().enumerate() {
+        let id = format!("toolu_01Gen{i}");
+        let text = transcript(&[tool_use(&id, cmd), tool_result(&id, &format!("{secret}\n"))]);
+        for out in redacted(&text) {
+            assert!(!out.contains(secret.as_str()), "{cmd}: survived:\n{out}");
+        }
+    }
+    // Credentials files read whole: their secret-shaped words.
+    for (i, (path, content, secret)) in [
+        (
+            "~/.config/hub",
+            format!(
+                "github.com:\n- user: bob\n  oauth_token: {}\n  protocol: https\n",
+                rs(70, ALNUM, 32)
+            ),
+            rs(70, ALNUM, 32),
+        ),
+        (
+            "~/.config/gcloud/application_default_credentials.json",
+            format!(
+                "{{\"client_id\": \"x\", \"refresh_token\": \"1//{}\"}}",
+                rs(71, URLSAFE, 60)
+            ),
+            rs(71, URLSAFE, 60),
+        ),
+        (
+            "~/.docker/config.json",
+            format!(
+                "{{\"auths\": {{\"ghcr.io\": {{\"auth\": \"{}\"}}}}}}",
+                rs(72, B64, 40)
+            ),
+            rs(72, B64, 40),
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = format!("toolu_01File{i}");
+        let text = transcript(&[
+            tool_use(&id, &format!("cat {path}")),
+            tool_result(&id, content),
+        ]);
+        for out in redacted(&text) {
+            assert!(!out.contains(secret.as_str()), "{path}: survived:\n{out}");
+        }
+    }
+}
+
+/// The near misses: a variable that is not a secret or names a thing about
+/// one, a `jq` field that is not one, a script that generates nothing, a
+/// search for the generators' names. Each output would be redacted whole
+/// if its command were taken as secret-printing.
+#[test]
+fn commands_that_print_no_secret_are_kept() {
+    for (i, (cmd, output)) in [
+        ("echo $HOME", "/home/zed"),
+        ("printenv PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("echo $PWD", "/home/zed/src/app"),
+        ("echo $TOKEN_FILE", "/run/secrets/api_token"),
+        ("printenv AUTH_URL", "https://auth.corp.io/oauth2/token"),
+        ("echo $SECRET_NAME", "prod/api/stripe-live"),
+        ("jq -r .name package.json", "my-web-app-2026"),
+        ("python3 -c 'print(sum(range(10)))'", "45"),
+        (
+            "python3 scripts/token_report.py",
+            "tokens used today 12345 of 50000",
+        ),
+        (
+            "grep -rn randomBytes src/ | head -1",
+            "src/auth/nonce.ts:12:  return crypto.randomBytes(16).toString('hex');",
+        ),
+        (
+            "cat README.md",
+            "Set up: copy .env.example to .env and run make",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let id = format!("toolu_01Keep{i}");
+        let text = transcript(&[tool_use(&id, cmd), tool_result(&id, output)]);
+        for out in redacted(&text) {
+            assert!(!out.contains("[REDACTED"), "{cmd}: {out}");
+        }
+    }
+}

@@ -3698,3 +3698,147 @@ fn tool_sessions_acl_ids_and_ci_tokens() {
         ],
     );
 }
+
+/// Session 21's probe lists 11 and 12: a pre-signed URL's signature and
+/// session token, a JSON Web Key's private members, and a REPL printing the
+/// secret its prompt asked for (`>>> os.environ["DB_PASSWORD"]` ⏎ `'V'`).
+#[test]
+fn presigned_urls_jwk_private_members_and_repl_output() {
+    let tok = |n| rs(n, ALNUM, 32);
+    let url = |n| rs(n, URLSAFE, 43);
+    check(&[
+        (
+            "s3 presigned",
+            format!(
+                "https://b.s3.amazonaws.com/f.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature={}",
+                rs(700, HEX, 64)
+            ),
+            rs(700, HEX, 64),
+        ),
+        (
+            "s3 presigned in json",
+            format!(
+                "{{\"url\": \"https://b.s3.eu-west-1.amazonaws.com/k?X-Amz-Signature={}&X-Amz-Date=20260101T000000Z\"}}",
+                rs(701, HEX, 64)
+            ),
+            rs(701, HEX, 64),
+        ),
+        (
+            "s3 session token",
+            format!(
+                "https://b.s3.amazonaws.com/k?X-Amz-Security-Token=IQoJb3JpZ2luX2VjE{}%3D&X-Amz-Expires=60",
+                rs(702, URLSAFE, 120)
+            ),
+            rs(702, URLSAFE, 120),
+        ),
+        (
+            "gcs signed",
+            format!(
+                "https://storage.googleapis.com/b/o?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Expires=900&X-Goog-Signature={}",
+                rs(703, HEX, 512)
+            ),
+            rs(703, HEX, 512),
+        ),
+        (
+            "jwk ec d",
+            format!(
+                "{{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"{}\",\"d\":\"{}\"}}",
+                url(704),
+                url(705)
+            ),
+            url(705),
+        ),
+        (
+            "jwk rsa p",
+            format!("  \"p\": \"{}\",", rs(706, URLSAFE, 171)),
+            rs(706, URLSAFE, 171),
+        ),
+        (
+            "jwk rsa qi",
+            format!("  \"qi\": \"{}\"", rs(707, URLSAFE, 171)),
+            rs(707, URLSAFE, 171),
+        ),
+        (
+            "jwk oct k",
+            format!("{{\"kty\":\"oct\",\"k\":\"{}\",\"alg\":\"HS256\"}}", url(708)),
+            url(708),
+        ),
+        (
+            "python repl",
+            format!(">>> os.environ[\"DB_PASSWORD\"]\n'{}'", pw(709)),
+            pw(709),
+        ),
+        (
+            "python repl getenv",
+            format!(">>> os.getenv(\"STRIPE_SECRET_KEY\")\n'{}'", tok(710)),
+            tok(710),
+        ),
+        (
+            "ipython",
+            format!(
+                "In [2]: os.environ['AWS_SECRET_ACCESS_KEY']\nOut[2]: '{}'",
+                rs(711, B64, 40)
+            ),
+            rs(711, B64, 40),
+        ),
+        (
+            "django shell",
+            format!(">>> settings.SECRET_KEY\n'django-insecure-{}'", tok(712)),
+            tok(712),
+        ),
+        (
+            "node repl",
+            format!("> process.env.SESSION_SECRET\n'{}'", tok(713)),
+            tok(713),
+        ),
+        (
+            "irb",
+            format!("irb(main):001> ENV[\"API_TOKEN\"]\n=> \"{}\"", tok(714)),
+            tok(714),
+        ),
+        (
+            "pry",
+            format!("[1] pry(main)> ENV.fetch(\"GITHUB_TOKEN\")\n=> \"{}\"", tok(715)),
+            tok(715),
+        ),
+        (
+            "rails console",
+            format!(
+                "app(prod)> Rails.application.credentials.secret_key_base\n=> \"{}\"",
+                rs(716, HEX, 128)
+            ),
+            rs(716, HEX, 128),
+        ),
+        (
+            "iex",
+            format!("iex(3)> System.get_env(\"DB_PASSWORD\")\n\"{}\"", pw(717)),
+            pw(717),
+        ),
+    ]);
+    check_table(
+        &[],
+        &[
+            "https://b.s3.amazonaws.com/f.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-SignedHeaders=host".into(),
+            "X-Amz-Signature=<signature>".into(),
+            format!("{{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"{}\",\"y\":\"{}\"}}", url(720), url(721)),
+            format!("{{\"kty\":\"RSA\",\"n\":\"{}\",\"e\":\"AQAB\"}}", rs(722, URLSAFE, 342)),
+            "{\"d\": \"M10 10 L20 20 Z\"}".into(),
+            "{\"k\": \"short\"}".into(),
+            ">>> os.environ[\"HOME\"]\n'/home/zed'".into(),
+            ">>> settings.DEBUG\nTrue".into(),
+            ">>> len(os.environ[\"API_TOKEN\"])\n40".into(),
+            ">>> token_count\n'many'".into(),
+            "> process.env.NODE_ENV\n'production'".into(),
+            // A string ending in a secret's name, then the next member's
+            // name: not a name and its value.
+            "{\"command\":\"echo $PWD\",\"description\":\"print the directory\"}".into(),
+            "{\"name\":\"DB_PASSWORD\",\"description\":\"the database password\"}".into(),
+        ],
+    );
+    // The tuple form it resembles is still a name and its value.
+    check(&[(
+        "tuple",
+        format!("os.environ.setdefault(\"DB_PASSWORD\", \"{}\")", pw(718)),
+        pw(718),
+    )]);
+}
