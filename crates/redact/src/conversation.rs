@@ -76,6 +76,8 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | jq\s+(?:-[A-Za-z]+\s+)*-[A-Za-z]*r[A-Za-z]*\s+['\x22]?\.[A-Za-z0-9_.]*(?i:token|secret|password|passwd|api_?key|private_?key|access_?key)\b
           | kubectl(?:\s+(?:-n|--namespace|--context|--kubeconfig)(?:=|\s+)[^\s|;&]+)*\s+get\s+secrets?\b[^\n]*(?:jsonpath|go-template)[^\n]*\|\s*base64\s+(?:-d|--decode|-D)\b
           | argocd\s+admin\s+initial-password\b
+          | bitcoin-cli\b[^\n]*\sdumpprivkey\b
+          | (?:cat|less|more|head|bat)\b[^\n|;&]*\.config/solana/[^\s|;&]*\.json\b
           | (?:echo|printf)(?:\s+-[neE]+)*(?:\s+['\x22]?%s(?:\\n)?['\x22]?)?\s+['\x22]?[^\s'\x22|;&]*(?:[0-9][^\s'\x22|;&]*[A-Za-z]|[A-Za-z][^\s'\x22|;&]*[0-9])[^\s'\x22|;&]*['\x22]?\s*\|\s*base64(?:\s+(?:-w\s*0|--wrap=0))?\s*(?:$|[;&)`])
         )",
     )
@@ -114,6 +116,30 @@ enum Reads {
     Many,
 }
 
+/// One line as the line-by-line readers take it, trimmed once: each
+/// reader trimming its own copy cost ~60 instructions a line of indented
+/// code, eight readers over.
+#[derive(Clone, Copy)]
+pub struct Line<'a> {
+    /// The whole line, without its newline.
+    pub raw: &'a [u8],
+    /// `raw` without its leading and trailing ASCII whitespace.
+    pub t: &'a [u8],
+    /// Bytes of leading whitespace in `raw`.
+    pub indent: usize,
+}
+
+impl<'a> Line<'a> {
+    pub fn new(raw: &'a [u8]) -> Line<'a> {
+        let start = raw.trim_ascii_start();
+        Line {
+            raw,
+            t: start.trim_ascii_end(),
+            indent: raw.len() - start.len(),
+        }
+    }
+}
+
 /// The conversation state of one transcript: the secret-reading `tool_use`
 /// ids still awaiting their result.
 #[derive(Default)]
@@ -127,6 +153,8 @@ pub struct Conversation {
     plist_open: bool,
     /// The previous line was a REPL prompt whose expression names a secret.
     repl_open: bool,
+    /// The previous line was a label naming a recovery phrase.
+    phrase_open: bool,
     /// The previous line was a label naming a secret (`eventbrite private
     /// access key`, `API token:`) and nothing else.
     label_open: bool,
@@ -223,17 +251,71 @@ static REPL_PROMPT: LazyLock<Option<Regex>> =
 static REPL_VALUE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(&format!(r"(?-u)^{}$", crate::rules::REPL_VALUE)).ok());
 
+/// Could this line start with a REPL prompt? A superset of
+/// [`REPL_PROMPT`]'s starts, read from the first bytes without a search
+/// (a `memchr` or `memmem` call per line cost more than the regex saved):
+/// `>` (`>>>`, Node's `>`), `In [`, `[N] pry(…)>`, and `name(…)>` after
+/// optional `:NNN` (`irb(main):001>`, `iex(1)>`, `app(dev)>`).
+fn prompt_like(t: &[u8]) -> bool {
+    match t.first() {
+        Some(b'>') => true,
+        Some(b'[') => t.get(1).is_some_and(u8::is_ascii_digit),
+        Some(b'I' | b'i') if t.get(..4).is_some_and(|h| h.eq_ignore_ascii_case(b"in [")) => true,
+        Some(c) if c.is_ascii_alphabetic() || *c == b'_' || *c == b'-' => {
+            let name = t
+                .iter()
+                .position(|&b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+                .unwrap_or(t.len());
+            if t.get(name) != Some(&b'(') {
+                return false;
+            }
+            let Some(close) = t[name..].iter().position(|&b| b == b')') else {
+                return false;
+            };
+            let after = &t[name + close + 1..];
+            let skip = after
+                .iter()
+                .position(|&b| b != b':' && !b.is_ascii_digit())
+                .unwrap_or(after.len());
+            matches!(after.get(skip), Some(b'>' | b'*'))
+        }
+        _ => false,
+    }
+}
+
+/// Does `t` hold `hrase` or `ords` (any case)? One `memchr2` pass for the
+/// `r` both share.
+fn says_phrase_or_words(t: &[u8]) -> bool {
+    memchr::memchr2_iter(b'r', b'R', t).any(|i| {
+        let after = &t[i + 1..];
+        match i.checked_sub(1).map(|b| t[b].to_ascii_lowercase()) {
+            Some(b'h') => after
+                .get(..3)
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"ase")),
+            Some(b'o') => after
+                .get(..2)
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"ds")),
+            _ => false,
+        }
+    })
+}
+
+/// A label naming a recovery phrase (see [`Conversation::phrase_value`]).
+static PHRASE_LABEL: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"(?i-u)\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b").ok()
+});
+
 impl Conversation {
     /// The string a REPL printed on the line after a prompt whose
     /// expression names a secret (`>>> os.environ["DB_PASSWORD"]` ⏎
     /// `'V'`, `irb> ENV["API_TOKEN"]` ⏎ `=> "V"`), read line by line: a
     /// decoded view holds both lines and the `repl-secret` rule reads them
     /// there. Not yet classified.
-    pub fn repl_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+    #[inline]
+    pub fn repl_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
         let open = std::mem::replace(&mut self.repl_open, false);
-        // Every prompt holds a `>` or a `[`; most lines hold neither.
-        if memchr::memchr2(b'>', b'[', line).is_some() {
-            self.repl_open = REPL_PROMPT.as_ref().is_some_and(|re| re.is_match(line));
+        if prompt_like(line.t) {
+            self.repl_open = REPL_PROMPT.as_ref().is_some_and(|re| re.is_match(line.raw));
             if self.repl_open {
                 return None;
             }
@@ -241,15 +323,41 @@ impl Conversation {
         if !open {
             return None;
         }
-        let c = REPL_VALUE.as_ref()?.captures(line)?;
+        let c = REPL_VALUE.as_ref()?.captures(line.raw)?;
         c.get(1).or_else(|| c.get(2)).map(|m| m.as_bytes())
+    }
+
+    /// The words on the line after a label naming a wallet's recovery
+    /// phrase and ending in `:` (`solana-keygen new`'s `Save this seed
+    /// phrase and your BIP39 passphrase to recover your new keypair:` ⏎
+    /// `w1 … w12`), read line by line: a decoded view holds both lines and
+    /// `wallet-recovery-phrase` reads them there. Not yet classified.
+    #[inline]
+    pub fn phrase_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
+        let open = std::mem::replace(&mut self.phrase_open, false);
+        let t = line.t;
+        if t.last() == Some(&b':') {
+            // Most lines ending in `:` are code or YAML keys: one pass for
+            // `phrase`/`words` before the regex.
+            self.phrase_open =
+                says_phrase_or_words(t) && PHRASE_LABEL.as_ref().is_some_and(|re| re.is_match(t));
+            return None;
+        }
+        if !open {
+            return None;
+        }
+        (!t.is_empty()
+            && t.iter()
+                .all(|&b| b.is_ascii_lowercase() || b == b' ' || b == b'\t'))
+        .then_some(t)
     }
 
     /// A base64 value of a YAML `data:` block (a Kubernetes `Secret`)
     /// read line by line; not yet classified.
-    pub fn yaml_data_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
-        let t = line.trim_ascii();
-        let indent = line.len() - line.trim_ascii_start().len();
+    #[inline]
+    pub fn yaml_data_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
+        let t = line.t;
+        let indent = line.indent;
         if t.is_empty() {
             return None;
         }
@@ -276,8 +384,9 @@ impl Conversation {
 
     /// The value of an element named like a secret when it stands alone on
     /// the line after its opening tag; a single word, not yet classified.
-    pub fn element_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
-        let t = line.trim_ascii();
+    #[inline]
+    pub fn element_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
+        let t = line.t;
         let open = std::mem::replace(&mut self.element_open, false);
         if t.first() == Some(&b'<') && t.last() == Some(&b'>') {
             self.element_open = SECRET_TAG.as_ref().is_some_and(|re| re.is_match(t));
@@ -291,15 +400,14 @@ impl Conversation {
     /// by line (`<key>APIKey</key>` ⏎ `<string>V</string>`, as Xcode writes
     /// an `Info.plist`): a decoded view holds both lines and the
     /// `plist-secret` rule reads them there. Not yet classified.
-    pub fn plist_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
+    #[inline]
+    pub fn plist_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
         let open = std::mem::replace(&mut self.plist_open, false);
-        // Both lines end in `>`: every other line (of code, indented deep)
-        // is left before its indentation is walked.
-        let end = line.trim_ascii_end();
-        if !end.ends_with(b">") {
+        // Both lines end in `>`.
+        let t = line.t;
+        if !t.ends_with(b">") {
             return None;
         }
-        let t = end.trim_ascii_start();
         if t.starts_with(b"<key>") && t.ends_with(b"</key>") {
             self.plist_open = SECRET_PLIST_KEY.as_ref().is_some_and(|re| re.is_match(t));
             return None;
@@ -316,8 +424,9 @@ impl Conversation {
     /// and CI files write it): a decoded view holds both lines and the
     /// `env-entry-secret` rule reads them there. Unquoted, not yet
     /// classified.
-    pub fn env_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
-        let t = line.trim_ascii();
+    #[inline]
+    pub fn env_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
+        let t = line.t;
         let open = std::mem::replace(&mut self.env_open, false);
         if let Some(rest) = t.strip_prefix(b"-") {
             // A list item: only `- name: …` can open an entry (a cheap test
@@ -349,8 +458,9 @@ impl Conversation {
     /// secret, read line by line (`variable "okta_api_token" {` ⏎ …
     /// `default = "V"`): a decoded view holds the block as one text and
     /// the `terraform-variable-*` rules read it there. Not yet classified.
-    pub fn block_default<'a>(&mut self, line: &'a [u8]) -> Option<BlockDefault<'a>> {
-        let t = line.trim_ascii();
+    #[inline]
+    pub fn block_default<'a>(&mut self, line: Line<'a>) -> Option<BlockDefault<'a>> {
+        let t = line.t;
         if t.starts_with(b"variable") {
             self.block = SECRET_BLOCK
                 .as_ref()
@@ -381,8 +491,9 @@ impl Conversation {
 
     /// The value on the line after a label naming a secret (`eventbrite
     /// private access key` / `V`): a single word, not yet classified.
-    pub fn label_value<'a>(&mut self, line: &'a [u8]) -> Option<&'a [u8]> {
-        let t = line.trim_ascii();
+    #[inline]
+    pub fn label_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
+        let t = line.t;
         let open = std::mem::replace(&mut self.label_open, false);
         if t.is_empty() {
             return None;
@@ -397,7 +508,13 @@ impl Conversation {
     /// Reads one transcript line: remembers the ids of secret-reading
     /// `tool_use`s, and for a `tool_result` answering one pushes the
     /// secret-shaped words of its output (decoded) onto `out`.
-    pub fn observe(&mut self, line: &[u8], out: &mut Vec<Vec<u8>>) {
+    pub fn observe(&mut self, line: Line<'_>, out: &mut Vec<Vec<u8>>) {
+        // A transcript line is a JSON object: any other line is left before
+        // a search.
+        if line.t.first() != Some(&b'{') {
+            return;
+        }
+        let line = line.raw;
         // Only a line whose command (or file) reads a secret, or that names
         // a marked id, is parsed: both are decided on the raw line.
         let uses = F_TOOL_USE.find(line).is_some() && reads_a_secret(line);
@@ -735,6 +852,46 @@ mod tests {
             ("git log --grep 'wg genkey'", None),
         ] {
             assert_eq!(classify_command(cmd), want, "{cmd}");
+        }
+    }
+
+    /// The cheap gates before the prompt and label regexes pass every line
+    /// the regexes could match (and few others).
+    #[test]
+    fn prompt_and_label_gates() {
+        for l in [
+            ">>> os.environ['X']",
+            "  > process.env.X",
+            "In [3]: x",
+            "in [3]: x",
+            "irb(main):001> x",
+            "IRB(main):001:0* x",
+            "[1] pry(main)> x",
+            "iex(2)> x",
+            "app(dev)> x",
+        ] {
+            assert!(prompt_like(l.as_bytes().trim_ascii()), "{l}");
+        }
+        for l in [
+            "fn f() -> Vec<u8> {",
+            "x = a > b",
+            "for x in [1, 2]:",
+            "[dependencies]",
+            "foo(bar) > 3",
+            "",
+        ] {
+            assert!(!prompt_like(l.as_bytes().trim_ascii()), "{l}");
+        }
+        for l in [
+            "Seed phrase:",
+            "your RECOVERY WORDS:",
+            "secret Phrase and passphrase:",
+            "backup words",
+        ] {
+            assert!(says_phrase_or_words(l.as_bytes()), "{l}");
+        }
+        for l in ["def main():", "r", "or", "hr", "color:", "server:", "hrs"] {
+            assert!(!says_phrase_or_words(l.as_bytes()), "{l}");
         }
     }
 

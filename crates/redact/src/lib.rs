@@ -174,6 +174,10 @@ pub struct Scanner {
     /// `env-entry-secret`'s: an `env` entry's value read line by line
     /// reports as the rule that reads the entry whole.
     env_entry_meta: usize,
+    /// `repl-secret`'s and `wallet-recovery-phrase`'s, for the value read
+    /// on the line after its prompt or label.
+    repl_meta: usize,
+    phrase_meta: usize,
 }
 
 fn placeholder(kind: &str) -> Vec<u8> {
@@ -376,6 +380,8 @@ impl Scanner {
         let env_entry_meta = meta_of("env-entry-secret").unwrap_or(generic_meta);
         let element_meta = meta_of("xml-element-secret").unwrap_or(generic_meta);
         let plist_meta = meta_of("plist-secret").unwrap_or(generic_meta);
+        let repl_meta = meta_of("repl-secret").unwrap_or(generic_meta);
+        let phrase_meta = meta_of("wallet-recovery-phrase").unwrap_or(generic_meta);
         let block_metas = (
             meta_of("terraform-variable-secret").unwrap_or(generic_meta),
             meta_of("terraform-variable-password").unwrap_or(generic_meta),
@@ -519,6 +525,8 @@ impl Scanner {
             env_entry_meta,
             element_meta,
             plist_meta,
+            repl_meta,
+            phrase_meta,
         }
     }
 
@@ -810,8 +818,11 @@ impl Scanner {
         said: &mut Vec<Vec<u8>>,
         found: &mut Vec<(Vec<u8>, usize)>,
     ) {
+        let line = conversation::Line::new(line);
         conversation.observe(line, said);
-        found.extend(said.drain(..).map(|v| (v, self.output_meta)));
+        if !said.is_empty() {
+            found.extend(said.drain(..).map(|v| (v, self.output_meta)));
+        }
         if let Some(v) = conversation.element_value(line) {
             if engine::generic_ok(v, None, true, 0.0) {
                 found.push((v.to_vec(), self.element_meta));
@@ -829,7 +840,12 @@ impl Scanner {
         }
         if let Some(v) = conversation.repl_value(line) {
             if engine::generic_ok(v, None, true, 0.0) {
-                found.push((v.to_vec(), self.generic_meta));
+                found.push((v.to_vec(), self.repl_meta));
+            }
+        }
+        if let Some(v) = conversation.phrase_value(line) {
+            if rules::mnemonic_ok(v) {
+                found.push((v.to_vec(), self.phrase_meta));
             }
         }
         if let Some(v) = conversation.label_value(line) {

@@ -716,11 +716,25 @@ pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
 pub const SETTING_SECRET_NAMES: &str = r"(?:password|passwd|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|connection[_.-]?string)";
 
 /// Keywords of a REPL prompt (`repl-secret`).
-pub const REPL_KEYWORDS: &[&str] = &[">>>", "in [", "irb(", "pry(", "iex(", ")>", "> process.env"];
+pub const REPL_KEYWORDS: &[&str] = &[
+    ">>>",
+    "out[",
+    "irb(",
+    "pry(",
+    "iex(",
+    "(dev)>",
+    "(development)>",
+    "(prod)>",
+    "(production)>",
+    "(staging)>",
+    "(test)>",
+    "> process.env",
+];
 
 /// A REPL prompt and an expression naming a secret, to the line's end
-/// (no `^`, no newline): Python (`>>>`, IPython's `In [3]:`), Ruby (`irb`,
-/// `pry`, Rails' `app(dev)>`), Elixir's `iex(1)>`, Node's `> process.env`.
+/// (no `^`, no newline): Python (`>>>`, IPython's `In [3]:`, whose value
+/// line says `Out[3]:`), Ruby (`irb`, `pry`, Rails' `app(dev)>`), Elixir's
+/// `iex(1)>`, Node's `> process.env`.
 pub fn repl_prompt_expr() -> String {
     format!(
         r#"[ \t]*(?:(?:>>>|In \[[0-9]+\]:|(?:\[[0-9]+\] )?(?:irb|pry)\([^)\n]*\)(?::[0-9]+)*[>*]|iex\([0-9]+\)>|[A-Za-z_-]+\([a-z]+\)>)[ \t]*[^\n]{{0,100}}?|>[ \t]*process\.env[^\n]{{0,60}}?)(?:{GENERIC_KEY_NAMES}|passw(?:or)?d|passphrase)[A-Za-z0-9_]*['"]?[)\]]*[ \t]*"#
@@ -2364,9 +2378,97 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"\b(?:storePassword|keyPassword|keystorePassword)[ \t]+["']([^"'\s]{4,})["']"#,
             Check::Password,
         ),
+        // An EVM account's private key where chain tooling takes one:
+        // Foundry's `cast send … --private-key 0x…` / `forge script
+        // --private-key …`, a wallet built from one (`new ethers.Wallet("0x…")`,
+        // web3.py's `Account.from_key(…)`, viem's `privateKeyToAccount(…)`,
+        // web3.js's `accounts.privateKeyToAccount(…)` / `wallet.add(…)`),
+        // and Hardhat's `accounts: ["0x…", …]` (the whole list). A bare
+        // 64-hex string is a transaction hash as often, so the context is
+        // what says key.
+        grp(
+            "evm-private-key",
+            "private-key",
+            &[
+                "--private-key",
+                "wallet(",
+                "from_key(",
+                "fromprivatekey(",
+                "privatekeytoaccount(",
+                "signingkey(",
+                "wallet.add(",
+                "accounts:",
+            ],
+            r#"(?i)(?:--private-key(?:=|[ \t]+)["']?((?:0x)?[0-9a-f]{64})\b|(?:\bWallet|from_key|fromPrivateKey|privateKeyToAccount|SigningKey|wallet\.add)\(\s*["'`]((?:0x)?[0-9a-f]{64})["'`]|\baccounts\s*:\s*\[\s*((?:["'](?:0x)?[0-9a-f]{64}["']\s*,?\s*)+)\])"#,
+            Check::None,
+        ),
+        // A Solana keypair's 64 secret bytes where code or a setting holds
+        // them (`Keypair.fromSecretKey(Uint8Array.from([…]))`,
+        // `SOLANA_PRIVATE_KEY=[…]`), or their base58 (`fromSecretKey(
+        // bs58.decode("…"))`).
+        grp(
+            "solana-secret-key",
+            "private-key",
+            &[
+                "fromsecretkey",
+                "key=[",
+                "key = [",
+                "key: [",
+                "key\":[",
+                "key\": [",
+            ],
+            r#"(?i)(?:fromSecretKey\(\s*(?:Uint8Array\.from\(|new\s+Uint8Array\()?|(?:secret|private)_?key"?\s*[:=]\s*)(?:\[\s*((?:[0-9]{1,3}\s*,\s*){63}[0-9]{1,3})\s*\]|(?:bs58\.decode|decode)\(\s*["']([1-9A-HJ-NP-Za-km-z]{85,90})["'])"#,
+            Check::None,
+        ),
+        // A Bitcoin private key in wallet import format named as one
+        // (`importprivkey K…`, `WIF: L…`).
+        grp(
+            "bitcoin-wif-key",
+            "private-key",
+            &["wif:", "wif=", "wif ", "privkey"],
+            r"(?i:\bwif\b|privkey)[^\n]{0,40}?\b([5KLc9][1-9A-HJ-NP-Za-km-z]{50,51})\b",
+            Check::Token,
+        ),
+        // A node provider's RPC endpoint carries its API key in the path:
+        // Alchemy (`…g.alchemy.com/v2/KEY`), Infura (`…infura.io/v3/KEY`,
+        // `/ws/v3/`), QuickNode (`….quiknode.pro/KEY/`), Ankr
+        // (`rpc.ankr.com/eth/KEY`), GetBlock, Chainstack (`p2pify.com/KEY`).
+        grp(
+            "rpc-url-key",
+            "api-key",
+            &[
+                "alchemy.com/",
+                "infura.io/",
+                "quiknode.pro/",
+                "rpc.ankr.com/",
+                "getblock.io/",
+                "p2pify.com/",
+            ],
+            r"(?i)(?:\balchemy\.com/(?:nft/)?v[23]|\binfura\.io/(?:ws/)?v3|\bquiknode\.pro|\brpc\.ankr\.com/[a-z0-9_]+|\bgetblock\.io|\bp2pify\.com)/([A-Za-z0-9_-]{24,})",
+            Check::Token,
+        ),
+        // An Apple app-specific password (`abcd-efgh-ijkl-mnop`) given to
+        // Xcode's upload and notarization tools (`altool -p`, `notarytool
+        // --password`) or named as one.
+        grp(
+            "apple-app-specific-password",
+            "password",
+            &[
+                "altool",
+                "notarytool",
+                "app-specific",
+                "application_specific",
+                "app specific",
+            ],
+            r#"(?i:(?:altool|notarytool)\b[^\n]*?\s(?:-p|--password)(?:[ \t]+|=)["']?|app[ _-]?specific[ _-]?password[^\n]{0,20}?[:=][ \t]*["']?|APPLICATION_SPECIFIC_PASSWORD[ \t]*=[ \t]*["']?)([a-z]{4}-[a-z]{4}-[a-z]{4}-[a-z]{4})\b"#,
+            Check::None,
+        ),
         // A wallet's recovery phrase named in prose or a setting: `seed
         // phrase: w1 … w12`, `my recovery phrase is …`, `MNEMONIC="…"`,
-        // `mnemonic: '…'` (BIP-39 words are 3–8 lower-case letters).
+        // `mnemonic: '…'`, or on the line under a label that names it
+        // (`solana-keygen new`: `Save this seed phrase … keypair:` ⏎ `w1 …`;
+        // plain text line by line is `Conversation::phrase_value`). BIP-39
+        // words are 3–8 lower-case letters.
         grp(
             "wallet-recovery-phrase",
             "private-key",
@@ -2376,8 +2478,12 @@ pub fn builtin() -> Vec<RuleDef> {
                 "seed words",
                 "mnemonic",
                 "secret phrase",
+                "recovery words",
+                "secret words",
+                "backup phrase",
+                "backup words",
             ],
-            r#"(?i:\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b(?:[ \t]+(?:is|was))?[ \t]*[:=]?|\bmnemonic(?:[ \t]+(?:phrase|is))?[ \t]*[:=]?)[ \t]*["'`]?((?:[a-z]{3,8}[ \t]+){11,}[a-z]{3,8})"#,
+            r#"(?i:\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b(?:[ \t]+(?:is|was))?[ \t]*[:=]?|\bmnemonic(?:[ \t]+(?:phrase|is))?[ \t]*[:=]?|\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b[^\n]{0,100}:[ \t]*\n[ \t]*)[ \t]*["'`]?((?:[a-z]{3,8}[ \t]+){11,}[a-z]{3,8})"#,
             Check::Mnemonic,
         ),
         // Two-factor backup codes listed after their name: GitHub's

@@ -365,6 +365,29 @@ fn outputs_of_secret_generating_and_printing_commands_are_redacted() {
             rs(65, ALNUM, 32),
         ),
         ("jq -r '.api_key' config.json", rs(66, ALNUM, 32)),
+        (
+            "bitcoin-cli -testnet dumpprivkey tb1qw508d6qejxtdg4y5r3zarvary0c5xw7kxpjzsx",
+            format!(
+                "c{}",
+                rs(
+                    67,
+                    "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz",
+                    51
+                )
+            ),
+        ),
+        (
+            "cat ~/.config/solana/id.json",
+            format!(
+                "[{}]",
+                rs(68, "123456789", 64)
+                    .bytes()
+                    .zip(rs(69, "0123456789", 64).bytes())
+                    .map(|(a, b)| format!("{}{}", a as char, b as char))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ),
     ];
     for (i, (cmd, secret)) in cases.iter().enumerate() {
         let id = format!("toolu_01Gen{i}");
@@ -440,6 +463,11 @@ fn commands_that_print_no_secret_are_kept() {
         (
             "cat README.md",
             "Set up: copy .env.example to .env and run make",
+        ),
+        ("bitcoin-cli -regtest getblockcount", "1024"),
+        (
+            "cat ~/.config/solana/cli/config.yml",
+            "json_rpc_url: https://api.devnet.solana.com",
         ),
     ]
     .iter()

@@ -45,6 +45,21 @@ fn pw(seed: u64) -> String {
     format!("{}{}#", rs(seed, ALNUM, 9), seed % 97)
 }
 
+const WORDS: &[&str] = &[
+    "abandon", "ability", "orbit", "velvet", "garden", "sugar", "cable", "tunnel", "wisdom",
+    "pepper", "anchor", "frost", "mango", "ripple", "canvas", "dune", "ember", "lunar", "quartz",
+    "timber", "harbor", "violet", "saddle", "copper",
+];
+
+/// `n` words drawn from a BIP-39-like list (seeded), joined by spaces.
+fn phrase(seed: u64, n: usize) -> String {
+    rs(seed, "abcdefghijklmnopqrstuvwx", n)
+        .bytes()
+        .map(|b| WORDS[usize::from(b - b'a')])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[test]
 fn aws_cli_and_prose_key_pairs() {
     let sec = |n| rs(n, B64, 40);
@@ -2411,19 +2426,6 @@ fn secrets_handed_to_library_calls() {
 /// written after their names.
 #[test]
 fn wallet_phrases_and_backup_codes() {
-    const WORDS: &[&str] = &[
-        "abandon", "ability", "orbit", "velvet", "garden", "sugar", "cable", "tunnel", "wisdom",
-        "pepper", "anchor", "frost", "mango", "ripple", "canvas", "dune", "ember", "lunar",
-        "quartz", "timber", "harbor", "violet", "saddle", "copper",
-    ];
-    let phrase = |seed: u64, n: usize| {
-        let picks = rs(seed, "abcdefghijklmnopqrstuvwx", n);
-        picks
-            .bytes()
-            .map(|b| WORDS[usize::from(b - b'a')])
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     let gh = |n| format!("{}-{}", rs(n, HEX, 5), rs(n + 100, HEX, 5));
     let google = |n| rs(n, "0123456789", 8);
     check(&[
@@ -3841,4 +3843,189 @@ fn presigned_urls_jwk_private_members_and_repl_output() {
         format!("os.environ.setdefault(\"DB_PASSWORD\", \"{}\")", pw(718)),
         pw(718),
     )]);
+}
+
+/// Session 21: the keys chain tooling and mobile signing take — an EVM
+/// private key where Foundry, ethers, web3.py, viem and Hardhat take one,
+/// a Solana keypair's 64 bytes or their base58, a Bitcoin WIF key named as
+/// one, an RPC provider's key in its endpoint's path, an Apple
+/// app-specific password given to `altool`/`notarytool`, and a recovery
+/// phrase on the line under the label that names it.
+#[test]
+fn chain_tooling_and_mobile_signing_secrets() {
+    const B58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    let key = |n| rs(n, HEX, 64);
+    // 64 numbers 0–255, comma-separated, as `solana-keygen` writes them.
+    let bytes64 = |n| {
+        rs(n, HEX, 128)
+            .as_bytes()
+            .chunks(2)
+            .map(|c| u8::from_str_radix(std::str::from_utf8(c).unwrap_or("0"), 16).unwrap_or(0))
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let wif = |n: u64| format!("{}{}", ["K", "L", "c"][n as usize % 3], rs(n, B58, 51));
+    let lower4 = |n| {
+        let s = rs(n, "abcdefghijklmnopqrstuvwxyz", 16);
+        format!("{}-{}-{}-{}", &s[..4], &s[4..8], &s[8..12], &s[12..])
+    };
+    check(&[
+        (
+            "foundry",
+            format!("cast send 0xAbC… \"transfer(address,uint256)\" 0x1 1 --rpc-url $RPC --private-key 0x{}", key(1)),
+            key(1),
+        ),
+        (
+            "foundry",
+            format!("forge script script/Deploy.s.sol --broadcast --private-key={}", key(2)),
+            key(2),
+        ),
+        (
+            "ethers",
+            format!("const wallet = new ethers.Wallet(\"0x{}\", provider);", key(3)),
+            key(3),
+        ),
+        (
+            "web3.py",
+            format!("acct = Account.from_key('{}')", key(4)),
+            key(4),
+        ),
+        (
+            "viem",
+            format!("const account = privateKeyToAccount(`0x{}`)", key(5)),
+            key(5),
+        ),
+        (
+            "hardhat",
+            format!(
+                "    sepolia: {{ url: RPC, accounts: [\"0x{}\", \"0x{}\"] }},",
+                key(6),
+                key(7)
+            ),
+            key(7),
+        ),
+        (
+            "solana bytes",
+            format!(
+                "const payer = Keypair.fromSecretKey(Uint8Array.from([{}]));",
+                bytes64(8)
+            ),
+            bytes64(8),
+        ),
+        (
+            "solana bytes",
+            format!("SOLANA_PRIVATE_KEY=[{}]", bytes64(9)),
+            bytes64(9),
+        ),
+        (
+            "solana base58",
+            format!(
+                "Keypair.fromSecretKey(bs58.decode(\"{}\"))",
+                rs(10, B58, 88)
+            ),
+            rs(10, B58, 88),
+        ),
+        (
+            "bitcoin wif",
+            format!("bitcoin-cli importprivkey {} \"savings\" false", wif(11)),
+            wif(11),
+        ),
+        ("bitcoin wif", format!("WIF: {}", wif(12)), wif(12)),
+        (
+            "rpc url",
+            format!(
+                "const RPC = \"https://eth-mainnet.g.alchemy.com/v2/{}\";",
+                rs(13, URLSAFE, 32)
+            ),
+            rs(13, URLSAFE, 32),
+        ),
+        (
+            "rpc url",
+            format!("wss://mainnet.infura.io/ws/v3/{}", rs(14, HEX, 32)),
+            rs(14, HEX, 32),
+        ),
+        (
+            "rpc url",
+            format!(
+                "https://solitary-wispy-pond.solana-mainnet.quiknode.pro/{}/",
+                rs(15, HEX, 40)
+            ),
+            rs(15, HEX, 40),
+        ),
+        (
+            "rpc url",
+            format!("https://rpc.ankr.com/eth/{}", rs(16, HEX, 64)),
+            rs(16, HEX, 64),
+        ),
+        (
+            "apple app-specific password",
+            format!(
+                "xcrun altool --upload-app -f App.ipa -u dev@example.com -p {}",
+                lower4(17)
+            ),
+            lower4(17),
+        ),
+        (
+            "apple app-specific password",
+            format!(
+                "xcrun notarytool submit App.zip --apple-id dev@example.com --team-id ABCDE12345 --password \"{}\" --wait",
+                lower4(18)
+            ),
+            lower4(18),
+        ),
+        (
+            "apple app-specific password",
+            format!("app-specific password: {}", lower4(19)),
+            lower4(19),
+        ),
+        (
+            "apple app-specific password",
+            format!("export APPLICATION_SPECIFIC_PASSWORD={}", lower4(20)),
+            lower4(20),
+        ),
+        (
+            "phrase under its label",
+            format!(
+                "Save this seed phrase and your BIP39 passphrase to recover your new keypair:\n{}",
+                phrase(21, 12)
+            ),
+            phrase(21, 12),
+        ),
+        (
+            "phrase under its label",
+            format!("Recovery phrase:\n{}", phrase(22, 24)),
+            phrase(22, 24),
+        ),
+        (
+            "phrase under its label",
+            format!("Write down your secret recovery words:\n  {}", phrase(23, 12)),
+            phrase(23, 12),
+        ),
+    ]);
+    // What looks like them and is not a secret: a transaction hash, a
+    // contract constant, a key read from the environment, a placeholder
+    // project id, an array that is not 64 bytes, a keychain reference, a
+    // label with no phrase under it.
+    check_table(
+        &[],
+        &[
+            format!(
+                "const tx = await provider.getTransaction(\"0x{}\");",
+                key(30)
+            ),
+            format!("bytes32 constant DOMAIN_TYPEHASH = 0x{};", key(31)),
+            "    sepolia: { url: RPC, accounts: [process.env.PRIVATE_KEY] },".into(),
+            "cast send $TOKEN \"mint()\" --private-key $PRIVATE_KEY".into(),
+            "const provider = new Wallet(process.env.DEPLOYER_KEY, provider);".into(),
+            "https://mainnet.infura.io/v3/YOUR-PROJECT-ID".into(),
+            "https://eth-mainnet.g.alchemy.com/v2/your-api-key".into(),
+            "const key = [1, 2, 3, 4];".into(),
+            "xcrun notarytool submit App.zip --keychain-profile AC_PASSWORD --wait".into(),
+            "xcrun altool --upload-app -f App.ipa -u dev@example.com -p @keychain:AC_PASSWORD"
+                .into(),
+            "Recovery phrase:\nsee the wallet's settings page".into(),
+            "The recovery phrase is stored offline.".into(),
+        ],
+    );
 }
