@@ -229,6 +229,14 @@ static SECRET_LABEL: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// `secret`, with an optional colon.
 fn ends_like_label(t: &[u8]) -> bool {
     let t = t.strip_suffix(b":").unwrap_or(t).trim_ascii_end();
+    // `key`, `token` and `secret` end in `y`, `n`, `t`: most lines are left
+    // at their last byte.
+    if !matches!(
+        t.last().map(u8::to_ascii_lowercase),
+        Some(b'y' | b'n' | b't')
+    ) {
+        return false;
+    }
     let ends = |w: &[u8]| t.len() >= w.len() && t[t.len() - w.len()..].eq_ignore_ascii_case(w);
     t.len() <= 72 && (ends(b"key") || ends(b"token") || ends(b"secret"))
 }
