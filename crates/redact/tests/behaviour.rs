@@ -197,6 +197,37 @@ fn stream_matches_whole_text_redaction_and_carries_values_forward() {
     assert_eq!(rep.finding_count, 2);
 }
 
+/// Plain text read in blocks (the reader's buffer walked for keywords once,
+/// each line taking its share of the matches): the same output as the
+/// whole text redacted at once, whatever the buffer's size cuts.
+#[test]
+fn stream_in_blocks_matches_whole_text_redaction() {
+    let s = scanner();
+    let mut text = String::new();
+    for i in 0..120u64 {
+        match i % 7 {
+            0 => text.push_str(&format!("export API_TOKEN={}\n", rs(i, ALNUM, 32))),
+            1 => text.push_str(&format!("    let password = \"{}\";\n", rs(i, ALNUM, 14))),
+            2 => text.push_str("fn main() { println!(\"no secret here\"); }\n"),
+            3 => text.push_str(&format!("aws_secret_access_key = {}\n", rs(i, B64, 40))),
+            4 => text.push('\n'),
+            5 => text.push_str(&format!("token: ghp_{} and more words\n", rs(i, ALNUM, 36))),
+            _ => text.push_str("# a comment line with key and token words but nothing else\n"),
+        }
+    }
+    let want = s.redact(&text).unwrap().text;
+    assert_ne!(want, text);
+    for cap in [64, 300, 1000, 1 << 16] {
+        let mut out = Vec::new();
+        s.redact_stream(
+            std::io::BufReader::with_capacity(cap, text.as_bytes()),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), want, "buffer of {cap}");
+    }
+}
+
 /// A value found on a line is redacted wherever else it stands on that same
 /// line, before or after the occurrence its rule matched, raw and escaped —
 /// streaming used to leave the other occurrence to verify, which refused
