@@ -3,12 +3,10 @@ strings, key material, REPL and shell output, and the output of
 secret-generating or secret-printing commands (a case with a third element
 is a command and its output: check.py runs it as a Bash tool_use and its
 tool_result). Writes its cases as JSON to argv[1]."""
-import json, random, string, sys
-from common import pw, rv
+import random, string, sys
+from common import HEX, URLSAFE, pw, rv, write_cases
 random.seed(2111)
-HEX = '0123456789abcdef'
 B64 = string.ascii_letters + string.digits + '+/'
-URLSAFE = string.ascii_letters + string.digits + '_-'
 T = [
  # HTTP request headers as logged or pasted from devtools
  ('X-API-Key: {T}', None),
@@ -98,9 +96,10 @@ def b64(n):
     return rv(n, B64)
 
 
-out = []
-for t, cmd in T:
-    vals = {'P': pw(), 'T': rv(32), 'T20': rv(20), 'T24': rv(24), 'T64': rv(64), 'HEX32': rv(32, HEX),
+
+
+def values():
+    return {'P': pw(), 'T': rv(32), 'T20': rv(20), 'T24': rv(24), 'T64': rv(64), 'HEX32': rv(32, HEX),
             'HEX40': rv(40, HEX), 'HEX64': rv(64, HEX), 'HEX128': rv(128, HEX), 'LONG': rv(96, URLSAFE),
             'BASIC': __import__('base64').b64encode(('bob:' + pw()).encode()).decode(),
             'SIG': rv(43, string.ascii_letters + string.digits) + '%3D',
@@ -108,9 +107,6 @@ for t, cmd in T:
             'AGE': rv(58, 'QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L'),
             'JWKD': rv(43, URLSAFE), 'DJ': 'django-insecure-' + rv(50, string.ascii_lowercase + string.digits + '!@#%^&*(-_=+)'),
             'URL43': rv(43, URLSAFE), 'B64_44': b64(43) + '='}
-    line = t.format(**vals)
-    keys = [k for k in vals if '{' + k + '}' in t]
-    secrets = [vals[k] for k in keys]
-    out.append((line, secrets) if cmd is None else (line, secrets, cmd))
-json.dump(out, open(sys.argv[1], 'w'))
-print(len(out))
+
+
+write_cases(T, values, sys.argv[1])

@@ -1,11 +1,9 @@
 """Session 21 leak probe list 12: list 11's classes in other spellings,
 written after list 11's rules as a held-out check (other headers, query
 parameters, REPLs and commands). Writes its cases as JSON to argv[1]."""
-import json, random, string, sys
-from common import pw, rv
+import random, string, sys
+from common import HEX, URLSAFE, pw, rv, write_cases
 random.seed(2112)
-HEX = '0123456789abcdef'
-URLSAFE = string.ascii_letters + string.digits + '_-'
 T = [
  ('X-Api-Token: {T}', None),
  ('X-Access-Token: {T}', None),
@@ -44,18 +42,16 @@ T = [
  ('{T64}', 'mix phx.gen.secret 64'),
  ('{WG}', 'umask 077 && wg genkey'),
 ]
-out = []
-for t, cmd in T:
-    vals = {'P': pw(), 'T': rv(32), 'T24': rv(24), 'T64': rv(64), 'HEX40': rv(40, HEX), 'HEX64': rv(64, HEX),
+
+
+def values():
+    return {'P': pw(), 'T': rv(32), 'T24': rv(24), 'T64': rv(64), 'HEX40': rv(40, HEX), 'HEX64': rv(64, HEX),
             'HEX128': rv(128, HEX), 'HEX512': rv(512, HEX), 'STS': 'IQoJb3JpZ2luX2VjE' + rv(200, URLSAFE) + '%3D',
             'P171': rv(171, URLSAFE), 'Q171': rv(171, URLSAFE), 'K43': rv(43, URLSAFE), 'X43': rv(43, URLSAFE),
             'D43': rv(43, URLSAFE), 'AWS': rv(40, string.ascii_letters + string.digits + '+/'),
             'B64_44': rv(43, string.ascii_letters + string.digits + '+/') + '=',
             'BASIC': __import__('base64').b64encode(('bob:' + pw()).encode()).decode(),
             'WG': rv(42, string.ascii_letters + string.digits + '+/') + random.choice('AEIMQUYcgkosw048') + '='}
-    line = t.format(**vals)
-    keys = [k for k in vals if '{' + k + '}' in t and k != 'X43']
-    secrets = [vals[k] for k in keys]
-    out.append((line, secrets) if cmd is None else (line, secrets, cmd))
-json.dump(out, open(sys.argv[1], 'w'))
-print(len(out))
+
+
+write_cases(T, values, sys.argv[1], public=('X43',))

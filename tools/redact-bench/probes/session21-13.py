@@ -2,11 +2,9 @@
 Hardhat, ethers, web3.py, viem, Solana, Bitcoin Core, RPC URLs with the key
 in the path) and mobile release signing (Gradle keystores, fastlane, Apple
 app-specific passwords). Writes its cases as JSON to argv[1]."""
-import json, random, string, sys
-from common import pw, rv
+import random, string, sys
+from common import HEX, B58, pw, rv, write_cases
 random.seed(2113)
-HEX = '0123456789abcdef'
-B58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz'
 WORDS = ('abandon ability able about above absent absorb abstract absurd abuse access accident account accuse '
          'achieve acid acoustic acquire across act action actor actress actual adapt add addict address adjust').split()
 T = [
@@ -43,16 +41,14 @@ T = [
  ('EXPO_TOKEN={T}', None),
  ('eas build --platform ios --non-interactive  # EXPO_TOKEN={T}', None),
 ]
-out = []
-for t, cmd in T:
-    vals = {'P': pw(), 'T': rv(40), 'T32': rv(32), 'HEX32': rv(32, HEX), 'HEX64': rv(64, HEX),
+
+
+def values():
+    return {'P': pw(), 'T': rv(40), 'T32': rv(32), 'HEX32': rv(32, HEX), 'HEX64': rv(64, HEX),
             'ARR64': ','.join(str(random.randint(0, 255)) for _ in range(64)),
             'WIF': random.choice('KL') + rv(51, B58), 'MN12': ' '.join(random.choice(WORDS) for _ in range(12)),
             'UP34': rv(34, string.ascii_uppercase + string.digits),
             'ASP': '-'.join(''.join(random.choice(string.ascii_lowercase) for _ in range(4)) for _ in range(4))}
-    line = t.format(**vals)
-    keys = [k for k in vals if '{' + k + '}' in t]
-    secrets = [vals[k] for k in keys]
-    out.append((line, secrets) if cmd is None else (line, secrets, cmd))
-json.dump(out, open(sys.argv[1], 'w'))
-print(len(out))
+
+
+write_cases(T, values, sys.argv[1])

@@ -1,11 +1,9 @@
 """Session 21 leak probe list 14: list 13's classes in other spellings,
 written after list 13's rules as a held-out check. Writes its cases as JSON
 to argv[1]."""
-import json, random, string, sys
-from common import pw, rv
+import random, string, sys
+from common import HEX, B58, pw, rv, write_cases
 random.seed(2114)
-HEX = '0123456789abcdef'
-B58 = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz'
 WORDS = ('zoo zone youth young yellow year wrong write wrist wreck wrap worth world work wool wood wonder woman '
          'wolf witness wise wire winter wink wing wine window wild wife width').split()
 T = [
@@ -34,17 +32,15 @@ T = [
  ('app specific password = {ASP}', None),
  ('storePassword "{P}"\n            keyAlias "upload"\n            keyPassword "{P2}"', None),
 ]
-out = []
-for t, cmd in T:
-    vals = {'P': pw(), 'P2': pw(), 'T32': rv(32), 'HEX32': rv(32, HEX), 'HEX40': rv(40, HEX), 'HEX64': rv(64, HEX),
+
+
+def values():
+    return {'P': pw(), 'P2': pw(), 'T32': rv(32), 'HEX32': rv(32, HEX), 'HEX40': rv(40, HEX), 'HEX64': rv(64, HEX),
             'HEX64B': rv(64, HEX), 'ARR64': ','.join(str(random.randint(0, 255)) for _ in range(64)),
             'B58_88': rv(88, B58), 'WIF': random.choice('KL') + rv(51, B58),
             'MN12': ' '.join(random.choice(WORDS) for _ in range(12)),
             'MN24': ' '.join(random.choice(WORDS) for _ in range(24)),
             'ASP': '-'.join(''.join(random.choice(string.ascii_lowercase) for _ in range(4)) for _ in range(4))}
-    line = t.format(**vals)
-    keys = [k for k in vals if '{' + k + '}' in t]
-    secrets = [vals[k] for k in keys]
-    out.append((line, secrets) if cmd is None else (line, secrets, cmd))
-json.dump(out, open(sys.argv[1], 'w'))
-print(len(out))
+
+
+write_cases(T, values, sys.argv[1])
