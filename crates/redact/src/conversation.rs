@@ -309,9 +309,8 @@ fn says_phrase_or_words(t: &[u8]) -> bool {
 }
 
 /// A label naming a recovery phrase (see [`Conversation::phrase_value`]).
-static PHRASE_LABEL: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"(?i-u)\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b").ok()
-});
+static PHRASE_LABEL: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(&format!("(?i-u){}", crate::rules::RECOVERY_PHRASE_NAME)).ok());
 
 impl Conversation {
     /// The string a REPL printed on the line after a prompt whose
@@ -658,7 +657,8 @@ static PRINTS_VARIABLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
 
 /// A variable named like a secret (`GITHUB_TOKEN`, `DB_PASSWORD`,
 /// `stripe_api_key`) and not like a thing about one (`TOKEN_FILE`,
-/// `SECRET_PATH`, `AUTH_URL`); `PWD` is the working directory.
+/// `SECRET_PATH`: the engine's own test for a setting's name,
+/// `engine::names_a_reference`); `PWD` is the working directory.
 fn names_a_secret_variable(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     let parts: Vec<&str> = n.split('_').filter(|p| !p.is_empty()).collect();
@@ -676,13 +676,7 @@ fn names_a_secret_variable(name: &str) -> bool {
                     "API" | "ACCESS" | "PRIVATE" | "SECRET" | "SIGNING" | "ENCRYPTION" | "MASTER"
                 ))
     });
-    let about = parts.last().is_some_and(|p| {
-        matches!(
-            *p,
-            "FILE" | "PATH" | "DIR" | "NAME" | "ID" | "USER" | "URL" | "HOST" | "ENDPOINT" | "TYPE"
-        )
-    });
-    secret && !about
+    secret && !crate::engine::names_a_reference(name.as_bytes())
 }
 
 fn prints_secret_variable(c: &[u8]) -> bool {
@@ -928,6 +922,9 @@ mod tests {
             "API_KEY_ID",
             "KEYBOARD",
             "PASSENGER_COUNT",
+            "TOKEN_ENDPOINT",
+            "VAULT_SECRETS_DIR",
+            "REDIS_PASSWORD_HOST",
         ] {
             assert!(!names_a_secret_variable(n), "{n}");
         }

@@ -1769,7 +1769,8 @@ fn is_versioned_name(v: &[u8]) -> bool {
 const REFERENCE_SUFFIXES: &[&str] = &[
     "id", "ids", "name", "names", "url", "uri", "path", "file", "type", "label", "count", "length",
     "len", "size", "ttl", "timeout", "expiry", "expires", "header", "field", "env", "var",
-    "prefix", "policy", "hint", "format", "mode", "version", "ref", "arn", "secrets",
+    "prefix", "policy", "hint", "format", "mode", "version", "ref", "arn", "secrets", "dir",
+    "host", "endpoint", "user",
 ];
 
 /// Words that only begin with a secret's name (`master-keying`,

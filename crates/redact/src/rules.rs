@@ -715,6 +715,11 @@ pub const REGISTRY_LOGIN_TOOLS: &[&str] = &[
 /// line-by-line reading of an `env` entry (`conversation::env_value`).
 pub const SETTING_SECRET_NAMES: &str = r"(?:password|passwd|pwd|secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|credentials?|connection[_.-]?string)";
 
+/// The name of a wallet's recovery phrase (`seed phrase`, `recovery
+/// words`): `wallet-recovery-phrase` and its line-by-line reader
+/// (`conversation::Conversation::phrase_value`).
+pub const RECOVERY_PHRASE_NAME: &str = r"\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b";
+
 /// Keywords of a REPL prompt (`repl-secret`).
 pub const REPL_KEYWORDS: &[&str] = &[
     ">>>",
@@ -2483,7 +2488,9 @@ pub fn builtin() -> Vec<RuleDef> {
                 "backup phrase",
                 "backup words",
             ],
-            r#"(?i:\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b(?:[ \t]+(?:is|was))?[ \t]*[:=]?|\bmnemonic(?:[ \t]+(?:phrase|is))?[ \t]*[:=]?|\b(?:seed|recovery|secret|backup)[ \t]+(?:phrase|words)\b[^\n]{0,100}:[ \t]*\n[ \t]*)[ \t]*["'`]?((?:[a-z]{3,8}[ \t]+){11,}[a-z]{3,8})"#,
+            leak(format!(
+                r#"(?i:{RECOVERY_PHRASE_NAME}(?:[ \t]+(?:is|was))?[ \t]*[:=]?|\bmnemonic(?:[ \t]+(?:phrase|is))?[ \t]*[:=]?|{RECOVERY_PHRASE_NAME}[^\n]{{0,100}}:[ \t]*\n[ \t]*)[ \t]*["'`]?((?:[a-z]{{3,8}}[ \t]+){{11,}}[a-z]{{3,8}})"#
+            )),
             Check::Mnemonic,
         ),
         // Two-factor backup codes listed after their name: GitHub's
