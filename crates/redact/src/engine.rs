@@ -199,6 +199,7 @@ fn has_placeholder_mark(v: &[u8]) -> bool {
     PLACEHOLDER_AC.as_ref().is_none_or(|ac| ac.is_match(v))
 }
 
+use crate::groups::{GroupCache, LazyGroups, Resolved};
 use crate::keywords::{Keywords, KwMatch, LaneBufs};
 use crate::reach::{ByteSet, LazyStops};
 use crate::rules::{Check, Class, Severity};
@@ -535,6 +536,9 @@ pub enum Matcher {
         /// For a keyword-anchored rule (`rules::ANCHORED_RULES`): the
         /// same pattern, searched only where a match can start.
         anchored: Option<Box<AnchoredRegex>>,
+        /// For a built-in rule with a group: the pattern cut so a match's
+        /// group is found without the capture engine (see `groups`).
+        groups: Option<Box<LazyGroups>>,
     },
     Pem,
     OtherHome,
@@ -958,6 +962,8 @@ pub struct Scratch {
     slots: Vec<Option<regex_automata::util::primitives::NonMaxUsize>>,
     /// Per rule: its group buffers, kept between runs.
     locs: Vec<Option<regex::bytes::CaptureLocations>>,
+    /// Per rule: the caches of its `groups` DFAs.
+    group_caches: Vec<Option<GroupCache>>,
     /// Keyword matches of every segment this scratch scanned on its current
     /// line, in scan order.
     pub cache: KwCache,
@@ -2532,6 +2538,7 @@ impl Engine {
                     allow,
                     stops,
                     anchored,
+                    groups,
                 } => {
                     let anchored = anchored.as_deref().filter(|_| self.anchored[ri]);
                     if anchored.is_some() {
@@ -2564,6 +2571,7 @@ impl Engine {
                             ri,
                             re,
                             anchored,
+                            groups.as_deref(),
                             *group,
                             *check,
                             *min_entropy,
@@ -2664,6 +2672,7 @@ impl Engine {
         ri: usize,
         re: &LazyRegex,
         anchored: Option<&AnchoredRegex>,
+        lazy_groups: Option<&LazyGroups>,
         group: usize,
         check: Check,
         min_entropy: f64,
@@ -2674,6 +2683,10 @@ impl Engine {
         found: &mut Vec<(Vec<u8>, usize)>,
         hits: &mut Vec<Hit>,
     ) -> (u32, u32) {
+        let fast = match lazy_groups {
+            Some(l) if group != 0 => l.ready(),
+            _ => None,
+        };
         // A whole-match rule resolves no groups; the others reuse this
         // rule's buffers from the last run (a fresh one allocated twice per
         // run: 2 % of the varied corpus's time).
@@ -2714,12 +2727,17 @@ impl Engine {
             // A whole-match rule needs no capture engine: the search alone
             // gives the same span (`find_at` and `captures_read_at` share
             // one search; the latter then resolves the groups).
+            // With `fast`, the search finds the span alone and the group
+            // comes from `groups` (the capture engine only when that cannot
+            // tell).
+            let capture_now = group != 0 && fast.is_none();
+            let from = at;
             let found_at = match (anchored, locs.as_mut()) {
                 (Some(a), _) => {
-                    let slots = (group != 0).then_some(&mut scratch.slots[..]);
+                    let slots = capture_now.then_some(&mut scratch.slots[..]);
                     a.find(hay, at, stop, &scratch.starts, slots, &mut scratch.cands)
                 }
-                (None, Some(locs)) if group != 0 => re
+                (None, Some(locs)) if capture_now => re
                     .get()
                     .captures_read_at(locs, hay, at)
                     .map(|m| (m.start(), m.end())),
@@ -2732,10 +2750,49 @@ impl Engine {
                 break;
             }
             at = if m_end > m_start { m_end } else { m_end + 1 };
-            let group_span = match &locs {
+            if fast.is_none() && group != 0 {
+                if let Some(l) = lazy_groups {
+                    l.saw_match();
+                }
+            }
+            let resolved = match fast {
+                Some(g) if group != 0 => {
+                    if scratch.group_caches.len() <= ri {
+                        scratch.group_caches.resize_with(ri + 1, || None);
+                    }
+                    let c = scratch.group_caches[ri].get_or_insert_with(|| g.create_cache());
+                    g.resolve(c, hay, m_start, m_end)
+                }
+                _ => Resolved::Unknown,
+            };
+            #[cfg(test)]
+            if resolved != Resolved::Unknown {
+                GROUPS_RESOLVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if group != 0 && fast.is_some() && resolved == Resolved::Unknown {
+                #[cfg(test)]
+                GROUPS_UNRESOLVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // The match again, with its groups: anchored at its start it
+                // is the same match.
+                match (anchored, locs.as_mut()) {
+                    (Some(a), _) => {
+                        let input = regex_automata::Input::new(hay)
+                            .range(m_start..)
+                            .anchored(regex_automata::Anchored::Yes);
+                        a.get().search_slots(&input, &mut scratch.slots);
+                    }
+                    (None, Some(locs)) => {
+                        re.get().captures_read_at(locs, hay, from);
+                    }
+                    (None, None) => {}
+                }
+            }
+            let group_span = match (&locs, resolved) {
                 _ if group == 0 => Some((m_start, m_end)),
-                Some(locs) => (1..locs.len()).find_map(|g| locs.get(g)),
-                None => scratch.slots[2..]
+                (_, Resolved::Group(a, b)) => Some((a, b)),
+                (_, Resolved::NoGroup) => None,
+                (Some(locs), Resolved::Unknown) => (1..locs.len()).find_map(|g| locs.get(g)),
+                (None, Resolved::Unknown) => scratch.slots[2..]
                     .chunks_exact(2)
                     .find_map(|g| Some((g[0]?.get(), g[1]?.get()))),
             };
@@ -3963,6 +4020,14 @@ fn shape_gates(v: &[u8]) -> (bool, bool) {
 /// Regex runs restricted to a zone (tests check the path is taken).
 #[cfg(test)]
 pub static ZONED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Matches whose group `groups` resolved, and left to the capture engine
+/// (tests only).
+#[cfg(test)]
+pub static GROUPS_RESOLVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+#[cfg(test)]
+pub static GROUPS_UNRESOLVED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
 
 /// How far past a match's end its value checks read (`elided_after`
 /// reads five bytes), plus margin.

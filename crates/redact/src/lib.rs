@@ -26,6 +26,7 @@ mod cli;
 pub mod config;
 mod conversation;
 mod engine;
+mod groups;
 pub mod identity;
 mod keywords;
 mod reach;
@@ -299,6 +300,7 @@ impl Scanner {
                     .iter()
                     .find(|(id, _)| *id == def.id)
                     .map(|&(_, a)| Box::new(engine::AnchoredRegex::builtin(a, def.pattern))),
+                groups: (def.group != 0).then(|| Box::new(groups::LazyGroups::new(def.pattern))),
             };
             b.rule(meta, matcher, &kws);
         }
@@ -360,6 +362,7 @@ impl Scanner {
                             // Not analysed: verify runs them on the whole line.
                             stops: reach::LazyStops::new(None),
                             anchored: None,
+                            groups: None,
                         };
                         b.rule(meta, m, &r.keywords);
                     }
@@ -3381,5 +3384,93 @@ fn zed_identity() -> Identity {
         git_names: vec!["Zed Quimby".into()],
         git_emails: vec!["zed.quimby@example.org".into()],
         github_owner: Some("zquimby".into()),
+    }
+}
+
+#[cfg(test)]
+mod groups_tests {
+    use super::*;
+
+    /// Groups found by `groups` (every rule cut from the start) give the
+    /// scanner exactly the findings and output of the capture engine,
+    /// raw and JSON-escaped, through stage one and verify.
+    #[test]
+    fn cut_groups_scan_equals_capture_engine_scan() {
+        let id = zed_identity();
+        let cut = Scanner::new(id.clone(), None);
+        let mut engine_only = Scanner::new(id, None);
+        let mut n_cut = 0;
+        for r in &cut.engine.rules {
+            if let engine::Matcher::Regex {
+                groups: Some(g), ..
+            } = &r.matcher
+            {
+                assert!(g.build().is_some());
+                n_cut += 1;
+            }
+        }
+        assert!(n_cut >= 150, "{n_cut} rules cut");
+        for r in &mut engine_only.engine.rules {
+            if let engine::Matcher::Regex { groups, .. } = &mut r.matcher {
+                *groups = None;
+            }
+        }
+        let names = [
+            "password",
+            "DB_PASSWORD",
+            "api_key",
+            "client secret",
+            "token",
+            "AWS_SECRET_ACCESS_KEY",
+            "Authorization: Bearer",
+            "docker login -u bob -p",
+            "machine api.x.io login bob password",
+            "aws configure set aws_secret_access_key",
+            "zentrafy_api_token",
+            "SLACK_WEBHOOK",
+            "curl -u bob:",
+            "postgresql://blog:",
+            "export GITHUB_TOKEN=",
+            "sshpass -p",
+        ];
+        let seps = [
+            "=", " = ", ": ", " ", "=\"", ": '", " is ", "\", \"", " := ",
+        ];
+        let vals = [
+            "hunter22",
+            "Zq8vR2mK7pL4xN9wQ1abc",
+            "s3cr3t-V4lue!",
+            "$DB_PASSWORD",
+            "changeme",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+            "Dragon2023%40@db.internal:5432/blog",
+            "ghp_Zq8vR2mK7pL4xN9wQ1abcDEF0123456789",
+            "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx",
+        ];
+        let glue = [" ", "\n", "x", "é", "(", ", ", "\t", "", "--", "\"", "'"];
+        let before = engine::GROUPS_RESOLVED.load(std::sync::atomic::Ordering::Relaxed);
+        let mut rng = crate::testkit::XorShift(0x6C0B_5C0B_0FF1_CE11u64);
+        let mut next = || rng.next();
+        let mut found = 0;
+        for _ in 0..2500 {
+            let mut text = String::new();
+            for _ in 0..1 + next() % 4 {
+                let pick = |n: u64, from: &[&'static str]| from[(n % from.len() as u64) as usize];
+                text.push_str(pick(next(), &glue));
+                text.push_str(pick(next(), &names));
+                text.push_str(pick(next(), &seps));
+                text.push_str(pick(next(), &vals));
+                text.push_str(pick(next(), &glue));
+            }
+            for t in [
+                text.clone(),
+                serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
+            ] {
+                found += crate::testkit::same_scan_and_redaction(&cut, &engine_only, &t).len();
+            }
+        }
+        let resolved = engine::GROUPS_RESOLVED.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(found > 5000, "{found} findings");
+        assert!(resolved > 2000, "{resolved} groups resolved by the cut");
     }
 }
