@@ -87,6 +87,7 @@ pub struct Groups {
 pub struct GroupCache {
     caches: Vec<Cache>,
     ends: Vec<usize>,
+    starts: Vec<usize>,
 }
 
 /// How many matches a rule resolves with the capture engine before its
@@ -232,6 +233,7 @@ impl Groups {
         GroupCache {
             caches: self.dfas.iter().map(DFA::create_cache).collect(),
             ends: Vec::new(),
+            starts: Vec::new(),
         }
     }
 
@@ -296,7 +298,9 @@ impl Groups {
 
     /// The one offset in `[a, b]` that is both an end of DFA `fwd`'s
     /// matches from `a` and a start of DFA `rev`'s (reverse) matches
-    /// ending at `b`.
+    /// ending at `b`. The reverse walk goes first: it usually stops within
+    /// the value, and the forward walk then needs to go no further than the
+    /// last start it found.
     fn split(
         &self,
         fwd: usize,
@@ -306,11 +310,18 @@ impl Groups {
         a: usize,
         b: usize,
     ) -> Option<usize> {
+        let mut starts = std::mem::take(&mut cache.starts);
         let mut ends = std::mem::take(&mut cache.ends);
+        starts.clear();
         ends.clear();
         let got = self
-            .ends_into(fwd, cache, hay, a, b, &mut ends)
-            .and_then(|()| self.sole_common_start(rev, cache, hay, a, b, &ends));
+            .starts_into(rev, cache, hay, a, b, &mut starts)
+            .and_then(|()| {
+                let last = *starts.first()?;
+                self.ends_into(fwd, cache, hay, a, last, &mut ends)
+            })
+            .and_then(|()| sole_common(&ends, &starts));
+        cache.starts = starts;
         cache.ends = ends;
         got
     }
@@ -373,36 +384,18 @@ impl Groups {
         Some(())
     }
 
-    /// The one start of a reverse match of DFA `d` ending at `b` (and
-    /// starting at or after `a`) that is also in `ends` (ascending); `None`
-    /// when there are none or several, or the DFA gives up.
-    fn sole_common_start(
+    /// Every start of an anchored reverse match of DFA `d` ending at `b`
+    /// that lies in `[a, b]`, descending.
+    fn starts_into(
         &self,
         d: usize,
         cache: &mut GroupCache,
         hay: &[u8],
         a: usize,
         b: usize,
-        ends: &[usize],
-    ) -> Option<usize> {
+        out: &mut Vec<usize>,
+    ) -> Option<()> {
         let (dfa, c) = (&self.dfas[d], &mut cache.caches[d]);
-        let first_end = *ends.first()?;
-        let mut found = None;
-        // The starts come in descending order; `ends[..j]` are the ends at
-        // or below the last start seen.
-        let mut j = ends.len();
-        let mut common = |start: usize, found: &mut Option<usize>| -> Option<()> {
-            while j > 0 && ends[j - 1] > start {
-                j -= 1;
-            }
-            if j > 0 && ends[j - 1] == start {
-                if found.is_some() {
-                    return None;
-                }
-                *found = Some(start);
-            }
-            Some(())
-        };
         let input = Input::new(hay).range(a..b).anchored(Anchored::Yes);
         let mut sid = dfa.start_state_reverse(c, &input).ok()?;
         let mut at = b;
@@ -413,16 +406,12 @@ impl Groups {
                 if sid.is_match() {
                     // Entering a match state on `hay[at]`: a start at
                     // `at + 1`.
-                    common(at + 1, &mut found)?;
+                    out.push(at + 1);
                 } else if sid.is_dead() {
-                    return found;
+                    return Some(());
                 } else if sid.is_quit() {
                     return None;
                 }
-            }
-            if first_end > at {
-                // Every later start is at or below `at`, under every end.
-                return found;
             }
         }
         sid = match a.checked_sub(1) {
@@ -433,10 +422,33 @@ impl Groups {
             return None;
         }
         if sid.is_match() {
-            common(a, &mut found)?;
+            out.push(a);
         }
-        found
+        Some(())
     }
+}
+
+/// The one offset both in `ends` (ascending) and in `starts`
+/// (descending); `None` when there are none or several.
+fn sole_common(ends: &[usize], starts: &[usize]) -> Option<usize> {
+    let (mut i, mut j) = (0, starts.len());
+    let mut found = None;
+    while i < ends.len() && j > 0 {
+        let (x, y) = (ends[i], starts[j - 1]);
+        if x < y {
+            i += 1;
+        } else if y < x {
+            j -= 1;
+        } else {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(x);
+            i += 1;
+            j -= 1;
+        }
+    }
+    found
 }
 
 #[cfg(test)]
