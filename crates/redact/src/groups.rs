@@ -96,7 +96,7 @@ pub struct GroupCache {
 /// warm): a file with a few dozen secrets would pay more than it saves
 /// (a 300 KB slice of the varied corpus: +29 % instructions with no
 /// threshold), while a secret-dense stream passes this early.
-pub const GROUPS_AFTER_MATCHES: u32 = 64;
+pub const GROUPS_AFTER_MATCHES: u32 = 256;
 
 /// [`Groups`] for a built-in pattern, built once the rule has had
 /// [`GROUPS_AFTER_MATCHES`] matches in this process.
