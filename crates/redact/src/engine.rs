@@ -301,6 +301,18 @@ pub fn compile_builtin(pattern: &str) -> Result<Regex, regex::Error> {
         .build()
 }
 
+/// A built-in pattern's syntax tree, parsed with [`compile_builtin`]'s
+/// settings (ASCII classes, any bytes), for the analyses that read it
+/// (`reach`, `groups`).
+pub fn parse_builtin(pattern: &str) -> Option<regex_syntax::hir::Hir> {
+    regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .build()
+        .parse(pattern)
+        .ok()
+}
+
 /// Where every match of a keyword-anchored rule starts
 /// (`rules::ANCHORED_RULES`), relative to the occurrences of its keywords
 /// that the automaton reports.

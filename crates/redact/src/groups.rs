@@ -146,15 +146,9 @@ fn captures(h: &Hir) -> usize {
 }
 
 impl Groups {
-    /// Parsed with `engine::compile_builtin`'s settings (ASCII classes,
-    /// any bytes).
+    /// `None` when the pattern does not parse or a DFA would not build.
     pub fn new(pattern: &str) -> Option<Groups> {
-        let hir = regex_syntax::ParserBuilder::new()
-            .unicode(false)
-            .utf8(false)
-            .build()
-            .parse(pattern)
-            .ok()?;
+        let hir = crate::engine::parse_builtin(pattern)?;
         let mut g = Groups {
             root: Node::Unknown,
             dfas: Vec::new(),
@@ -356,32 +350,10 @@ impl Groups {
     ) -> Option<()> {
         let (dfa, c) = (&self.dfas[d], &mut cache.caches[d]);
         let input = Input::new(hay).range(a..b).anchored(Anchored::Yes);
-        let mut sid = dfa.start_state_forward(c, &input).ok()?;
-        // A DFA reports a match one byte late: entering a match state on
-        // `hay[at]` means a match ending at `at`.
-        for (at, &byte) in hay[a..b].iter().enumerate() {
-            sid = dfa.next_state(c, sid, byte).ok()?;
-            if sid.is_tagged() {
-                if sid.is_match() {
-                    out.push(a + at);
-                } else if sid.is_dead() {
-                    return Some(());
-                } else if sid.is_quit() {
-                    return None;
-                }
-            }
-        }
-        sid = match hay.get(b) {
-            Some(&byte) => dfa.next_state(c, sid, byte).ok()?,
-            None => dfa.next_eoi_state(c, sid).ok()?,
-        };
-        if sid.is_quit() {
-            return None;
-        }
-        if sid.is_match() {
-            out.push(b);
-        }
-        Some(())
+        let sid = dfa.start_state_forward(c, &input).ok()?;
+        // Entering a match state on `hay[at]` means a match ending at `at`.
+        let steps = hay[a..b].iter().enumerate().map(|(i, &x)| (a + i, x));
+        walk(dfa, c, sid, steps, (b, hay.get(b).copied()), out)
     }
 
     /// Every start of an anchored reverse match of DFA `d` ending at `b`
@@ -397,35 +369,52 @@ impl Groups {
     ) -> Option<()> {
         let (dfa, c) = (&self.dfas[d], &mut cache.caches[d]);
         let input = Input::new(hay).range(a..b).anchored(Anchored::Yes);
-        let mut sid = dfa.start_state_reverse(c, &input).ok()?;
-        let mut at = b;
-        while at > a {
-            at -= 1;
-            sid = dfa.next_state(c, sid, hay[at]).ok()?;
-            if sid.is_tagged() {
-                if sid.is_match() {
-                    // Entering a match state on `hay[at]`: a start at
-                    // `at + 1`.
-                    out.push(at + 1);
-                } else if sid.is_dead() {
-                    return Some(());
-                } else if sid.is_quit() {
-                    return None;
-                }
+        let sid = dfa.start_state_reverse(c, &input).ok()?;
+        // Entering a match state on `hay[at]` means a start at `at + 1`.
+        let steps = (a..b).rev().map(|i| (i + 1, hay[i]));
+        let before = a.checked_sub(1).map(|p| hay[p]);
+        walk(dfa, c, sid, steps, (a, before), out)
+    }
+}
+
+/// Walks DFA `dfa` from `sid` over `steps` (each the offset a match state
+/// entered on that byte stands for, and the byte), then over `last` (the
+/// offset for the final step, and the byte beyond the span, `None` at the
+/// haystack's edge), pushing each match's offset. A DFA reports a match
+/// one byte late, so the final step reads the byte after the span (for
+/// look-arounds) without taking it into a match. `None` when the DFA
+/// gives up.
+fn walk(
+    dfa: &DFA,
+    c: &mut Cache,
+    mut sid: regex_automata::hybrid::LazyStateID,
+    steps: impl Iterator<Item = (usize, u8)>,
+    last: (usize, Option<u8>),
+    out: &mut Vec<usize>,
+) -> Option<()> {
+    for (at, byte) in steps {
+        sid = dfa.next_state(c, sid, byte).ok()?;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                out.push(at);
+            } else if sid.is_dead() {
+                return Some(());
+            } else if sid.is_quit() {
+                return None;
             }
         }
-        sid = match a.checked_sub(1) {
-            Some(p) => dfa.next_state(c, sid, hay[p]).ok()?,
-            None => dfa.next_eoi_state(c, sid).ok()?,
-        };
-        if sid.is_quit() {
-            return None;
-        }
-        if sid.is_match() {
-            out.push(a);
-        }
-        Some(())
     }
+    sid = match last.1 {
+        Some(byte) => dfa.next_state(c, sid, byte).ok()?,
+        None => dfa.next_eoi_state(c, sid).ok()?,
+    };
+    if sid.is_quit() {
+        return None;
+    }
+    if sid.is_match() {
+        out.push(last.0);
+    }
+    Some(())
 }
 
 /// The one offset both in `ends` (ascending) and in `starts`

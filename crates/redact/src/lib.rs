@@ -3201,22 +3201,10 @@ mod anchor_tests {
         ];
         let glue = [" ", "\n", "x", "é", "(", ", ", "\t", "", "--", "_"];
         let mut rng = crate::testkit::XorShift(0x0A4C_4011_D00D_5EEDu64);
-        let mut next = || rng.next();
         let mut per_rule = vec![0usize; rules::ANCHORED_RULES.len()];
         for _ in 0..4000 {
-            let mut text = String::new();
-            for _ in 0..1 + next() % 4 {
-                let pick = |n: u64, from: &[&'static str]| from[(n % from.len() as u64) as usize];
-                text.push_str(pick(next(), &glue));
-                text.push_str(pick(next(), &names));
-                text.push_str(pick(next(), &seps));
-                text.push_str(pick(next(), &vals));
-                text.push_str(pick(next(), &glue));
-            }
-            for t in [
-                text.clone(),
-                serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
-            ] {
+            let text = crate::testkit::assignments(&mut rng, &names, &seps, &vals, &glue);
+            for t in crate::testkit::bare_and_in_transcript(&text) {
                 let a = crate::testkit::same_scan_and_redaction(&anchored, &whole, &t);
                 for f in &a {
                     if let Some(i) = rules::ANCHORED_RULES
@@ -3450,22 +3438,10 @@ mod groups_tests {
         let glue = [" ", "\n", "x", "é", "(", ", ", "\t", "", "--", "\"", "'"];
         let before = engine::GROUPS_RESOLVED.load(std::sync::atomic::Ordering::Relaxed);
         let mut rng = crate::testkit::XorShift(0x6C0B_5C0B_0FF1_CE11u64);
-        let mut next = || rng.next();
         let mut found = 0;
         for _ in 0..2500 {
-            let mut text = String::new();
-            for _ in 0..1 + next() % 4 {
-                let pick = |n: u64, from: &[&'static str]| from[(n % from.len() as u64) as usize];
-                text.push_str(pick(next(), &glue));
-                text.push_str(pick(next(), &names));
-                text.push_str(pick(next(), &seps));
-                text.push_str(pick(next(), &vals));
-                text.push_str(pick(next(), &glue));
-            }
-            for t in [
-                text.clone(),
-                serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
-            ] {
+            let text = crate::testkit::assignments(&mut rng, &names, &seps, &vals, &glue);
+            for t in crate::testkit::bare_and_in_transcript(&text) {
                 found += crate::testkit::same_scan_and_redaction(&cut, &engine_only, &t).len();
             }
         }

@@ -227,12 +227,7 @@ impl LazyStops {
 /// `None` when every byte may (nothing to gain), when a match can be empty,
 /// or when the pattern uses a construct [`reach`] does not model.
 pub fn stop_bytes(pattern: &str) -> Option<ByteSet> {
-    let hir = regex_syntax::ParserBuilder::new()
-        .unicode(false)
-        .utf8(false)
-        .build()
-        .parse(pattern)
-        .ok()?;
+    let hir = crate::engine::parse_builtin(pattern)?;
     if hir.properties().minimum_len().is_none_or(|m| m == 0) {
         return None;
     }

@@ -25,6 +25,33 @@ impl XorShift {
     }
 }
 
+/// One to four `name sep value` assignments, each between two pieces of
+/// `glue`, every piece picked at random: the texts the scanner-level
+/// equivalence tests feed two scanners.
+pub fn assignments(
+    rng: &mut XorShift,
+    names: &[&str],
+    seps: &[&str],
+    vals: &[&str],
+    glue: &[&str],
+) -> String {
+    let mut text = String::new();
+    for _ in 0..1 + rng.next() % 4 {
+        for from in [glue, names, seps, vals, glue] {
+            text.push_str(from[(rng.next() % from.len() as u64) as usize]);
+        }
+    }
+    text
+}
+
+/// `text` bare, and as a transcript line holding it (JSON-escaped).
+pub fn bare_and_in_transcript(text: &str) -> [String; 2] {
+    [
+        text.to_string(),
+        serde_json::json!({ "cwd": "/home/zed", "t": text }).to_string(),
+    ]
+}
+
 /// `a` and `b` find the same in `t` and redact it the same way (or both
 /// refuse it); `a`'s findings. For tests comparing a fast path with the
 /// search it replaces.
