@@ -2742,6 +2742,7 @@ impl Engine {
             // With `fast`, the search finds the span alone and the group
             // comes from `groups` (the capture engine only when that cannot
             // tell).
+            // (`fast` is `None` for a whole-match rule.)
             let capture_now = group != 0 && fast.is_none();
             let from = at;
             let found_at = match (anchored, locs.as_mut()) {
@@ -2762,13 +2763,13 @@ impl Engine {
                 break;
             }
             at = if m_end > m_start { m_end } else { m_end + 1 };
-            if fast.is_none() && group != 0 {
+            if capture_now {
                 if let Some(l) = lazy_groups {
                     l.saw_match();
                 }
             }
             let resolved = match fast {
-                Some(g) if group != 0 => {
+                Some(g) => {
                     if scratch.group_caches.len() <= ri {
                         scratch.group_caches.resize_with(ri + 1, || None);
                     }
@@ -2781,9 +2782,7 @@ impl Engine {
             if resolved != Resolved::Unknown {
                 GROUPS_RESOLVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            if group != 0 && fast.is_some() && resolved == Resolved::Unknown {
-                #[cfg(test)]
-                GROUPS_UNRESOLVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if fast.is_some() && resolved == Resolved::Unknown {
                 // The match again, with its groups: anchored at its start it
                 // is the same match.
                 match (anchored, locs.as_mut()) {
@@ -4033,13 +4032,9 @@ fn shape_gates(v: &[u8]) -> (bool, bool) {
 #[cfg(test)]
 pub static ZONED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Matches whose group `groups` resolved, and left to the capture engine
-/// (tests only).
+/// Matches whose group `groups` resolved (tests only).
 #[cfg(test)]
 pub static GROUPS_RESOLVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-#[cfg(test)]
-pub static GROUPS_UNRESOLVED: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(0);
 
 /// How far past a match's end its value checks read (`elided_after`
 /// reads five bytes), plus margin.

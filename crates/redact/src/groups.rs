@@ -309,10 +309,10 @@ impl Groups {
         starts.clear();
         ends.clear();
         let got = self
-            .starts_into(rev, cache, hay, a, b, &mut starts)
+            .walk_span(rev, cache, hay, a, b, true, &mut starts)
             .and_then(|()| {
                 let last = *starts.first()?;
-                self.ends_into(fwd, cache, hay, a, last, &mut ends)
+                self.walk_span(fwd, cache, hay, a, last, false, &mut ends)
             })
             .and_then(|()| sole_common(&ends, &starts));
         cache.starts = starts;
@@ -331,49 +331,46 @@ impl Groups {
     ) -> Option<bool> {
         let mut ends = std::mem::take(&mut cache.ends);
         ends.clear();
-        let got = self.ends_into(d, cache, hay, a, b, &mut ends);
+        let got = self.walk_span(d, cache, hay, a, b, false, &mut ends);
         let exact = ends.last() == Some(&b);
         cache.ends = ends;
         got.map(|()| exact)
     }
 
-    /// Every end of an anchored match of DFA `d` from `a` that lies in
-    /// `[a, b]`, ascending.
-    fn ends_into(
+    /// [`walk`] over `hay[a..b]`: forward from `a`, every end of an
+    /// anchored match of DFA `d` in `[a, b]`, ascending (entering a match
+    /// state on `hay[at]`: a match ending at `at`); with `reverse`, backward
+    /// from `b`, every start of one ending at `b`, descending (a start at
+    /// `at + 1`).
+    #[allow(clippy::too_many_arguments)]
+    fn walk_span(
         &self,
         d: usize,
         cache: &mut GroupCache,
         hay: &[u8],
         a: usize,
         b: usize,
+        reverse: bool,
         out: &mut Vec<usize>,
     ) -> Option<()> {
         let (dfa, c) = (&self.dfas[d], &mut cache.caches[d]);
         let input = Input::new(hay).range(a..b).anchored(Anchored::Yes);
-        let sid = dfa.start_state_forward(c, &input).ok()?;
-        // Entering a match state on `hay[at]` means a match ending at `at`.
-        let steps = hay[a..b].iter().enumerate().map(|(i, &x)| (a + i, x));
-        walk(dfa, c, sid, steps, (b, hay.get(b).copied()), out)
-    }
-
-    /// Every start of an anchored reverse match of DFA `d` ending at `b`
-    /// that lies in `[a, b]`, descending.
-    fn starts_into(
-        &self,
-        d: usize,
-        cache: &mut GroupCache,
-        hay: &[u8],
-        a: usize,
-        b: usize,
-        out: &mut Vec<usize>,
-    ) -> Option<()> {
-        let (dfa, c) = (&self.dfas[d], &mut cache.caches[d]);
-        let input = Input::new(hay).range(a..b).anchored(Anchored::Yes);
-        let sid = dfa.start_state_reverse(c, &input).ok()?;
-        // Entering a match state on `hay[at]` means a start at `at + 1`.
-        let steps = (a..b).rev().map(|i| (i + 1, hay[i]));
-        let before = a.checked_sub(1).map(|p| hay[p]);
-        walk(dfa, c, sid, steps, (a, before), out)
+        if reverse {
+            let sid = dfa.start_state_reverse(c, &input).ok()?;
+            let steps = (a..b).rev().map(|i| (i + 1, hay[i]));
+            walk(
+                dfa,
+                c,
+                sid,
+                steps,
+                (a, a.checked_sub(1).map(|p| hay[p])),
+                out,
+            )
+        } else {
+            let sid = dfa.start_state_forward(c, &input).ok()?;
+            let steps = hay[a..b].iter().enumerate().map(|(i, &x)| (a + i, x));
+            walk(dfa, c, sid, steps, (b, hay.get(b).copied()), out)
+        }
     }
 }
 
