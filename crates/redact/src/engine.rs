@@ -1267,19 +1267,28 @@ fn load_u32(v: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(w)
 }
 
+/// Gram `k`'s filter word (among `words`, a power of two) and bit. The
+/// hash's top bits are cut at a fixed place, for the largest filter, and
+/// a smaller one masks the word index: constant shifts and a mask, where a
+/// shift by the filter's size put a load of the count on every probe.
 #[inline(always)]
-fn gram_slot(k: u32, log2: u32) -> usize {
-    (k.wrapping_mul(0x9E37_79B1) >> (32 - log2)) as usize
+fn gram_slot(k: u32, words: usize) -> (usize, u32) {
+    let h = k.wrapping_mul(0x9E37_79B1) >> (32 - KNOWN_FILTER_MAX_LOG2);
+    ((h >> 6) as usize & (words - 1), h & 63)
 }
 
 /// The next probe position (a multiple of [`GRAM_STRIDE`], at or after
 /// `from`) whose gram passes the filter. A separate, closure-free loop so
 /// the gram stays in a register.
 #[inline(never)]
-fn next_candidate(v: &[u8], from: usize, filter: &[u64], log2: u32) -> Option<usize> {
+fn next_candidate(v: &[u8], from: usize, filter: &[u64]) -> Option<usize> {
+    // `filter.len()` is a power of two: `gram_slot`'s word index is in
+    // bounds, and so no probe checks it.
+    let words = filter.len();
+    let filter = &filter[..words];
     let hit = |g: u32| {
-        let slot = gram_slot(g, log2);
-        filter[slot / 64] & (1 << (slot % 64)) != 0
+        let (w, b) = gram_slot(g, words);
+        (filter[w] >> b) & 1 != 0
     };
     // Four probes per two eight-byte loads (the grams at `j`, `j + 4`,
     // `j + 8`, `j + 12`), tested together: one branch, the loads in flight
@@ -1364,8 +1373,8 @@ impl Known {
     }
 
     fn set_bit(&mut self, k: u32) {
-        let slot = gram_slot(k, self.filter_log2);
-        self.filter[slot / 64] |= 1 << (slot % 64);
+        let (w, b) = gram_slot(k, self.filter.len());
+        self.filter[w] |= 1 << b;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -1420,7 +1429,7 @@ impl Known {
         // find every occurrence starting before `before`.
         let probed = &v[..before.saturating_add(2 * GRAM_STRIDE).min(v.len())];
         let mut j = 0;
-        while let Some(c) = next_candidate(probed, j, &self.filter, self.filter_log2) {
+        while let Some(c) = next_candidate(probed, j, &self.filter) {
             j = c + GRAM_STRIDE;
             let Some(entries) = self.by_gram.get(&load_u32(v, c)) else {
                 continue;
@@ -3741,6 +3750,21 @@ fn mark_allowed(v: &[u8], out: &mut Vec<(usize, usize)>) -> bool {
     overlap
 }
 
+/// The last bytes of the keys [`allowed_member`] can allow (`signature`,
+/// `data`, [`ALLOWED_ID_KEYS`]).
+static ALLOWED_KEY_LAST: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'e' as usize] = true; // signature
+    t[b'a' as usize] = true; // data
+    let mut i = 0;
+    while i < ALLOWED_ID_KEYS.len() {
+        let k = ALLOWED_ID_KEYS[i].as_bytes();
+        t[k[k.len() - 1] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// Bytes before a member's `":"` that decide whether it is allowlisted:
 /// the `"type":"base64"` look-back of image data (the key's own look-back
 /// is 40).
@@ -3750,8 +3774,15 @@ const MEMBER_LOOK_BACK: usize = 200;
 /// Reads `v[p - MEMBER_LOOK_BACK .. p]` and the value up to its closing
 /// quote.
 fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
-    let q = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p])?;
-    let key = &v[p.saturating_sub(40) + q + 1..p];
+    // Most members' keys (`type`, `text`, `content`, …) end in a byte no
+    // allowed key ends in: one load settles them.
+    if !ALLOWED_KEY_LAST[usize::from(*v.get(p.checked_sub(1)?)?)] {
+        return None;
+    }
+    // Keys are short: a plain backward loop, not a vector search's set-up.
+    let back = p.saturating_sub(40);
+    let q = v[back..p].iter().rposition(|&b| b == b'"')?;
+    let key = &v[back + q + 1..p];
     let which = match key {
         b"signature" => 0,
         b"data" => 1,
@@ -3759,7 +3790,10 @@ fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
         _ => return None,
     };
     let s = p + 3;
-    let len = memchr::memchr(b'"', &v[s..])?;
+    // An id value is at most 128 bytes: its closing quote is looked for no
+    // further (past that the answer is no either way).
+    let reach = if which == 2 { 129 } else { usize::MAX };
+    let len = memchr::memchr(b'"', &v[s..s.saturating_add(reach).min(v.len())])?;
     let val = &v[s..s + len];
     let ok = match which {
         0 => all_b64(val),
@@ -3904,20 +3938,35 @@ static ID_CLASS: [bool; 256] = class_table(b"-_");
 /// runs over every byte of every signature and image, so long values go in
 /// branch-free blocks the compiler turns into SIMD compares.
 fn all_b64(v: &[u8]) -> bool {
-    let ok = |b: u8| is_alnum_branchless(b) | (b == b'+') | (b == b'/') | (b == b'=');
+    all_in_blocks(
+        v,
+        |b| is_alnum_branchless(b) | (b == b'+') | (b == b'/') | (b == b'='),
+        &B64_CLASS,
+    )
+}
+
+/// Is every byte an id byte (`[A-Za-z0-9_-]`)? A uuid is one block and a
+/// four-byte tail.
+fn all_id_chars(v: &[u8]) -> bool {
+    all_in_blocks(
+        v,
+        |b| is_alnum_branchless(b) | (b == b'-') | (b == b'_'),
+        &ID_CLASS,
+    )
+}
+
+/// Is `ok` true of every byte? `ok` and `table` must agree: whole blocks go
+/// through `ok` (branch-free compares the compiler makes SIMD), the tail
+/// through the table.
+#[inline(always)]
+fn all_in_blocks(v: &[u8], ok: impl Fn(u8) -> bool, table: &[bool; 256]) -> bool {
     let mut blocks = v.chunks_exact(CLASS_BLOCK);
     for c in &mut blocks {
         if !c.iter().fold(true, |acc, &b| acc & ok(b)) {
             return false;
         }
     }
-    in_class(blocks.remainder(), &B64_CLASS)
-}
-
-/// Is every byte an id byte (`[A-Za-z0-9_-]`)? Ids are short (uuids,
-/// `toolu_…`), so a table walk without early exit.
-fn all_id_chars(v: &[u8]) -> bool {
-    in_class(v, &ID_CLASS)
+    in_class(blocks.remainder(), table)
 }
 
 fn in_class(v: &[u8], table: &[bool; 256]) -> bool {
@@ -5439,6 +5488,39 @@ mod tests {
             got.sort();
             assert_eq!(got, want, "round {round}");
         }
+        // Enough distinct grams to grow the filter through every size to
+        // the largest: each value is still found at every offset, after
+        // every growth (checked at each size as it is reached).
+        let mut k = Known::default();
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+        let mut vals: Vec<Vec<u8>> = Vec::new();
+        let mut sizes = Vec::new();
+        for m in 0..20_000 {
+            let v: Vec<u8> = (0..8 + rng.next() % 30)
+                .map(|_| alphabet[(rng.next() % 64) as usize])
+                .collect();
+            if k.add(&v, m) {
+                vals.push(v);
+            }
+            if sizes.last() != Some(&k.filter.len()) {
+                sizes.push(k.filter.len());
+                for (i, v) in vals.iter().enumerate().step_by(97) {
+                    for pad in 0..4 {
+                        let mut text = vec![b' '; pad];
+                        text.extend_from_slice(v);
+                        let mut got = Vec::new();
+                        k.find_all(&text, |s, e, _| got.push((s, e)));
+                        assert!(got.contains(&(pad, pad + v.len())), "value {i} pad {pad}");
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            sizes.last(),
+            Some(&(1 << (KNOWN_FILTER_MAX_LOG2 - 6))),
+            "{sizes:?}"
+        );
+        assert!(sizes.len() > 3, "{sizes:?}");
     }
 
     /// Allowlisted spans derived from the old text's equal a fresh walk of
@@ -5503,6 +5585,130 @@ mod tests {
             assert_eq!(got, want, "{:?} {edits:?}", String::from_utf8_lossy(&old));
         }
         assert!(checked > 15_000 && nonempty > 5_000, "{checked} {nonempty}");
+    }
+
+    /// `allowed_member` as it was first written (vector searches over the
+    /// whole look-back and the whole rest of the line): the reference the
+    /// gated, bounded one is held to.
+    fn allowed_member_by_search(v: &[u8], p: usize) -> Option<(usize, usize)> {
+        let q = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p])?;
+        let key = &v[p.saturating_sub(40) + q + 1..p];
+        let which = match key {
+            b"signature" => 0,
+            b"data" => 1,
+            k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
+            _ => return None,
+        };
+        let s = p + 3;
+        let len = memchr::memchr(b'"', &v[s..])?;
+        let val = &v[s..s + len];
+        let ok = match which {
+            0 => in_class(val, &B64_CLASS),
+            1 => {
+                in_class(val, &B64_CLASS)
+                    && F_TYPE_B64
+                        .find(&v[p.saturating_sub(MEMBER_LOOK_BACK)..p])
+                        .is_some()
+            }
+            _ => val.len() <= 128 && in_class(val, &ID_CLASS),
+        };
+        (ok && len > 0).then_some((s, s + len))
+    }
+
+    /// The gated member check answers as the reference on random members:
+    /// every allowed key and near misses, keys at and past the look-back,
+    /// values of every length around 128 and past a block, bytes in and
+    /// out of each class, unterminated values.
+    #[test]
+    fn allowed_member_equals_the_plain_search() {
+        let mut keys: Vec<String> = ALLOWED_ID_KEYS.iter().map(|k| k.to_string()).collect();
+        keys.extend(
+            [
+                "signature",
+                "data",
+                "type",
+                "Id",
+                "xid",
+                "uuidd",
+                "",
+                "d",
+                "e",
+                "a",
+            ]
+            .map(String::from),
+        );
+        keys.push("k".repeat(38) + "id");
+        keys.push("k".repeat(45) + "id");
+        let mut rng = crate::testkit::XorShift(0x2F69_3C1D_9A0B_55E7u64);
+        let bytes = b"aZ09-_+/=\\\" .,:{}\xc3\xa9";
+        let (mut some, mut checked) = (0, 0);
+        for _ in 0..40_000 {
+            let key = &keys[(rng.next() % keys.len() as u64) as usize];
+            let len = match rng.next() % 4 {
+                0 => (rng.next() % 8) as usize,
+                1 => 120 + (rng.next() % 16) as usize,
+                _ => (rng.next() % 300) as usize,
+            };
+            let clean = !rng.next().is_multiple_of(3);
+            let val: Vec<u8> = (0..len)
+                .map(|_| {
+                    if clean {
+                        b"aZ09-_"[(rng.next() % 6) as usize]
+                    } else {
+                        bytes[(rng.next() % bytes.len() as u64) as usize]
+                    }
+                })
+                .collect();
+            let mut line = Vec::new();
+            if rng.next() & 1 == 0 {
+                line.extend_from_slice(br#"{"type":"base64","#);
+            } else {
+                line.push(b'{');
+            }
+            line.push(b'"');
+            line.extend_from_slice(key.as_bytes());
+            line.extend_from_slice(b"\":\"");
+            line.extend_from_slice(&val);
+            if !rng.next().is_multiple_of(5) {
+                line.extend_from_slice(br#"","n":1}"#);
+            }
+            let p = line.windows(3).position(|w| w == b"\":\"").unwrap();
+            let want = allowed_member_by_search(&line, p);
+            assert_eq!(
+                allowed_member(&line, p),
+                want,
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+            checked += 1;
+            some += usize::from(want.is_some());
+        }
+        assert!(
+            some > 2_000 && checked - some > 20_000,
+            "{some} of {checked}"
+        );
+    }
+
+    /// Every key `allowed_member` allows passes its last-byte gate: each
+    /// allowed key's member is marked, and the same member under a key one
+    /// byte longer (`…x`) is not.
+    #[test]
+    fn every_allowed_key_passes_the_last_byte_gate() {
+        let mut out = Vec::new();
+        let keys = ALLOWED_ID_KEYS.iter().chain(&["signature", "data"]);
+        for k in keys {
+            for key in [k.to_string(), format!("{k}x")] {
+                let line = format!(r#"{{"type":"base64","{key}":"AbC123def456"}}"#);
+                mark_allowed(line.as_bytes(), &mut out);
+                let val = line.find("AbC").unwrap();
+                let want = if key == *k {
+                    vec![(val, val + 12)]
+                } else {
+                    vec![]
+                };
+                assert_eq!(out, want, "{line}");
+            }
+        }
     }
 
     /// The pair-keyed member search finds what the generic substring

@@ -42,18 +42,24 @@ pub struct KwMatch {
 /// with its state in a register: the library's `next_state` behind its
 /// trait kept the lanes' states spilling to the stack.
 pub struct Keywords {
-    /// Premultiplied transitions: the row of the state with index `i`
-    /// starts at `i * stride`; an entry is the next state's row start.
-    trans: Vec<u32>,
+    /// Transitions: the row of the state with index `i` starts at
+    /// `i * stride`; an entry is the next state's row start, in units of
+    /// `1 << shift` entries.
+    table: Table,
+    /// log2 of the unit a table entry counts rows in (see [`Table`]).
+    shift: u32,
     /// Byte to column.
     classes: [u8; 256],
+    /// The start state's entry.
     start: u32,
-    /// Rows below this are match states (they are numbered first).
+    /// Entries below this are match states (they are numbered first).
     match_limit: u32,
     /// Per match state (row / stride): its range in `matches`.
     match_ranges: Vec<(u32, u32)>,
     /// (keyword index, keyword length), in the library's order per state.
     matches: Vec<(u32, u32)>,
+    /// Entries per row: the number of byte classes, rounded up to a
+    /// multiple of [`NARROW_UNIT`] in a narrow table.
     stride: usize,
     /// Longest keyword; a lane warms up over `max_len - 1` bytes.
     max_len: usize,
@@ -64,6 +70,24 @@ pub struct Keywords {
     /// lines finds on each exactly what a walk over that line alone finds.
     line_local: bool,
 }
+
+/// The transition table. Narrow when every row start, counted in units of
+/// [`NARROW_UNIT`] entries, fits 16 bits (the catalogue with an identity:
+/// ~5,400 states): half the bytes of the wide form, so the rows the walk
+/// keeps visiting take half the cache lines (the walk is latency-bound:
+/// each byte's load waits for the one before). Wide otherwise (a large
+/// per-repo keyword file).
+#[derive(PartialEq)]
+enum Table {
+    Narrow(Vec<u16>),
+    Wide(Vec<u32>),
+}
+
+/// Rows of a narrow table start at multiples of this many entries, so an
+/// entry is a row start divided by it (a shift the load's address folds
+/// in: `lea` then the load, as the wide table's add then the load).
+const NARROW_UNIT: usize = 8;
+const NARROW_SHIFT: u32 = NARROW_UNIT.trailing_zeros();
 
 /// Per-lane match buffers, reused across lines.
 #[derive(Default)]
@@ -276,16 +300,23 @@ impl Keywords {
             }
             classes[b as usize] = class_of[key as usize];
         }
-        let stride = reps.len();
+        let classes_len = reps.len();
         let raw = if library {
             Raw::from_library(patterns, &reps)?
         } else {
-            Raw::from_trie(patterns, &classes, stride)
+            Raw::from_trie(patterns, &classes, classes_len)
         };
         // `Raw` numbers every state breadth first already (the shallow, hot
         // states end up next to each other). `walk4` tests `s < lim` as the
-        // sign of `s - lim`: every row offset must stay below 2^31.
+        // sign of `s - lim`: every entry must stay below 2^31.
         let states = raw.ranges.len();
+        let padded = classes_len.next_multiple_of(NARROW_UNIT);
+        let narrow = (states - 1) * padded / NARROW_UNIT <= usize::from(u16::MAX);
+        let (stride, shift) = if narrow {
+            (padded, NARROW_SHIFT)
+        } else {
+            (classes_len, 0)
+        };
         assert!(states * stride < 1 << 31, "keyword automaton too large");
         let is_match = |s: usize| raw.ranges[s].0 < raw.ranges[s].1;
         // Match states first, so "is a match" is one compare.
@@ -293,15 +324,17 @@ impl Keywords {
         renum.sort_by_key(|&i| !is_match(i));
         let mut new_of = vec![0u32; states];
         for (n, &i) in renum.iter().enumerate() {
-            new_of[i] = (n * stride) as u32;
+            new_of[i] = ((n * stride) >> shift) as u32;
         }
         let n_match = (0..states).filter(|&s| is_match(s)).count();
-        let mut trans = vec![0u32; states * stride];
+        // Columns past the last class are never read; they lead to the
+        // start state all the same.
+        let mut trans = vec![new_of[0]; states * stride];
         let mut match_ranges = Vec::with_capacity(n_match);
         let mut matches = Vec::new();
         for (n, &s) in renum.iter().enumerate() {
-            let row = &raw.next[s * stride..(s + 1) * stride];
-            for (t, &next) in trans[n * stride..(n + 1) * stride].iter_mut().zip(row) {
+            let row = &raw.next[s * classes_len..(s + 1) * classes_len];
+            for (t, &next) in trans[n * stride..].iter_mut().zip(row) {
                 *t = new_of[next as usize];
             }
             if n < n_match {
@@ -311,11 +344,18 @@ impl Keywords {
                 match_ranges.push((from, matches.len() as u32));
             }
         }
+        let table = if narrow {
+            // Every entry fits: checked above.
+            Table::Narrow(trans.iter().map(|&e| e as u16).collect())
+        } else {
+            Table::Wide(trans)
+        };
         Ok(Keywords {
-            trans,
+            table,
+            shift,
             classes,
             start: new_of[0],
-            match_limit: (n_match * stride) as u32,
+            match_limit: ((n_match * stride) >> shift) as u32,
             match_ranges,
             matches,
             stride,
@@ -332,7 +372,22 @@ impl Keywords {
         if self.patterns_len == 0 {
             return;
         }
-        let (trans, classes, lim) = (&self.trans[..], &self.classes, self.match_limit);
+        match &self.table {
+            Table::Narrow(t) => self.find_all_in::<u16, NARROW_SHIFT>(t, v, bufs, out),
+            Table::Wide(t) => self.find_all_in::<u32, 0>(t, v, bufs, out),
+        }
+    }
+
+    /// [`Keywords::find_all`] over the table `trans`, whose entries count
+    /// rows in units of `1 << SHIFT` entries.
+    fn find_all_in<T: Copy + Into<u32>, const SHIFT: u32>(
+        &self,
+        trans: &[T],
+        v: &[u8],
+        bufs: &mut LaneBufs,
+        out: &mut Vec<KwMatch>,
+    ) {
+        let (classes, lim) = (&self.classes, self.match_limit);
         // An empty keyword (a per-repo file can hold one) matches before the
         // first byte too, as the library's iterator reports.
         if self.start < lim {
@@ -341,7 +396,7 @@ impl Keywords {
         if v.len() < MIN_LANED_LEN {
             let (mut i, mut s) = (0, self.start);
             while i < v.len() {
-                (i, s) = walk1(trans, classes, lim, v, i, s);
+                (i, s) = walk1::<T, SHIFT>(trans, classes, lim, v, i, s);
                 if s < lim {
                     self.report(s, i, out);
                 }
@@ -380,7 +435,7 @@ impl Keywords {
         // match state.
         let mut t = 0;
         while t < common {
-            (t, st) = walk4(trans, classes, lim, [l0, l1, l2, l3], t, st);
+            (t, st) = walk4::<T, SHIFT>(trans, classes, lim, [l0, l1, l2, l3], t, st);
             for (j, &s) in st.iter().enumerate() {
                 // `t` bytes read: the last was `t - 1` into the lane.
                 if s < lim && t > skip[j] {
@@ -391,7 +446,7 @@ impl Keywords {
         for (j, &s) in st.iter().enumerate() {
             let (mut t, mut s) = (common, s);
             while t < lane[j].len() {
-                (t, s) = walk1(trans, classes, lim, lane[j], t, s);
+                (t, s) = walk1::<T, SHIFT>(trans, classes, lim, lane[j], t, s);
                 if s < lim && t > skip[j] {
                     self.report(s, w[j] + t, &mut bufs.lanes[j]);
                 }
@@ -467,11 +522,11 @@ impl Keywords {
         }
     }
 
-    /// Records every keyword that ends at `end` in match state `s` (a row
-    /// below `match_limit`).
+    /// Records every keyword that ends at `end` in match state `s` (an
+    /// entry below `match_limit`).
     #[inline(always)]
     fn report(&self, s: u32, end: usize, out: &mut Vec<KwMatch>) {
-        let (from, to) = self.match_ranges[s as usize / self.stride];
+        let (from, to) = self.match_ranges[((s as usize) << self.shift) / self.stride];
         for &(pid, len) in &self.matches[from as usize..to as usize] {
             out.push(KwMatch {
                 start: end - len as usize,
@@ -488,8 +543,8 @@ impl Keywords {
 /// the reporting path around it, it was spilled to the stack on every
 /// byte, which put a store-to-load round trip on the dependency chain).
 #[inline(never)]
-fn walk1(
-    trans: &[u32],
+fn walk1<T: Copy + Into<u32>, const SHIFT: u32>(
+    trans: &[T],
     classes: &[u8; 256],
     lim: u32,
     v: &[u8],
@@ -497,7 +552,7 @@ fn walk1(
     mut s: u32,
 ) -> (usize, u32) {
     while i < v.len() {
-        s = trans[s as usize + classes[v[i] as usize] as usize];
+        s = step::<T, SHIFT>(trans, s, classes[v[i] as usize]);
         i += 1;
         if s < lim {
             break;
@@ -506,11 +561,17 @@ fn walk1(
     (i, s)
 }
 
+/// One transition: the entry at row `s << SHIFT`, column `c`.
+#[inline(always)]
+fn step<T: Copy + Into<u32>, const SHIFT: u32>(trans: &[T], s: u32, c: u8) -> u32 {
+    trans[((s as usize) << SHIFT) + usize::from(c)].into()
+}
+
 /// [`walk1`] for four lanes of equal length in lockstep, until any of them
 /// enters a match state.
 #[inline(never)]
-fn walk4(
-    trans: &[u32],
+fn walk4<T: Copy + Into<u32>, const SHIFT: u32>(
+    trans: &[T],
     classes: &[u8; 256],
     lim: u32,
     l: [&[u8]; LANES],
@@ -521,10 +582,10 @@ fn walk4(
     let (l0, l1, l2, l3) = (l[0], &l[1][..n], &l[2][..n], &l[3][..n]);
     let [mut s0, mut s1, mut s2, mut s3] = st;
     while t < n {
-        s0 = trans[s0 as usize + classes[l0[t] as usize] as usize];
-        s1 = trans[s1 as usize + classes[l1[t] as usize] as usize];
-        s2 = trans[s2 as usize + classes[l2[t] as usize] as usize];
-        s3 = trans[s3 as usize + classes[l3[t] as usize] as usize];
+        s0 = step::<T, SHIFT>(trans, s0, classes[l0[t] as usize]);
+        s1 = step::<T, SHIFT>(trans, s1, classes[l1[t] as usize]);
+        s2 = step::<T, SHIFT>(trans, s2, classes[l2[t] as usize]);
+        s3 = step::<T, SHIFT>(trans, s3, classes[l3[t] as usize]);
         t += 1;
         // `s < lim` is the sign of `s - lim` (both below 2^31): one test
         // for the four lanes.
@@ -835,11 +896,25 @@ mod tests {
             let b = Keywords::build(pats, true).unwrap();
             assert_eq!(a.classes, b.classes, "{pats:?}");
             assert_eq!(
-                (a.start, a.match_limit, a.stride, a.max_len, a.patterns_len),
-                (b.start, b.match_limit, b.stride, b.max_len, b.patterns_len),
+                (
+                    a.start,
+                    a.match_limit,
+                    a.stride,
+                    a.shift,
+                    a.max_len,
+                    a.patterns_len
+                ),
+                (
+                    b.start,
+                    b.match_limit,
+                    b.stride,
+                    b.shift,
+                    b.max_len,
+                    b.patterns_len
+                ),
                 "{pats:?}"
             );
-            assert!(a.trans == b.trans, "transitions differ: {pats:?}");
+            assert!(a.table == b.table, "transitions differ: {pats:?}");
             assert_eq!(a.match_ranges, b.match_ranges, "{pats:?}");
             assert_eq!(a.matches, b.matches, "{pats:?}");
         };
@@ -858,6 +933,39 @@ mod tests {
                 })
                 .collect();
             same(&set);
+        }
+    }
+
+    /// The catalogue's table is narrow; a keyword set with too many states
+    /// for 16-bit entries falls back to the wide table, and both walk as
+    /// the library's iterator (the wide one over a text of its keywords
+    /// with every lane boundary crossing some).
+    #[test]
+    fn narrow_and_wide_tables_walk_alike() {
+        let kw = Keywords::new(&catalogue_keywords()).unwrap();
+        assert!(matches!(kw.table, Table::Narrow(_)) && kw.shift == NARROW_SHIFT);
+        let mut rng = crate::testkit::XorShift(0x2545_F491_4F6C_DD1Du64);
+        let letters = b"abcdefghijklmnopqrstuvwxyz0123456789_-./";
+        let pats: Vec<String> = (0..3000)
+            .map(|_| {
+                (0..8 + rng.next() % 16)
+                    .map(|_| letters[(rng.next() % letters.len() as u64) as usize] as char)
+                    .collect()
+            })
+            .collect();
+        let kw = Keywords::new(&pats).unwrap();
+        assert!(matches!(kw.table, Table::Wide(_)) && kw.shift == 0);
+        let mut bufs = LaneBufs::default();
+        for _ in 0..200 {
+            let mut t: Vec<u8> = Vec::new();
+            while t.len() < (rng.next() % 900) as usize {
+                let p = pats[(rng.next() % pats.len() as u64) as usize].as_bytes();
+                t.extend_from_slice(&p[(rng.next() as usize) % p.len()..]);
+                t.push(letters[(rng.next() % letters.len() as u64) as usize]);
+            }
+            let mut got = Vec::new();
+            kw.find_all(&t, &mut bufs, &mut got);
+            assert_eq!(got, reference(&pats, &t));
         }
     }
 
