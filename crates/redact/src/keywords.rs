@@ -327,28 +327,41 @@ impl Keywords {
             new_of[i] = ((n * stride) >> shift) as u32;
         }
         let n_match = (0..states).filter(|&s| is_match(s)).count();
-        // Columns past the last class are never read; they lead to the
-        // start state all the same.
-        let mut trans = vec![new_of[0]; states * stride];
         let mut match_ranges = Vec::with_capacity(n_match);
         let mut matches = Vec::new();
-        for (n, &s) in renum.iter().enumerate() {
-            let row = &raw.next[s * classes_len..(s + 1) * classes_len];
-            for (t, &next) in trans[n * stride..].iter_mut().zip(row) {
-                *t = new_of[next as usize];
+        for &s in &renum[..n_match] {
+            let (a, b) = raw.ranges[s];
+            let from = matches.len() as u32;
+            matches.extend_from_slice(&raw.items[a as usize..b as usize]);
+            match_ranges.push((from, matches.len() as u32));
+        }
+        // Row `n` is state `renum[n]`'s; columns past the last class are
+        // never read (they lead to the start state all the same).
+        fn rows<T: Copy>(
+            raw: &Raw,
+            renum: &[usize],
+            classes_len: usize,
+            stride: usize,
+            entry: impl Fn(u32) -> T,
+        ) -> Vec<T> {
+            let mut trans = vec![entry(0); renum.len() * stride];
+            for (n, &s) in renum.iter().enumerate() {
+                let row = &raw.next[s * classes_len..(s + 1) * classes_len];
+                for (t, &next) in trans[n * stride..].iter_mut().zip(row) {
+                    *t = entry(next);
+                }
             }
-            if n < n_match {
-                let (a, b) = raw.ranges[s];
-                let from = matches.len() as u32;
-                matches.extend_from_slice(&raw.items[a as usize..b as usize]);
-                match_ranges.push((from, matches.len() as u32));
-            }
+            trans
         }
         let table = if narrow {
             // Every entry fits: checked above.
-            Table::Narrow(trans.iter().map(|&e| e as u16).collect())
+            Table::Narrow(rows(&raw, &renum, classes_len, stride, |r| {
+                new_of[r as usize] as u16
+            }))
         } else {
-            Table::Wide(trans)
+            Table::Wide(rows(&raw, &renum, classes_len, stride, |r| {
+                new_of[r as usize]
+            }))
         };
         Ok(Keywords {
             table,
