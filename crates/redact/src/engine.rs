@@ -3750,6 +3750,17 @@ fn mark_allowed(v: &[u8], out: &mut Vec<(usize, usize)>) -> bool {
     overlap
 }
 
+/// Which kind of allowlisted member a key opens: 0 a signature, 1 image
+/// data, 2 an id ([`ALLOWED_ID_KEYS`]).
+fn allowed_key(key: &[u8]) -> Option<u8> {
+    match key {
+        b"signature" => Some(0),
+        b"data" => Some(1),
+        k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => Some(2),
+        _ => None,
+    }
+}
+
 /// The last bytes of the keys [`allowed_member`] can allow (`signature`,
 /// `data`, [`ALLOWED_ID_KEYS`]).
 static ALLOWED_KEY_LAST: [bool; 256] = {
@@ -3782,13 +3793,7 @@ fn allowed_member(v: &[u8], p: usize) -> Option<(usize, usize)> {
     // Keys are short: a plain backward loop, not a vector search's set-up.
     let back = p.saturating_sub(40);
     let q = v[back..p].iter().rposition(|&b| b == b'"')?;
-    let key = &v[back + q + 1..p];
-    let which = match key {
-        b"signature" => 0,
-        b"data" => 1,
-        k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
-        _ => return None,
-    };
+    let which = allowed_key(&v[back + q + 1..p])?;
     let s = p + 3;
     // An id value is at most 128 bytes: its closing quote is looked for no
     // further (past that the answer is no either way).
@@ -5592,13 +5597,7 @@ mod tests {
     /// gated, bounded one is held to.
     fn allowed_member_by_search(v: &[u8], p: usize) -> Option<(usize, usize)> {
         let q = memchr::memrchr(b'"', &v[p.saturating_sub(40)..p])?;
-        let key = &v[p.saturating_sub(40) + q + 1..p];
-        let which = match key {
-            b"signature" => 0,
-            b"data" => 1,
-            k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => 2,
-            _ => return None,
-        };
+        let which = allowed_key(&v[p.saturating_sub(40) + q + 1..p])?;
         let s = p + 3;
         let len = memchr::memchr(b'"', &v[s..])?;
         let val = &v[s..s + len];
