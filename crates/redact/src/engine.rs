@@ -1285,7 +1285,6 @@ fn next_candidate(v: &[u8], from: usize, filter: &[u64]) -> Option<usize> {
     // `filter.len()` is a power of two: `gram_slot`'s word index is in
     // bounds, and so no probe checks it.
     let words = filter.len();
-    let filter = &filter[..words];
     let hit = |g: u32| {
         let (w, b) = gram_slot(g, words);
         (filter[w] >> b) & 1 != 0
@@ -3750,28 +3749,35 @@ fn mark_allowed(v: &[u8], out: &mut Vec<(usize, usize)>) -> bool {
     overlap
 }
 
-/// Which kind of allowlisted member a key opens: 0 a signature, 1 image
-/// data, 2 an id ([`ALLOWED_ID_KEYS`]).
+/// The keys whose base64 value is allowlisted: a thinking block's
+/// signature (kind 0) and an image's data (kind 1, with `"type":"base64"`
+/// before it). Ids ([`ALLOWED_ID_KEYS`]) are kind 2.
+const ALLOWED_B64_KEYS: [&str; 2] = ["signature", "data"];
+
+/// Which kind of allowlisted member a key opens (see [`ALLOWED_B64_KEYS`]).
 fn allowed_key(key: &[u8]) -> Option<u8> {
-    match key {
-        b"signature" => Some(0),
-        b"data" => Some(1),
-        k if ALLOWED_ID_KEYS.iter().any(|a| a.as_bytes() == k) => Some(2),
-        _ => None,
+    if let Some(i) = ALLOWED_B64_KEYS.iter().position(|a| a.as_bytes() == key) {
+        return Some(i as u8);
     }
+    ALLOWED_ID_KEYS
+        .iter()
+        .any(|a| a.as_bytes() == key)
+        .then_some(2)
 }
 
-/// The last bytes of the keys [`allowed_member`] can allow (`signature`,
-/// `data`, [`ALLOWED_ID_KEYS`]).
+/// The last bytes of the keys [`allowed_key`] knows.
 static ALLOWED_KEY_LAST: [bool; 256] = {
     let mut t = [false; 256];
-    t[b'e' as usize] = true; // signature
-    t[b'a' as usize] = true; // data
-    let mut i = 0;
-    while i < ALLOWED_ID_KEYS.len() {
-        let k = ALLOWED_ID_KEYS[i].as_bytes();
-        t[k[k.len() - 1] as usize] = true;
-        i += 1;
+    let lists: [&[&str]; 2] = [&ALLOWED_B64_KEYS, ALLOWED_ID_KEYS];
+    let mut l = 0;
+    while l < lists.len() {
+        let mut i = 0;
+        while i < lists[l].len() {
+            let k = lists[l][i].as_bytes();
+            t[k[k.len() - 1] as usize] = true;
+            i += 1;
+        }
+        l += 1;
     }
     t
 };
@@ -5694,7 +5700,7 @@ mod tests {
     #[test]
     fn every_allowed_key_passes_the_last_byte_gate() {
         let mut out = Vec::new();
-        let keys = ALLOWED_ID_KEYS.iter().chain(&["signature", "data"]);
+        let keys = ALLOWED_ID_KEYS.iter().chain(&ALLOWED_B64_KEYS);
         for k in keys {
             for key in [k.to_string(), format!("{k}x")] {
                 let line = format!(r#"{{"type":"base64","{key}":"AbC123def456"}}"#);
