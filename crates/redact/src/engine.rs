@@ -765,6 +765,14 @@ pub enum Gate {
     /// occurrence with none of those (`docker login -u`, `the login
     /// page`) is not that verb.
     LoginPair,
+    /// `user-pass-words`: every match is `user|username|login|account`,
+    /// then ASCII whitespace, at most one `:` or `=`, whitespace, a run of
+    /// two or more `[A-Za-z0-9_.@-]` bytes, at most one `,` or `;`, and
+    /// spaces ending in its keyword's (` pass `, ` pw:`, …). Walking back
+    /// from the keyword over those spaces and that run, the word is inside
+    /// the run or ends where the run's whitespace and operator begin;
+    /// prose (`see the password policy`, `tests pass`) has neither.
+    UserBefore,
     /// `lan-hostname`: every match ends with one of its keywords (`.local`,
     /// `.lan`, …), and a match is kept only when the byte after it is not
     /// a host byte (alphanumeric, `-`) and not a `.` followed by an
@@ -854,6 +862,50 @@ fn login_pair_may(v: &[u8], start: usize, end: usize) -> bool {
     next_word
         || starts_word(after, b"to ")
         || (before.len() >= 3 && before[before.len() - 3..].eq_ignore_ascii_case(b"to "))
+}
+
+/// Whether the keyword starting at `k` (its first byte the last space
+/// before `pass`/`pw`/…) stands as [`Gate::UserBefore`] says. A necessary
+/// condition only: the run is taken whole (the pattern's may be its tail)
+/// and the word is looked for anywhere in it, ignoring case.
+fn user_before(v: &[u8], k: usize) -> bool {
+    let words: [&[u8]; 4] = [b"username", b"user", b"login", b"account"];
+    let ends_with =
+        |t: &[u8], w: &[u8]| t.len() >= w.len() && t[t.len() - w.len()..].eq_ignore_ascii_case(w);
+    let mut p = k;
+    while p > 0 && v[p - 1] == b' ' {
+        p -= 1;
+    }
+    if p > 0 && matches!(v[p - 1], b',' | b';') {
+        p -= 1;
+    }
+    let end = p;
+    while p > 0
+        && (v[p - 1].is_ascii_alphanumeric() || matches!(v[p - 1], b'_' | b'.' | b'@' | b'-'))
+    {
+        p -= 1;
+    }
+    if end - p < 2 {
+        return false;
+    }
+    let run = &v[p..end];
+    if run.windows(4).any(|w| {
+        w.eq_ignore_ascii_case(b"user")
+            || w.eq_ignore_ascii_case(b"logi")
+            || w.eq_ignore_ascii_case(b"acco")
+    }) {
+        return true;
+    }
+    while p > 0 && is_ascii_space(v[p - 1]) {
+        p -= 1;
+    }
+    if p > 0 && matches!(v[p - 1], b':' | b'=') {
+        p -= 1;
+        while p > 0 && is_ascii_space(v[p - 1]) {
+            p -= 1;
+        }
+    }
+    words.iter().any(|w| ends_with(&v[..p], w))
 }
 
 /// Whether `v` holds a [`Gate::SlashPair`] candidate.
@@ -2670,6 +2722,7 @@ impl Engine {
             }
             Gate::HostEnd => host_may_end(v, m.end),
             Gate::LoginPair => login_pair_may(v, m.start, m.end),
+            Gate::UserBefore => user_before(v, m.start),
             Gate::BytesAssigned => {
                 (!v[m.start..m.end].eq_ignore_ascii_case(b"bytes")
                     || v[m.end..].iter().find(|&&b| !is_ascii_space(b)) == Some(&b'='))
@@ -4544,10 +4597,10 @@ mod tests {
         let kw = Keywords::new(&pats).unwrap();
         let mut found = Vec::new();
         kw.find_all(v, &mut LaneBufs::default(), &mut found);
-        let min = if id == "generic-secret" {
-            crate::rules::GENERIC_MIN_VALUE
-        } else {
-            crate::rules::PASSWORD_MIN_VALUE
+        let min = match id {
+            "generic-secret" => crate::rules::GENERIC_MIN_VALUE,
+            "aws-secret-access-key" => crate::rules::AWS_SECRET_KEY_LEN,
+            _ => crate::rules::PASSWORD_MIN_VALUE,
         };
         let mut gate = AssignGate::default();
         found.iter().any(|m| {
@@ -4780,6 +4833,92 @@ mod tests {
         }
         // The random texts must exercise the matching side too.
         assert!(matched > 500, "only {matched} random matches");
+        // `aws-secret-access-key` takes the gate with its 40-byte value:
+        // every name its pattern spells, glued to more name bytes, the
+        // operators, quotes, spaces (non-ASCII too), case-fold letters, and
+        // values one byte short, exact and long.
+        let id = "aws-secret-access-key";
+        let re = generic_regex(id);
+        for c in [
+            &b"aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1"[..],
+            b"export AWS_SECRET_ACCESS_KEY",
+        ] {
+            assert!(!re.is_match(c) && !gate_passes(id, c));
+        }
+        let parts: &[&[u8]] = &[
+            b"aws_secret_access_key",
+            b"AWS_SECRET_ACCESS_KEY_ID",
+            b"SecretAccessKey",
+            b"secret-access-key",
+            b"aws_secret",
+            b"awssecret_key",
+            b"aws",
+            b"_id",
+            b"_key",
+            b"x",
+            b".",
+            b"-",
+            b"\"",
+            b"'",
+            b" ",
+            b"\t",
+            b"\n",
+            b":",
+            b"=",
+            b":=",
+            b"::=",
+            b"?=",
+            b"=>",
+            b"\xC2\xA0",
+            b"\xC5\xBF",
+            b"\xE2\x84\xAA",
+            b"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY",
+            b"1",
+            b"Zq8+/",
+            b",",
+            b"[REDACTED:aws-secret-key]",
+        ];
+        let names: &[&[u8]] = &[
+            b"aws_secret_access_key",
+            b"AWS_SECRET_ACCESS_KEY_ID",
+            b"SecretAccess_Key",
+            b"secret-accesskey",
+            b"awssecret_key",
+            b"x.aws_secret",
+        ];
+        let ops: &[&[u8]] = &[
+            b"=",
+            b" = ",
+            b"\": \"",
+            b"'=>'",
+            b" ::= ",
+            b"\t:\t",
+            b"\xC2\xA0=",
+        ];
+        let mut matched = 0;
+        for _ in 0..20_000 {
+            let n = 1 + (rng.next() % 6) as usize;
+            let mut v: Vec<u8> = rng.concat(parts, n);
+            if rng.next().is_multiple_of(2) {
+                let at = (rng.next() as usize) % (v.len() + 1);
+                let shaped = [
+                    names[(rng.next() % names.len() as u64) as usize],
+                    ops[(rng.next() % ops.len() as u64) as usize],
+                    &b"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1x"[..39 + (rng.next() % 2) as usize],
+                ]
+                .concat();
+                v.splice(at..at, shaped);
+            }
+            if re.is_match(&v) {
+                matched += 1;
+                assert!(
+                    gate_passes(id, &v),
+                    "{id} {:?}",
+                    String::from_utf8_lossy(&v)
+                );
+            }
+        }
+        assert!(matched > 200, "{id}: only {matched} random matches");
     }
 
     /// Whether rule `id` runs on segment `v` as `scan_view` decides it:
@@ -4923,6 +5062,17 @@ mod tests {
             " example.com ",
             "\n  ",
             "x.",
+            "the token",
+            "our  secret",
+            "the",
+            "heroku",
+            "_api_key",
+            "01234567-89ab-cdef-0123-456789abcdef",
+            "<add",
+            " key=\"Password\"",
+            " value=",
+            "column",
+            "live_Zq8vR2mK7pL4xN9wQ1abcd",
         ];
         let mut rng = crate::testkit::XorShift(0x5EED_A11C_0FFE_E123u64);
         let mut next = || rng.next();
@@ -5024,6 +5174,37 @@ mod tests {
                         "\n  password hunter22x\n",
                         "x.machine h login u password hunter22",
                     ],
+                    "prose-token-pointed" => &[
+                        "use the token Zq8vR2mK7pL4xN9wQ1abc",
+                        "Our Secret: \"s3cr3t-V4lue-Zq8vR2mK\"",
+                        "my new secret,\n wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                        "bathe token Zq8vR2mK7pL4xN9wQ1abc",
+                        "the  token Zq8vR2mK7pL4xN9wQ1abc and the\tsecret Zq8vR2mK7pL4xN9wQ1abc",
+                    ],
+                    "heroku-api-key" => &[
+                        "HEROKU_API_KEY=01234567-89ab-cdef-0123-456789abcdef",
+                        "heroku_oauth_token: '01234567-89AB-cdef-0123-456789abcdef'",
+                        "xheroku_key := \"01234567-89ab-cdef-0123-456789abcdef\"",
+                        "herokuheroku_secret = 01234567-89ab-cdef-0123-456789abcdef",
+                    ],
+                    "nuget-config-password" => &[
+                        "<add key=\"ClearTextPassword\" value=\"hunter22\" />",
+                        "<ADD\n   key = 'Password'  value='s3cr3t-V4lue'",
+                        "<address key=\"Password\" value=\"x\"/>",
+                        "<<add key=\"Password\" value=\"hunter22\"",
+                    ],
+                    "docker-config-auth" => &[
+                        "{\"auths\":{\"r.io\":{\"auth\":\"Ym9iOmh1bnRlcjIy\"}}}",
+                        "\"auth\" :\n \"Ym9iOmh1bnRlcjIyYWJj==\"",
+                        "\"AUTH\": \"Ym9iOmh1bnRlcjIy\"",
+                        "\"\"auth\":\"Ym9iOmh1bnRlcjIy\"",
+                    ],
+                    "named-column" => &[
+                        "COLUMN_API_KEY=live_Zq8vR2mK7pL4xN9wQ1abcd",
+                        "column.token: \"test_Zq8vR2mK7pL4xN9wQ1ab\"",
+                        "<column_secret>live_Zq8vR2mK7pL4xN9wQ1abcd<",
+                        "columncolumn_key = test_abcdefghijklmnopqrstuvwx;",
+                    ],
                     _ => &[],
                 };
                 if !commands.is_empty() && next() % 2 == 0 {
@@ -5101,7 +5282,8 @@ mod tests {
 
     /// The gates of `netrc-password`, `registry-login-password`,
     /// `base64-encoded-secrets`, `yaml-data-base64`, the two `env-line-*`
-    /// rules, `prose-password` and `lan-hostname` may only skip
+    /// rules, `prose-password`, `lan-hostname`, `login-with-pair`,
+    /// `user-pass-words` and the others listed below may only skip
     /// segments where the rule's own (compiled) pattern cannot match:
     /// random texts from the fragments that decide them, and edges.
     #[test]
@@ -5120,6 +5302,7 @@ mod tests {
             "prose-password",
             "lan-hostname",
             "login-with-pair",
+            "user-pass-words",
         ];
         let res: Vec<Regex> = ids
             .iter()
@@ -5154,6 +5337,7 @@ mod tests {
                 "prose-password" => b"[REDACTED:password] and the passwords_db, pwned",
                 "lan-hostname" => b"edit .claude/settings.local.json and my.localhost",
                 "login-with-pair" => b"docker login -u bob:hunter22 and the login page",
+                "user-pass-words" => b"See the password policy; the tests pass: all_of_them",
                 _ => b"metadata: {\"a\": 1, \"b\": \"x\"} at 0123456789abcdef0123456789abcdef",
             };
             assert!(!engine_runs(&scanner, id, skipped, true), "{id}");
@@ -5282,6 +5466,14 @@ mod tests {
             b".json",
             b"-",
             b"9",
+            b" pass ",
+            b" PW:",
+            b" pwd=",
+            b"pass",
+            b"user:",
+            b"login=",
+            b"xaccount",
+            b"bob@x.io",
         ];
         let mut rng = crate::testkit::XorShift(0x9E37_79B9_7F4A_7C15u64);
         let mut matched = vec![0usize; ids.len()];

@@ -412,6 +412,7 @@ impl Scanner {
             .map(|r| match &*b.metas[r.meta].id {
                 "generic-secret" => Gate::Assign(rules::GENERIC_MIN_VALUE),
                 "generic-password" => Gate::Assign(rules::PASSWORD_MIN_VALUE),
+                "aws-secret-access-key" => Gate::Assign(rules::AWS_SECRET_KEY_LEN),
                 "credential-url" => Gate::UserinfoAt,
                 "other-home" => Gate::NotOwnHome,
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),
@@ -431,6 +432,7 @@ impl Scanner {
                 "session-cookie" => Gate::CookiePair,
                 "login-slash-password" => Gate::SlashPair,
                 "login-with-pair" => Gate::LoginPair,
+                "user-pass-words" => Gate::UserBefore,
                 "byte-string-secret" => Gate::BytesAssigned,
                 "typed-secret-binding" => Gate::SecretNameBefore,
                 "env-line-secret" | "env-line-password" => Gate::Upper,
@@ -3172,6 +3174,13 @@ mod anchor_tests {
             "machine api.x.io login bob password",
             "machine api.x.io login bob password s3cr3t-V4lue ",
             "  password",
+            "machine h.io password",
+            "use the token",
+            "Our Secret",
+            "herokuKey",
+            "<add key=\"ClearTextPassword\" value=\"s3cr3t-V4lue\" />",
+            "column_key",
+            "{\"auths\":{\"r.io\":{\"auth\":\"Ym9iOmh1bnRlcjIy\"}}}",
         ];
         let seps = [
             "=",
@@ -3198,6 +3207,8 @@ mod anchor_tests {
             "[REDACTED:password]",
             "abc",
             "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+            "01234567-89ab-cdef-0123-456789abcdef",
+            "live_Zq8vR2mK7pL4xN9wQ1abcd",
         ];
         let glue = [" ", "\n", "x", "é", "(", ", ", "\t", "", "--", "_"];
         let mut rng = crate::testkit::XorShift(0x0A4C_4011_D00D_5EEDu64);
@@ -3322,6 +3333,15 @@ mod gate_tests {
             "token is ",
             "now ",
             "Zq8vR2mK7pL4xN9wAb3",
+            // `aws-secret-access-key` (`Gate::Assign` with a 40-byte value),
+            // `user-pass-words` (`Gate::UserBefore`).
+            "aws_secret_access_key",
+            "AwsSecretKey",
+            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+            "user",
+            "admin",
+            " pass ",
+            " PW:",
         ];
         let mut rng = crate::testkit::XorShift(0xD1B5_4A32_D192_ED03u64);
         let mut next = || rng.next();

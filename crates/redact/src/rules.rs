@@ -211,6 +211,10 @@ pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_.-]?key|apikey|licens
 /// unconditionally (see `engine::AssignGate`).
 /// Shortest value the generic-secret pattern accepts (`{8,}` below).
 pub const GENERIC_MIN_VALUE: usize = 8;
+/// The value `aws-secret-access-key` takes (`{40}` in its pattern): its
+/// assignment gate (`Gate::Assign`) wants that many value bytes after the
+/// operator.
+pub const AWS_SECRET_KEY_LEN: usize = 40;
 /// Shortest value the generic-password pattern accepts (`{4,}` below).
 pub const PASSWORD_MIN_VALUE: usize = 4;
 /// Values named in prose shorter than this must mix cases and digits
@@ -654,6 +658,11 @@ pub fn password_word_ok(l: &[u8]) -> bool {
 pub const ANCHORED_RULES: &[(&str, crate::engine::Anchor)] = &[
     ("prose-password", crate::engine::Anchor::Keyword),
     ("prose-secret", crate::engine::Anchor::Keyword),
+    ("prose-token-pointed", crate::engine::Anchor::Keyword),
+    ("heroku-api-key", crate::engine::Anchor::Keyword),
+    ("nuget-config-password", crate::engine::Anchor::Keyword),
+    ("named-column", crate::engine::Anchor::Keyword),
+    ("docker-config-auth", crate::engine::Anchor::Keyword),
     ("generic-password", crate::engine::Anchor::NameRun),
     ("generic-secret", crate::engine::Anchor::NameRun),
     ("provider-named", crate::engine::Anchor::WordStart),
@@ -947,11 +956,21 @@ pub fn builtin() -> Vec<RuleDef> {
             ..grp(
                 "aws-secret-access-key",
                 "aws-secret-key",
+                // Every spelling of the name is a keyword, so each match
+                // holds one followed by an assignment (its gate,
+                // `Gate::Assign`, looks for that).
                 &[
                     "secret_access_key",
                     "secretaccesskey",
-                    "aws_secret",
                     "secret-access-key",
+                    "secret_accesskey",
+                    "secret-accesskey",
+                    "secretaccess_key",
+                    "secretaccess-key",
+                    "secret_access-key",
+                    "secret-access_key",
+                    "aws_secret",
+                    "awssecret",
                 ],
                 concat!(
                     r"(?i)(?:(?:aws_?)?secret[_-]?access[_-]?key(?:_id)?|aws_?secret(?:_?key)?)",
@@ -1188,10 +1207,13 @@ pub fn builtin() -> Vec<RuleDef> {
             r"(?i)\b[A-Za-z0-9_.-]*(?:sess|sid|auth|token|csrf|jwt|remember)[A-Za-z0-9_.-]*=([^;\s\x22',]{8,})",
             Check::None,
         ),
+        // The keyword is the quoted member name the match opens with, so
+        // the rule is searched only there (`ANCHORED_RULES`); a bare `auth`
+        // is in every `author`, `oauth` and `Authorization`.
         grp(
             "docker-config-auth",
             "basic-auth",
-            &["auth"],
+            &["\"auth\""],
             r#""auth"\s*:\s*"([A-Za-z0-9+/]{8,}={0,2})""#,
             Check::Basic,
         ),
@@ -2175,7 +2197,10 @@ pub fn builtin() -> Vec<RuleDef> {
         // `here's the token, V`, `my new secret: V`. The value has the
         // prose rules' shape (`this token expires` is not one); `the token
         // is V` is left to the phrase rules (`is` is followed by what the
-        // token is as often: `base64url-encoded`).
+        // token is as often: `base64url-encoded`). The two words are one
+        // keyword each (one space between them), so a match starts where a
+        // keyword does and the rule is searched only there
+        // (`ANCHORED_RULES`).
         RuleDef {
             min_entropy: 3.0,
             ..grp(
@@ -2186,14 +2211,16 @@ pub fn builtin() -> Vec<RuleDef> {
                     "the token",
                     "my token",
                     "your token",
+                    "our token",
                     "new token",
                     "this secret",
                     "the secret",
                     "my secret",
                     "your secret",
+                    "our secret",
                     "new secret",
                 ],
-                r#"(?i)\b(?:this|the|my|your|our|new)\s+(?:token|secret)(?:\s*[,:]\s*|\s+)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
+                r#"(?i)\b(?:this|the|my|your|our|new) (?:token|secret)(?:\s*[,:]\s*|\s+)["'`]?([A-Za-z0-9_./+=-]{16,})"#,
                 Check::ProseSecret,
             )
         },
