@@ -4600,6 +4600,7 @@ mod tests {
         let min = match id {
             "generic-secret" => crate::rules::GENERIC_MIN_VALUE,
             "aws-secret-access-key" => crate::rules::AWS_SECRET_KEY_LEN,
+            "heroku-api-key" => crate::rules::UUID_LEN,
             _ => crate::rules::PASSWORD_MIN_VALUE,
         };
         let mut gate = AssignGate::default();
@@ -4833,31 +4834,16 @@ mod tests {
         }
         // The random texts must exercise the matching side too.
         assert!(matched > 500, "only {matched} random matches");
-        // `aws-secret-access-key` takes the gate with its 40-byte value:
-        // every name its pattern spells, glued to more name bytes, the
-        // operators, quotes, spaces (non-ASCII too), case-fold letters, and
-        // values one byte short, exact and long.
-        let id = "aws-secret-access-key";
-        let re = generic_regex(id);
-        for c in [
-            &b"aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1"[..],
-            b"export AWS_SECRET_ACCESS_KEY",
-        ] {
-            assert!(!re.is_match(c) && !gate_passes(id, c));
-        }
-        let parts: &[&[u8]] = &[
-            b"aws_secret_access_key",
-            b"AWS_SECRET_ACCESS_KEY_ID",
-            b"SecretAccessKey",
-            b"secret-access-key",
-            b"aws_secret",
-            b"awssecret_key",
-            b"aws",
-            b"_id",
-            b"_key",
+        // `aws-secret-access-key` and `heroku-api-key` take the gate with
+        // their value's length (40, and a 36-byte UUID): every name their
+        // patterns spell, glued to more name bytes, the operators, quotes,
+        // spaces (non-ASCII too), case-fold letters, and values one byte
+        // short and exact.
+        let common: &[&[u8]] = &[
             b"x",
             b".",
             b"-",
+            b"_",
             b"\"",
             b"'",
             b" ",
@@ -4872,19 +4858,8 @@ mod tests {
             b"\xC2\xA0",
             b"\xC5\xBF",
             b"\xE2\x84\xAA",
-            b"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY",
             b"1",
-            b"Zq8+/",
             b",",
-            b"[REDACTED:aws-secret-key]",
-        ];
-        let names: &[&[u8]] = &[
-            b"aws_secret_access_key",
-            b"AWS_SECRET_ACCESS_KEY_ID",
-            b"SecretAccess_Key",
-            b"secret-accesskey",
-            b"awssecret_key",
-            b"x.aws_secret",
         ];
         let ops: &[&[u8]] = &[
             b"=",
@@ -4895,30 +4870,101 @@ mod tests {
             b"\t:\t",
             b"\xC2\xA0=",
         ];
-        let mut matched = 0;
-        for _ in 0..20_000 {
-            let n = 1 + (rng.next() % 6) as usize;
-            let mut v: Vec<u8> = rng.concat(parts, n);
-            if rng.next().is_multiple_of(2) {
-                let at = (rng.next() as usize) % (v.len() + 1);
-                let shaped = [
-                    names[(rng.next() % names.len() as u64) as usize],
-                    ops[(rng.next() % ops.len() as u64) as usize],
-                    &b"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1x"[..39 + (rng.next() % 2) as usize],
-                ]
-                .concat();
-                v.splice(at..at, shaped);
+        type Case<'a> = (
+            &'a str,
+            &'a [&'a [u8]],
+            &'a [&'a [u8]],
+            &'a [u8],
+            &'a [&'a [u8]],
+        );
+        let cases: [Case; 2] = [
+            (
+                "aws-secret-access-key",
+                &[
+                    b"aws_secret_access_key",
+                    b"AWS_SECRET_ACCESS_KEY_ID",
+                    b"SecretAccessKey",
+                    b"secret-access-key",
+                    b"aws_secret",
+                    b"awssecret_key",
+                    b"aws",
+                    b"_id",
+                    b"_key",
+                    b"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY",
+                    b"Zq8+/",
+                    b"[REDACTED:aws-secret-key]",
+                ],
+                &[
+                    b"aws_secret_access_key",
+                    b"AWS_SECRET_ACCESS_KEY_ID",
+                    b"SecretAccess_Key",
+                    b"secret-accesskey",
+                    b"awssecret_key",
+                    b"x.aws_secret",
+                ],
+                b"wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                &[
+                    b"aws configure set aws_secret_access_key wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzREALKEY1",
+                    b"export AWS_SECRET_ACCESS_KEY",
+                ],
+            ),
+            (
+                "heroku-api-key",
+                &[
+                    b"heroku",
+                    b"HEROKU_API_KEY",
+                    b"herokuToken",
+                    b"_oauth_secret",
+                    b"key",
+                    b"01234567-89ab-cdef-0123-456789abcde",
+                    b"F",
+                    b"[REDACTED:heroku-key]",
+                ],
+                &[
+                    b"HEROKU_API_KEY",
+                    b"heroku_oauth_token",
+                    b"herokukey",
+                    b"x.heroku_secret",
+                    b"Heroku9Key",
+                ],
+                b"01234567-89ab-cdef-0123-456789abcdef",
+                &[
+                    b"machine api.heroku.com\n  login bob@x.io",
+                    b"git push heroku main # heroku_api_key",
+                ],
+            ),
+        ];
+        for (id, own, names, value, skipped) in cases {
+            let re = generic_regex(id);
+            for c in skipped {
+                assert!(!re.is_match(c) && !gate_passes(id, c), "{id}");
             }
-            if re.is_match(&v) {
-                matched += 1;
-                assert!(
-                    gate_passes(id, &v),
-                    "{id} {:?}",
-                    String::from_utf8_lossy(&v)
-                );
+            let parts: Vec<&[u8]> = common.iter().chain(own).copied().collect();
+            let mut matched = 0;
+            for _ in 0..20_000 {
+                let n = 1 + (rng.next() % 6) as usize;
+                let mut v: Vec<u8> = rng.concat(&parts, n);
+                if rng.next().is_multiple_of(2) {
+                    let at = (rng.next() as usize) % (v.len() + 1);
+                    let shaped = [
+                        names[(rng.next() % names.len() as u64) as usize],
+                        ops[(rng.next() % ops.len() as u64) as usize],
+                        &value[..value.len() - (rng.next() % 2) as usize],
+                    ]
+                    .concat();
+                    v.splice(at..at, shaped);
+                }
+                if re.is_match(&v) {
+                    matched += 1;
+                    assert!(
+                        gate_passes(id, &v),
+                        "{id} {:?}",
+                        String::from_utf8_lossy(&v)
+                    );
+                }
             }
+            assert!(matched > 200, "{id}: only {matched} random matches");
         }
-        assert!(matched > 200, "{id}: only {matched} random matches");
     }
 
     /// Whether rule `id` runs on segment `v` as `scan_view` decides it:

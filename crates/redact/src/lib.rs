@@ -413,6 +413,7 @@ impl Scanner {
                 "generic-secret" => Gate::Assign(rules::GENERIC_MIN_VALUE),
                 "generic-password" => Gate::Assign(rules::PASSWORD_MIN_VALUE),
                 "aws-secret-access-key" => Gate::Assign(rules::AWS_SECRET_KEY_LEN),
+                "heroku-api-key" => Gate::Assign(rules::UUID_LEN),
                 "credential-url" => Gate::UserinfoAt,
                 "other-home" => Gate::NotOwnHome,
                 "provider-named" => Gate::ValueAfter(rules::PROVIDER_MIN_VALUE),

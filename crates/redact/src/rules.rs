@@ -215,6 +215,9 @@ pub const GENERIC_MIN_VALUE: usize = 8;
 /// assignment gate (`Gate::Assign`) wants that many value bytes after the
 /// operator.
 pub const AWS_SECRET_KEY_LEN: usize = 40;
+/// A UUID's length, the value `heroku-api-key` takes: its assignment gate
+/// wants that many value bytes after the operator.
+pub const UUID_LEN: usize = 36;
 /// Shortest value the generic-password pattern accepts (`{4,}` below).
 pub const PASSWORD_MIN_VALUE: usize = 4;
 /// Values named in prose shorter than this must mix cases and digits
