@@ -4610,6 +4610,16 @@ mod tests {
         })
     }
 
+    /// 1 when rule `id`'s pattern `re` matches `v` (and then its
+    /// assignment gate must pass), 0 otherwise.
+    fn gate_holds_on_match(id: &str, re: &Regex, v: &[u8]) -> usize {
+        if !re.is_match(v) {
+            return 0;
+        }
+        assert!(gate_passes(id, v), "{id} {:?}", String::from_utf8_lossy(v));
+        1
+    }
+
     fn generic_regex(id: &str) -> Regex {
         let def = crate::rules::builtin()
             .into_iter()
@@ -4822,14 +4832,7 @@ mod tests {
             let n = 2 + (rng.next() % 10) as usize;
             let v: Vec<u8> = rng.concat(parts, n);
             for (id, re) in ["generic-secret", "generic-password"].iter().zip(&res) {
-                if re.is_match(&v) {
-                    matched += 1;
-                    assert!(
-                        gate_passes(id, &v),
-                        "{id} {:?}",
-                        String::from_utf8_lossy(&v)
-                    );
-                }
+                matched += gate_holds_on_match(id, re, &v);
             }
         }
         // The random texts must exercise the matching side too.
@@ -4954,14 +4957,7 @@ mod tests {
                     .concat();
                     v.splice(at..at, shaped);
                 }
-                if re.is_match(&v) {
-                    matched += 1;
-                    assert!(
-                        gate_passes(id, &v),
-                        "{id} {:?}",
-                        String::from_utf8_lossy(&v)
-                    );
-                }
+                matched += gate_holds_on_match(id, &re, &v);
             }
             assert!(matched > 200, "{id}: only {matched} random matches");
         }
