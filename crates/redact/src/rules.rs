@@ -211,6 +211,8 @@ pub const GENERIC_KEY_NAMES: &str = r"(?:secret|token|api[_.-]?key|apikey|licens
 /// unconditionally (see `engine::AssignGate`).
 /// Shortest value the generic-secret pattern accepts (`{8,}` below).
 pub const GENERIC_MIN_VALUE: usize = 8;
+/// Shortest value the generic-password pattern accepts (`{4,}` below).
+pub const PASSWORD_MIN_VALUE: usize = 4;
 /// The value `aws-secret-access-key` takes (`{40}` in its pattern): its
 /// assignment gate (`Gate::Assign`) wants that many value bytes after the
 /// operator.
@@ -218,8 +220,6 @@ pub const AWS_SECRET_KEY_LEN: usize = 40;
 /// A UUID's length, the value `heroku-api-key` takes: its assignment gate
 /// wants that many value bytes after the operator.
 pub const UUID_LEN: usize = 36;
-/// Shortest value the generic-password pattern accepts (`{4,}` below).
-pub const PASSWORD_MIN_VALUE: usize = 4;
 /// Values named in prose shorter than this must mix cases and digits
 /// (`Check::ProseSecret`); the pattern takes them from 10 bytes.
 pub const PROSE_SHORT_VALUE: usize = 16;
@@ -2200,9 +2200,9 @@ pub fn builtin() -> Vec<RuleDef> {
         // `here's the token, V`, `my new secret: V`. The value has the
         // prose rules' shape (`this token expires` is not one); `the token
         // is V` is left to the phrase rules (`is` is followed by what the
-        // token is as often: `base64url-encoded`). The two words are one
-        // keyword each (one space between them), so a match starts where a
-        // keyword does and the rule is searched only there
+        // token is as often: `base64url-encoded`). Each two-word phrase is
+        // a keyword (one space between the words), so a match starts where
+        // a keyword does and the rule is searched only there
         // (`ANCHORED_RULES`).
         RuleDef {
             min_entropy: 3.0,
