@@ -869,9 +869,7 @@ fn login_pair_may(v: &[u8], start: usize, end: usize) -> bool {
 /// condition only: the run is taken whole (the pattern's may be its tail)
 /// and the word is looked for anywhere in it, ignoring case.
 fn user_before(v: &[u8], k: usize) -> bool {
-    let words: [&[u8]; 4] = [b"username", b"user", b"login", b"account"];
-    let ends_with =
-        |t: &[u8], w: &[u8]| t.len() >= w.len() && t[t.len() - w.len()..].eq_ignore_ascii_case(w);
+    let words: [&[u8]; 4] = [b"user", b"username", b"login", b"account"];
     let mut p = k;
     while p > 0 && v[p - 1] == b' ' {
         p -= 1;
@@ -880,20 +878,15 @@ fn user_before(v: &[u8], k: usize) -> bool {
         p -= 1;
     }
     let end = p;
-    while p > 0
-        && (v[p - 1].is_ascii_alphanumeric() || matches!(v[p - 1], b'_' | b'.' | b'@' | b'-'))
-    {
+    while p > 0 && is_user_byte(v[p - 1]) {
         p -= 1;
     }
     if end - p < 2 {
         return false;
     }
     let run = &v[p..end];
-    if run.windows(4).any(|w| {
-        w.eq_ignore_ascii_case(b"user")
-            || w.eq_ignore_ascii_case(b"logi")
-            || w.eq_ignore_ascii_case(b"acco")
-    }) {
+    let holds = |t: &[u8], w: &[u8]| t.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w));
+    if words.iter().any(|w| holds(run, w)) {
         return true;
     }
     while p > 0 && is_ascii_space(v[p - 1]) {
@@ -905,12 +898,19 @@ fn user_before(v: &[u8], k: usize) -> bool {
             p -= 1;
         }
     }
-    words.iter().any(|w| ends_with(&v[..p], w))
+    words
+        .iter()
+        .any(|w| p >= w.len() && v[p - w.len()..p].eq_ignore_ascii_case(w))
+}
+
+/// A byte of a user name or login as the login-pair rules spell it
+/// (`[A-Za-z0-9_.@-]`).
+fn is_user_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'-')
 }
 
 /// Whether `v` holds a [`Gate::SlashPair`] candidate.
 fn slash_pair(v: &[u8]) -> bool {
-    let tok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'@' | b'-');
     let pw = |b: u8| !(is_ascii_space(b) || matches!(b, b'/' | b'"' | b'\'' | b'`'));
     memchr::memchr_iter(b'/', v).any(|q| {
         let mut k = q + 1;
@@ -925,7 +925,7 @@ fn slash_pair(v: &[u8]) -> bool {
             e -= 1;
         }
         let mut s = e;
-        while s > 0 && tok(v[s - 1]) {
+        while s > 0 && is_user_byte(v[s - 1]) {
             s -= 1;
         }
         if e - s < 2 {
