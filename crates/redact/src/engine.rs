@@ -203,6 +203,7 @@ use crate::groups::{GroupCache, LazyGroups, Resolved};
 use crate::keywords::{Keywords, KwMatch, LaneBufs};
 use crate::reach::{ByteSet, LazyStops};
 use crate::rules::{Check, Class, Severity};
+use crate::timing;
 use crate::view::Views;
 
 /// Values shorter than this are not swept for elsewhere in the text: short
@@ -279,6 +280,7 @@ impl LazyRegex {
 
     pub fn get(&self) -> &Regex {
         self.cell.get_or_init(|| {
+            let _t = timing::span(timing::Phase::Compile);
             let p = self.pattern.unwrap_or_default();
             // Every built-in pattern compiles with exactly these settings:
             // `tests::every_builtin_pattern_compiles`.
@@ -428,6 +430,7 @@ impl AnchoredRegex {
 
     pub fn get(&self) -> &regex_automata::meta::Regex {
         self.cell.get_or_init(|| {
+            let _t = timing::span(timing::Phase::Compile);
             let p = self.pattern;
             compile_anchored(p)
                 .unwrap_or_else(|e| panic!("built-in pattern {p:?} does not compile: {e}"))
@@ -2341,6 +2344,7 @@ impl Engine {
         }
         let mut views = std::mem::take(&mut scratch.views);
         if !prebuilt {
+            let _t = timing::span(timing::Phase::Views);
             views.build(raw);
         }
         let from = if json && views.count() > 0 { 1 } else { 0 };
@@ -2372,6 +2376,7 @@ impl Engine {
                 .get(layer)
                 .filter(|r| prebuilt && r.valid && !r.overlap)
                 .zip(scratch.layer_edits.get(layer));
+            let marking = timing::span(timing::Phase::Allowed);
             match prior {
                 Some((rec, edits)) => derive_allowed(
                     v,
@@ -2397,6 +2402,7 @@ impl Engine {
                     }
                 }
             }
+            drop(marking);
             let allowed = std::mem::take(&mut scratch.allowed);
             let layer_first = hits.len();
             let mut at = 0;
@@ -2476,6 +2482,7 @@ impl Engine {
         } else {
             0
         };
+        let _t = timing::span(timing::Phase::Sweep);
         for k in 0..=layers {
             let v = if k == 0 { raw } else { scratch.views.layer(k) };
             let at = L { k, base: 0 };
@@ -2513,12 +2520,14 @@ impl Engine {
         let prior = scratch.prior.get(seg, layer.k);
         // Where `v` differs from the paired segment: `v[pre..end]`.
         let shared = prior.map(|p| shared_ends(&p.bytes, v));
+        let gating = timing::span(timing::Phase::ShapeGates);
         let (mac, ipv6) = match (prior, shared) {
             (Some(p), Some((pre, end))) if p.gates == (false, false) => {
                 shape_gates_around(v, pre, end)
             }
             _ => shape_gates(v),
         };
+        drop(gating);
         // The known-value sweep likewise, when the paired segment's sweep,
         // for the same values, reported nothing: an occurrence wholly in the
         // shared prefix or suffix would have been reported there, so every
@@ -2546,6 +2555,7 @@ impl Engine {
         }
         let mut kw = std::mem::take(&mut scratch.kw);
         kw.clear();
+        let walking = timing::span(timing::Phase::Keywords);
         match (prior, pre_kw) {
             (Some(p), _) => {
                 self.keywords
@@ -2554,6 +2564,7 @@ impl Engine {
             (None, Some(pre)) => kw.extend_from_slice(pre),
             (None, None) => self.keywords.find_all(v, &mut scratch.lanes, &mut kw),
         }
+        drop(walking);
         if !scratch.no_record {
             if scratch.cache.bytes + v.len() <= MAX_REUSE_BYTES {
                 scratch.cache.record(layer.k, v, &kw, (mac, ipv6));
@@ -2598,8 +2609,14 @@ impl Engine {
             let &(_, lo, hi) = p.ran.iter().find(|r| r.0 == ri)?;
             rule_zone(v, p.bytes.len(), pre, end, stops.get()?, (lo, hi))
         }));
+        let ruling = timing::span(if timing::in_verify() {
+            timing::Phase::RulesVerify
+        } else {
+            timing::Phase::Rules
+        });
         for (&ri, &zone) in list.iter().zip(&zones) {
             triggered[ri] = false;
+            let (clock, hits_before) = (timing::rule_clock(), hits.len());
             let rule = &self.rules[ri];
             match &rule.matcher {
                 Matcher::Regex {
@@ -2672,7 +2689,9 @@ impl Engine {
                 }
                 Matcher::DataUri => {}
             }
+            timing::rule_ran(ri, clock, hits.len() - hits_before);
         }
+        drop(ruling);
         scratch.triggered = triggered;
         scratch.list = list;
         scratch.zones = zones;
@@ -2683,10 +2702,12 @@ impl Engine {
             base: layer.base + lo,
         };
         let mut swept = 0;
+        let sweeping = timing::span(timing::Phase::Sweep);
         known.find_all(&v[lo..hi], |s, e, meta| {
             swept += 1;
             self.push(hits, views, at, s, e, meta)
         });
+        drop(sweeping);
         if !scratch.no_record {
             scratch.cache.set_last_sweep((swept, known.len()));
         }

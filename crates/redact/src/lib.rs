@@ -33,6 +33,7 @@ mod reach;
 pub mod rules;
 #[cfg(test)]
 mod testkit;
+pub mod timing;
 pub mod view;
 
 use std::io::{BufRead, Write};
@@ -616,6 +617,15 @@ impl Scanner {
     /// Compiles every rule's regex now instead of on the rule's first run
     /// (see `engine::LazyRegex`): for a benchmark that times scanning alone,
     /// or a long-lived process that would rather pay it up front.
+    /// Drains the phase and rule timers into a report (see [`timing`];
+    /// empty unless built with the feature `phase-timing`).
+    pub fn timing_report(&self) -> timing::Report {
+        timing::take(|ri| {
+            let meta = self.engine.rules[ri].meta;
+            self.engine.metas[meta].id.to_string()
+        })
+    }
+
     pub fn compile_all(&self) {
         for r in &self.engine.rules {
             if let engine::Matcher::Regex { re, anchored, .. } = &r.matcher {
@@ -825,6 +835,7 @@ impl Scanner {
         said: &mut Vec<Vec<u8>>,
         found: &mut Vec<(Vec<u8>, usize)>,
     ) {
+        let _t = timing::span(timing::Phase::Observe);
         let line = conversation::Line::new(line);
         conversation.observe(line, said);
         if !said.is_empty() {
@@ -976,6 +987,7 @@ impl Scanner {
         residual: &mut Vec<String>,
         bufs: &mut VerifyBufs<'a>,
     ) -> Result<(), RedactError> {
+        let _t = timing::span(timing::Phase::Verify);
         self.check_json(before, after, merged, line)?;
         let first = before.iter().find(|b| !b.is_ascii_whitespace());
         let VerifyBufs {
@@ -1437,6 +1449,7 @@ impl LineRedactor<'_> {
     /// it belongs to; the lines before it were each verified. Lines longer
     /// than [`MAX_LINE_BYTES`] are refused.
     pub fn line<'a>(&'a mut self, line: &'a [u8]) -> Result<&'a [u8], RedactError> {
+        let _t = timing::span(timing::Phase::Line);
         let s = self.scanner;
         self.lines += 1;
         self.findings.clear();
@@ -1536,6 +1549,7 @@ impl LineRedactor<'_> {
             self.out.extend_from_slice(body);
         } else {
             let mut merged = std::mem::take(&mut self.merged);
+            let applying = timing::span(timing::Phase::Apply);
             engine::apply_into(
                 &s.engine.metas,
                 body,
@@ -1543,6 +1557,7 @@ impl LineRedactor<'_> {
                 &mut self.out,
                 &mut merged,
             );
+            drop(applying);
             output_spans(&s.engine.metas, &merged, &mut self.changed);
             // Verify may reuse stage one's keyword matches for the bytes the
             // placeholders left alone.
@@ -1597,6 +1612,7 @@ impl LineRedactor<'_> {
     /// with its home directory replaced (`None`).
     #[inline]
     fn stage_one(&mut self, body: &[u8], line: Option<&[u8]>) {
+        let _t = timing::span(timing::Phase::StageOne);
         if let Some(line) = line {
             self.take_block_matches(line, body.len());
         }
@@ -1630,6 +1646,7 @@ impl LineRedactor<'_> {
     /// random transcript-shaped texts.
     #[inline(never)]
     fn home_first(&mut self, orig: &[u8], homed: &mut Vec<u8>) -> bool {
+        let _t = timing::span(timing::Phase::HomeFirst);
         let s = self.scanner;
         if !self.home_first_on || self.pem_open > 0 || s.engine.identity.homes.is_empty() {
             return false;
@@ -1923,6 +1940,25 @@ fn read_line_capped(
         if done {
             return Ok(buf.len());
         }
+    }
+}
+
+/// Hooks for `redact-bench` to time one part of the engine alone.
+pub mod bench {
+    use super::*;
+
+    /// Walks the scanner's keyword automaton over each line of `text`, as
+    /// stage one walks a line it scans whole, and returns how many keyword
+    /// occurrences it found.
+    pub fn keyword_walk(s: &Scanner, text: &[u8]) -> usize {
+        let (mut bufs, mut out) = (LaneBufs::default(), Vec::new());
+        let mut n = 0;
+        for line in split_lines(text) {
+            out.clear();
+            s.engine.keywords.find_all(line, &mut bufs, &mut out);
+            n += out.len();
+        }
+        n
     }
 }
 

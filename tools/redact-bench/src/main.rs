@@ -6,7 +6,8 @@
 //! redact-bench gen DIR [--mb N] [--seed S] [--density D]   corpus.jsonl + truth.jsonl
 //! redact-bench quality DIR                                 recall / FP per rule, exit 1 below bar
 //! redact-bench gen-varied FILE [--mb N] [--seed S]          the second, varied corpus (see varied.rs)
-//! redact-bench speed [--mb N] [--seed S] [--no-newline|--varied] [--runs N]   MB/s of redact_stream, one thread
+//! redact-bench speed [--mb N] [--seed S] [--no-newline|--varied] [--runs N] [--phases]   MB/s of redact_stream, one thread
+//! redact-bench keywords [--mb N] [--seed S] [--varied] [--runs N]   MB/s of the keyword walk alone, line by line
 //! redact-bench redact [FILE|-] [--report]                  = abcd redact
 //! redact-bench parts FILE… [--runs N]                      MB/s of redact_parts (the capture path), one thread
 //! redact-bench score DIR --redacted FILE | --report FILE [--name N]
@@ -52,6 +53,7 @@ fn main() {
         }
         Some("quality") => quality(&args),
         Some("speed") => speed(&args),
+        Some("keywords") => keywords(&args),
         Some("score") => score(&args),
         Some("parts") => parts(&args),
         Some("redact") => {
@@ -156,13 +158,14 @@ fn quality(args: &[String]) -> i32 {
     }
 }
 
-fn speed(args: &[String]) -> i32 {
+/// The corpus `speed` and `keywords` time: `--mb`, `--seed`, `--varied`
+/// or `--no-newline`.
+fn timed_input(args: &[String]) -> Vec<u8> {
     let mb: usize = arg(args, "--mb", 64);
     let seed: u64 = arg(args, "--seed", 7);
     let no_newline = args.iter().any(|a| a == "--no-newline");
     let varied = args.iter().any(|a| a == "--varied");
-    let runs: usize = arg(args, "--runs", 3).max(1);
-    let input = if varied {
+    if varied {
         let c = generate_varied(seed, mb << 20);
         eprintln!(
             "varied corpus: {:.1} % of lines hold non-ASCII text",
@@ -175,7 +178,42 @@ fn speed(args: &[String]) -> i32 {
         c.replace('\n', " ").into_bytes()
     } else {
         generate(seed, mb << 20, 0.02).0.into_bytes()
-    };
+    }
+}
+
+/// The keyword walk alone (the scanner's automaton over each line, as
+/// stage one walks a line it scans whole), best and median of `--runs`:
+/// its own figure, steadier than the whole redaction's on a noisy machine.
+/// The occurrence count lets two builds be checked to walk alike.
+fn keywords(args: &[String]) -> i32 {
+    let runs: usize = arg(args, "--runs", 9).max(1);
+    let input = timed_input(args);
+    let scanner = abcd_redact::Scanner::new(corpus_identity(), None);
+    let mut walls = Vec::new();
+    let mut found = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        found = abcd_redact::bench::keyword_walk(&scanner, &input);
+        walls.push(t.elapsed().as_secs_f64());
+    }
+    walls.sort_by(f64::total_cmp);
+    let mib = input.len() as f64 / 1048576.0;
+    println!(
+        "{} MiB: keyword walk, median of {runs}: {:.3} s = {:.1} MiB/s; best {:.3} s = {:.1} MiB/s; {found} occurrences",
+        input.len() >> 20,
+        walls[runs / 2],
+        mib / walls[runs / 2],
+        walls[0],
+        mib / walls[0],
+    );
+    0
+}
+
+fn speed(args: &[String]) -> i32 {
+    let no_newline = args.iter().any(|a| a == "--no-newline");
+    let varied = args.iter().any(|a| a == "--varied");
+    let runs: usize = arg(args, "--runs", 3).max(1);
+    let input = timed_input(args);
     let id = if args.iter().any(|a| a == "--no-identity") {
         abcd_redact::Identity::default()
     } else {
@@ -186,6 +224,16 @@ fn speed(args: &[String]) -> i32 {
     // use are compiled here (`abcd redact`'s whole-process figures include
     // building the scanner).
     scanner.compile_all();
+    let phases = args.iter().any(|a| a == "--phases");
+    if phases && !abcd_redact::timing::ENABLED {
+        eprintln!(
+            "speed --phases: the timers are not built in; build with \
+             `cargo build --release -p abcd-redact-bench --features phase-timing`"
+        );
+        return 3;
+    }
+    // Zero the timers (the scanner's construction ran some).
+    let _ = scanner.timing_report();
     let mut best = f64::MAX;
     let mut best_cpu = f64::MAX;
     let mut walls = Vec::new();
@@ -223,7 +271,38 @@ fn speed(args: &[String]) -> i32 {
         mib / best_cpu,
         peak_rss_mib()
     );
+    if phases {
+        print_phases(&scanner.timing_report(), runs, walls.iter().sum());
+    }
     0
+}
+
+/// The timers' report, per run: each phase's time and share of the runs'
+/// wall time, and the costliest rules (see `abcd_redact::timing`).
+fn print_phases(r: &abcd_redact::timing::Report, runs: usize, wall: f64) {
+    let per_run = |nanos: u64| nanos as f64 / 1e6 / runs as f64;
+    println!("phase            ms/run   share   spans/run");
+    for &(name, nanos, n) in &r.phases {
+        println!(
+            "{name:14} {:8.1} {:6.1} % {:10}",
+            per_run(nanos),
+            100.0 * nanos as f64 / 1e9 / wall,
+            n / runs as u64
+        );
+    }
+    println!("rule (stage)                          ms/run   share   runs/run   hits/run   µs/run");
+    for t in r.rules.iter().take(30) {
+        let stage = if t.verify { "verify" } else { "one" };
+        println!(
+            "{:30} {stage:6} {:8.2} {:6.1} % {:10} {:10} {:8.1}",
+            t.rule,
+            per_run(t.nanos),
+            100.0 * t.nanos as f64 / 1e9 / wall,
+            t.runs / runs as u64,
+            t.hits / runs as u64,
+            t.nanos as f64 / 1e3 / t.runs as f64
+        );
+    }
 }
 
 struct CountingSink(u64);
