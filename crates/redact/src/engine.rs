@@ -1207,10 +1207,11 @@ impl KwCache {
 /// entry with offset `j - i`. While every value held is [`LONG_MIN`] bytes
 /// or more (on most texts: found secrets are long) the stride is
 /// [`LONG_STRIDE`]; the first shorter value re-indexes every value at
-/// [`GRAM_STRIDE`] for good (values are never removed). A bit filter over hashed grams rejects
-/// almost every probe with one load and one multiply; survivors are
-/// checked against the values holding that gram. Adding a value is O(1) —
-/// no automaton to rebuild as values arrive while streaming.
+/// [`GRAM_STRIDE`] for good (values are never removed). A bit filter over
+/// hashed grams rejects almost every probe with one load and one multiply;
+/// survivors are checked against the values holding that gram. Adding a
+/// value is O(1) — no automaton to rebuild as values arrive while
+/// streaming (but for that one switch).
 #[derive(Default)]
 pub struct Known {
     values: Vec<Vec<u8>>,
