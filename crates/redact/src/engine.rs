@@ -1727,6 +1727,18 @@ fn is_code_ref(v: &[u8]) -> bool {
     dotted || (upper && snake) || (!has_digit && (snake || camel))
 }
 
+/// A value with no digit that is still a credential: 20 bytes or more,
+/// upper- and lower-case letters, and letters that do not read as words
+/// ([`wordlike`]). One random 40-character alphanumeric token in about a
+/// thousand holds no digit (`(52/62)^40`); a word or a camel-case name
+/// (`authentication`, `accessTokenFromStorage`) reads as words.
+fn random_letters(v: &[u8]) -> bool {
+    v.len() >= 20
+        && v.iter().any(u8::is_ascii_uppercase)
+        && v.iter().any(u8::is_ascii_lowercase)
+        && !wordlike(v)
+}
+
 /// Letter pairs common in English words, row by first letter: a pair that
 /// is at least one in 10,000 of the letter pairs in the words of the `//`
 /// comments and Markdown of the crates this workspace builds with (2,790
@@ -2954,7 +2966,7 @@ impl Engine {
                 }
                 Check::Bearer => {
                     !is_sops_ciphertext(val)
-                        && val.iter().any(|b| b.is_ascii_digit())
+                        && (val.iter().any(|b| b.is_ascii_digit()) || random_letters(val))
                         && val.iter().any(|b| b.is_ascii_alphabetic())
                         && !has_placeholder_mark(val)
                 }

@@ -4029,3 +4029,39 @@ fn chain_tooling_and_mobile_signing_secrets() {
         ],
     );
 }
+
+/// A bearer value with no digit: one random 40-character alphanumeric token
+/// in about a thousand has none (`(52/62)^40`), and the rules that read a
+/// bearer value required one (the varied corpus's side-by-side found one
+/// such token left in 406). Random letters in both cases are taken; a word
+/// or a camel-case name is not.
+#[test]
+fn bearer_tokens_without_a_digit() {
+    const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let t = rs(61, LETTERS, 40);
+    let u = rs(62, LETTERS, 24);
+    let v = format!("{}.{}", rs(63, LETTERS, 20), rs(64, LETTERS, 12));
+    assert!(!t.bytes().any(|b| b.is_ascii_digit()));
+    check_table(
+        &[
+            (format!("Authorization: Bearer {t}"), t.clone()),
+            (
+                format!("curl -H \"Authorization: Bearer {u}\" https://api.example.com/v1/me"),
+                u.clone(),
+            ),
+            (
+                format!("headers = {{\"Authorization\": \"Bearer {t}\"}}"),
+                t.clone(),
+            ),
+            (format!("use bearer {u} for the staging API"), u.clone()),
+            (format!("Authorization: Bearer {v}"), v.clone()),
+            (format!("das Passwort ist {t}"), t.clone()),
+        ],
+        &[
+            "Authorization: Bearer accessTokenFromStorage".to_string(),
+            "the API expects a Bearer authenticationHeaderValue".to_string(),
+            "headers[\"Authorization\"] = \"Bearer \" + authenticationToken".to_string(),
+            "Authorization: Bearer refreshTokenProviderService".to_string(),
+        ],
+    );
+}

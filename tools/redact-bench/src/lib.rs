@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod varied;
-pub use varied::{generate_varied, non_ascii_line_share};
+pub use varied::{generate_varied, generate_varied_with_truth, non_ascii_line_share};
 
 /// Identity the corpus is written for; the quality and speed commands build
 /// their scanner with it.

@@ -5,7 +5,7 @@
 //! ```text
 //! redact-bench gen DIR [--mb N] [--seed S] [--density D]   corpus.jsonl + truth.jsonl
 //! redact-bench quality DIR                                 recall / FP per rule, exit 1 below bar
-//! redact-bench gen-varied FILE [--mb N] [--seed S]          the second, varied corpus (see varied.rs)
+//! redact-bench gen-varied FILE [--mb N] [--seed S] [--truth T]   the second, varied corpus (see varied.rs); T: its planted values
 //! redact-bench speed [--mb N] [--seed S] [--no-newline|--varied] [--runs N] [--phases]   MB/s of redact_stream, one thread
 //! redact-bench keywords [--mb N] [--seed S] [--varied] [--runs N]   MB/s of the keyword walk alone, line by line
 //! redact-bench redact [FILE|-] [--report]                  = abcd redact
@@ -37,16 +37,30 @@ fn main() {
                 std::process::exit(3);
             };
             let mb: f64 = arg(&args, "--mb", 16.0);
-            let c = generate_varied(arg(&args, "--seed", 7), (mb * 1048576.0) as usize);
+            let (c, truth) =
+                generate_varied_with_truth(arg(&args, "--seed", 7), (mb * 1048576.0) as usize);
             eprintln!(
-                "{} bytes, {:.1} % of lines non-ASCII",
+                "{} bytes, {:.1} % of lines non-ASCII, {} planted values",
                 c.len(),
-                100.0 * non_ascii_line_share(&c)
+                100.0 * non_ascii_line_share(&c),
+                truth.len()
             );
-            match std::fs::write(file, c) {
+            // `--truth FILE`: the planted values, one JSON line each, as
+            // `gen` writes DIR/truth.jsonl (`score` reads them there).
+            let truth_file: String = arg(&args, "--truth", String::new());
+            let written = std::fs::write(file, &c)
+                .map_err(|e| format!("{file}: {e}"))
+                .and_then(|()| {
+                    if truth_file.is_empty() {
+                        return Ok(());
+                    }
+                    write_truth(Path::new(&truth_file), &truth)
+                        .map_err(|e| format!("{truth_file}: {e}"))
+                });
+            match written {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("gen-varied: {file}: {e}");
+                    eprintln!("gen-varied: {e}");
                     3
                 }
             }
@@ -107,7 +121,11 @@ fn gen(args: &[String]) -> i32 {
 fn write_corpus(dir: &Path, corpus: &str, truth: &[Truth]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("corpus.jsonl"), corpus)?;
-    let mut t = std::io::BufWriter::new(std::fs::File::create(dir.join("truth.jsonl"))?);
+    write_truth(&dir.join("truth.jsonl"), truth)
+}
+
+fn write_truth(path: &Path, truth: &[Truth]) -> std::io::Result<()> {
+    let mut t = std::io::BufWriter::new(std::fs::File::create(path)?);
     for x in truth {
         serde_json::to_writer(&mut t, x)?;
         t.write_all(b"\n")?;

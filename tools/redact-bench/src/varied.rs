@@ -5,7 +5,7 @@
 //! non-ASCII prose in seven scripts plus emoji (about a tenth of the
 //! lines), and dense identities. Deterministic from its seed.
 
-use crate::{Rng, ALNUM, B64, HEX};
+use crate::{Rng, Truth, ALNUM, B64, HEX};
 
 const PROSE: &[&str] = &[
     "请帮我检查一下这个配置文件，为什么服务启动失败了？日志里只有超时。",
@@ -65,34 +65,86 @@ fn code(r: &mut Rng, i: usize) -> String {
     }
 }
 
-/// Credentials as people leave them in transcripts (all random).
-fn leak(r: &mut Rng, i: usize) -> String {
+/// Credentials as people leave them in transcripts (all random), with the
+/// values a scanner should find in them: (class, value) — `secret` for a
+/// credential, `identity` for the user's name and home (abcd-only).
+fn leak(r: &mut Rng, i: usize) -> (String, Vec<(&'static str, String)>) {
     let pw = format!("{}{}!", r.s(ALNUM, 10), r.below(100));
+    let sec = |v: &str| vec![("secret", v.to_string())];
     match i % 12 {
-        0 => format!("aws configure set aws_secret_access_key {}", r.s(B64, 40)),
-        1 => format!("docker login -u bob -p {pw}"),
-        2 => format!("curl -u bob:{pw} https://api.example.com/v1/items"),
-        3 => format!("sshpass -p '{pw}' ssh deploy@203.0.113.7"),
-        4 => format!("the api key for the geocoder: {}", r.s(HEX, 32)),
-        5 => format!(
-            "machine api.heroku.com\n  login zed@example.org\n  password {}",
-            r.s(HEX, 32)
+        0 => {
+            let v = r.s(B64, 40);
+            (
+                format!("aws configure set aws_secret_access_key {v}"),
+                sec(&v),
+            )
+        }
+        1 => (format!("docker login -u bob -p {pw}"), sec(&pw)),
+        2 => (
+            format!("curl -u bob:{pw} https://api.example.com/v1/items"),
+            sec(&pw),
         ),
-        6 => format!("GITHUB_TOKEN=ghp_{}", r.s(ALNUM, 36)),
-        7 => format!(
-            "postgres://app:{pw}@10.0.{}.{}:5432/prod",
-            r.below(255),
-            r.below(255)
+        3 => (
+            format!("sshpass -p '{pw}' ssh deploy@203.0.113.7"),
+            sec(&pw),
         ),
-        8 => format!("Authorization: Bearer {}", r.s(ALNUM, 40)),
-        9 => format!("export OPENAI_API_KEY=sk-proj-{}", r.s(ALNUM, 60)),
-        10 => format!(
-            "cd /home/zed/src/app && git log --author='Zed Quimby' # {}",
-            r.s(HEX, 7)
+        4 => {
+            let v = r.s(HEX, 32);
+            (format!("the api key for the geocoder: {v}"), sec(&v))
+        }
+        5 => {
+            let v = r.s(HEX, 32);
+            (
+                format!("machine api.heroku.com\n  login zed@example.org\n  password {v}"),
+                sec(&v),
+            )
+        }
+        6 => {
+            let v = format!("ghp_{}", r.s(ALNUM, 36));
+            (format!("GITHUB_TOKEN={v}"), sec(&v))
+        }
+        7 => (
+            format!(
+                "postgres://app:{pw}@10.0.{}.{}:5432/prod",
+                r.below(255),
+                r.below(255)
+            ),
+            sec(&pw),
         ),
-        _ => format!("password: {pw}"),
+        8 => {
+            let v = r.s(ALNUM, 40);
+            (format!("Authorization: Bearer {v}"), sec(&v))
+        }
+        9 => {
+            let v = format!("sk-proj-{}", r.s(ALNUM, 60));
+            (format!("export OPENAI_API_KEY={v}"), sec(&v))
+        }
+        10 => (
+            format!(
+                "cd /home/zed/src/app && git log --author='Zed Quimby' # {}",
+                r.s(HEX, 7)
+            ),
+            vec![("identity", "Zed Quimby".to_string())],
+        ),
+        _ => (format!("password: {pw}"), sec(&pw)),
     }
 }
+
+/// The kind (for the per-kind table) of leak `i % 12`.
+const LEAK_KINDS: [&str; 12] = [
+    "aws-cli-secret",
+    "docker-login-password",
+    "curl-user-password",
+    "sshpass-password",
+    "prose-api-key",
+    "netrc-password",
+    "github-pat",
+    "credential-url",
+    "bearer-token",
+    "openai-project-key",
+    "author-name",
+    "prose-password",
+];
 
 fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("string")
@@ -100,8 +152,16 @@ fn json_str(s: &str) -> String {
 
 /// About `target` bytes of varied transcript JSONL.
 pub fn generate_varied(seed: u64, target: usize) -> String {
+    generate_varied_with_truth(seed, target).0
+}
+
+/// [`generate_varied`] and the values planted in its leak lines (one
+/// [`Truth`] per value, `line` 1-based), for scoring a scanner on it: the
+/// same bytes for the same seed.
+pub fn generate_varied_with_truth(seed: u64, target: usize) -> (String, Vec<Truth>) {
     let mut r = Rng::new(seed ^ 0x005e_ed0f_7a41);
     let mut out = String::with_capacity(target + 4096);
+    let mut truth = Vec::new();
     let mut n = 0usize;
     while out.len() < target {
         n += 1;
@@ -128,7 +188,15 @@ pub fn generate_varied(seed: u64, target: usize) -> String {
         } else if pick < 60 {
             code(&mut r, n)
         } else if pick < 70 {
-            leak(&mut r, n)
+            let (text, values) = leak(&mut r, n);
+            truth.extend(values.into_iter().map(|(class, value)| Truth {
+                kind: LEAK_KINDS[n % 12].to_string(),
+                class: class.to_string(),
+                value,
+                decoy: false,
+                line: n,
+            }));
+            text
         } else if pick < 85 {
             format!(
                 "$ git status\nOn branch main\nmodified:   src/{}.rs\n$ cargo test\ntest result: ok. {} passed\n",
@@ -163,7 +231,7 @@ pub fn generate_varied(seed: u64, target: usize) -> String {
         out.push_str(&line);
         out.push('\n');
     }
-    out
+    (out, truth)
 }
 
 /// Share of lines holding a non-ASCII byte.

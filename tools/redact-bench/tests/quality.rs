@@ -71,3 +71,39 @@ fn the_scorer_counts_a_miss_and_a_false_positive() {
     let s = score_redacted(&corpus, &lines.join("\n"), &truth, &["secret"]);
     assert_eq!(s.decoy_hits.len(), 1);
 }
+
+/// The varied corpus's planted values (`generate_varied_with_truth`): the
+/// corpus is `generate_varied`'s byte for byte, every value stands on the
+/// line its truth names, and abcd redacts every one of them (each of the
+/// twelve leak classes, ~30 of each), so the side-by-side on this corpus
+/// scores what the generator planted.
+#[test]
+fn varied_corpus_truth_is_exact_and_fully_caught() {
+    use abcd_redact_bench::{generate_varied, generate_varied_with_truth};
+    let (corpus, truth) = generate_varied_with_truth(13, 600 * 1024);
+    assert_eq!(corpus, generate_varied(13, 600 * 1024));
+    let lines: Vec<&str> = corpus.lines().collect();
+    let kinds: std::collections::BTreeSet<_> = truth.iter().map(|t| t.kind.as_str()).collect();
+    assert_eq!(kinds.len(), 12, "{kinds:?}");
+    for t in &truth {
+        assert!(!t.decoy);
+        let line = lines[t.line - 1];
+        let spelled = serde_json::to_string(&t.value).expect("string");
+        assert!(
+            line.contains(spelled.trim_matches('"')),
+            "{} not on line {}: {line}",
+            t.value,
+            t.line
+        );
+    }
+    let scanner = abcd_redact::Scanner::new(corpus_identity(), None);
+    let red = scanner.redact(&corpus).expect("corpus must not be refused");
+    let s = score_redacted(&corpus, &red.text, &truth, &["secret", "identity"]);
+    assert_eq!(s.planted, truth.len());
+    let missed: Vec<_> = s
+        .per_kind
+        .iter()
+        .filter(|(_, t)| t.caught < t.planted)
+        .collect();
+    assert!(missed.is_empty(), "missed {missed:?}");
+}
