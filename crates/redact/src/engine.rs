@@ -1727,13 +1727,16 @@ fn is_code_ref(v: &[u8]) -> bool {
     dotted || (upper && snake) || (!has_digit && (snake || camel))
 }
 
-/// A value with no digit that is still a credential: 20 bytes or more,
-/// upper- and lower-case letters, and letters that do not read as words
-/// ([`wordlike`]). One random 40-character alphanumeric token in about a
-/// thousand holds no digit (`(52/62)^40`); a word or a camel-case name
-/// (`authentication`, `accessTokenFromStorage`) reads as words.
-fn random_letters(v: &[u8]) -> bool {
-    v.len() >= 20
+/// A value with no digit that is still a credential: `min_len` bytes or
+/// more, upper- and lower-case letters, and letters that do not read as
+/// words ([`wordlike`]). A random alphanumeric token holds no digit one
+/// time in a thousand at 40 characters (`(52/62)^40`), one in thirty at
+/// 20, one in eight at 12; a word or a camel-case name (`authentication`,
+/// `accessTokenFromStorage`) reads as words. A bearer-style value
+/// (`Check::Bearer`, where prose's next word may follow) needs 20 bytes; a
+/// value under a key, token or secret name ([`generic_ok`]) 12.
+fn random_letters(v: &[u8], min_len: usize) -> bool {
+    v.len() >= min_len
         && v.iter().any(u8::is_ascii_uppercase)
         && v.iter().any(u8::is_ascii_lowercase)
         && !wordlike(v)
@@ -2174,7 +2177,7 @@ pub fn generic_ok(v: &[u8], next: Option<u8>, password: bool, min_entropy: f64) 
     }
     let has_digit = v.iter().any(|b| b.is_ascii_digit());
     let has_alpha = v.iter().any(|b| b.is_ascii_alphabetic());
-    if !(has_alpha && (has_digit || v.len() >= 24)) {
+    if !(has_alpha && (has_digit || v.len() >= 24 || random_letters(v, 12))) {
         return false;
     }
     entropy(v) >= min_entropy
@@ -2966,7 +2969,7 @@ impl Engine {
                 }
                 Check::Bearer => {
                     !is_sops_ciphertext(val)
-                        && (val.iter().any(|b| b.is_ascii_digit()) || random_letters(val))
+                        && (val.iter().any(|b| b.is_ascii_digit()) || random_letters(val, 20))
                         && val.iter().any(|b| b.is_ascii_alphabetic())
                         && !has_placeholder_mark(val)
                 }

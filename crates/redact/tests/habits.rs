@@ -4065,3 +4065,37 @@ fn bearer_tokens_without_a_digit() {
         ],
     );
 }
+
+/// A value of 12–23 random letters (no digit) under a key, token or secret
+/// name: a random 20-character alphanumeric key has no digit about one time
+/// in thirty, a 12-character one about one in eight, and the generic value
+/// test wanted a digit below 24 bytes. Mixed-case letters that do not read
+/// as words are taken; a camel-case name is still a code name.
+#[test]
+fn key_values_of_random_letters() {
+    const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let (a, b, c, d) = (
+        rs(71, LETTERS, 12),
+        rs(72, LETTERS, 16),
+        rs(73, LETTERS, 20),
+        rs(74, LETTERS, 23),
+    );
+    check_table(
+        &[
+            (format!("api_key = \"{a}\""), a.clone()),
+            (format!("API_KEY={b}"), b.clone()),
+            (format!("secret: {c}"), c.clone()),
+            (format!("\"apiKey\": \"{d}\""), d.clone()),
+            (format!("AWS_SECRET_ACCESS_KEY={c}"), c.clone()),
+            (format!("access_token: {d}"), d.clone()),
+            (format!("token={b}"), b.clone()),
+        ],
+        &[
+            "api_key = \"MyApplicationKey\"".to_string(),
+            "token = \"refreshTokenValue\"".to_string(),
+            "secret: ClientSecretName".to_string(),
+            "API_KEY=SomeServiceApiKey".to_string(),
+            "\"apiKey\": \"defaultApiKeyPlaceholderName\"".to_string(),
+        ],
+    );
+}
