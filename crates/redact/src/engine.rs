@@ -649,6 +649,9 @@ pub struct Engine {
     /// line's end (see [`setting_value_end`]; the two key-assignment
     /// rules, `rules::LINE_END_VALUE_RULES`).
     pub line_end_values: Vec<bool>,
+    /// Per rule: a value opening a quoted string with a blank in it runs to
+    /// the closing quote (see [`quoted_value_end`]; `rules::QUOTED_VALUE_RULES`).
+    pub quoted_values: Vec<bool>,
 }
 
 /// A cheap look at the bytes around a keyword occurrence that can prove
@@ -3088,6 +3091,13 @@ impl Engine {
             } else {
                 e
             };
+            // A quoted value with blanks in it (`password = "Xk9qT2 hk2Goc
+            // zpEjmq"`): the string runs to its closing quote.
+            let e = if self.quoted_values[ri] {
+                quoted_value_end(v, s, e)
+            } else {
+                e
+            };
             if m.class == Class::Secret {
                 found.push((v[s..e].to_vec(), meta));
             }
@@ -3801,6 +3811,47 @@ fn setting_value_end(v: &[u8], start: usize, s: usize, e: usize) -> usize {
     }
     end
 }
+
+/// Where the value `v[s..e]` of a key-assignment match ends when it opens
+/// a quoted string that goes on past a blank (`password = "Xk9qT2 hk2Goc
+/// zpEjmq"`): at the string's closing quote, on the same line and within
+/// [`QUOTED_VALUE_REACH`] bytes, short of trailing blanks; the words after
+/// the first would leak. A string quoted with `\"` (a JSON string's
+/// content, read undecoded) ends at its `\"`; any other escape, a
+/// newline, or no closing quote in reach leaves the value at `e`. The
+/// first word was already judged a credential: this only redacts the rest
+/// of the same value.
+fn quoted_value_end(v: &[u8], s: usize, e: usize) -> usize {
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    if s == 0 || !matches!(v[s - 1], b'"' | b'\'') || !v.get(e).is_some_and(|&b| blank(b)) {
+        return e;
+    }
+    let q = v[s - 1];
+    let escaped = s >= 2 && v[s - 2] == b'\\';
+    let reach = &v[e..v.len().min(e + QUOTED_VALUE_REACH)];
+    let Some(i) = reach
+        .iter()
+        .position(|&b| b == q || b == b'\\' || b == b'\n' || b == b'\r')
+    else {
+        return e;
+    };
+    let closes = if escaped {
+        reach[i] == b'\\' && reach.get(i + 1) == Some(&q)
+    } else {
+        reach[i] == q
+    };
+    if !closes {
+        return e;
+    }
+    let mut end = e + i;
+    while end > e && blank(v[end - 1]) {
+        end -= 1;
+    }
+    end
+}
+
+/// How far [`quoted_value_end`] looks for a closing quote.
+const QUOTED_VALUE_REACH: usize = 256;
 
 /// The length of the YAML tag `rules::YAML_VALUE_TAG` steps over (`!!binary`,
 /// `!binary`, `!!str`, `!str`, ASCII case-insensitive) at the start of `t`,

@@ -460,6 +460,11 @@ impl Scanner {
             .iter()
             .map(|r| rules::LINE_END_VALUE_RULES.contains(&&*b.metas[r.meta].id))
             .collect();
+        let quoted_values = b
+            .rules
+            .iter()
+            .map(|r| rules::QUOTED_VALUE_RULES.contains(&&*b.metas[r.meta].id))
+            .collect();
         let anchored = b
             .rules
             .iter()
@@ -523,6 +528,7 @@ impl Scanner {
                 kw_ungated,
                 windowed,
                 line_end_values,
+                quoted_values,
                 anchored,
             },
             degraded,

@@ -713,6 +713,16 @@ pub const WINDOWED_RULES: &[&str] = &[
 /// line's end (`engine::setting_value_end`): the key-assignment rules.
 pub const LINE_END_VALUE_RULES: &[&str] = &["generic-secret", "generic-password"];
 
+/// Rules whose value, where it opens a quoted string that goes on past a
+/// blank, runs to the string's closing quote (`engine::quoted_value_end`):
+/// the key-assignment and prose rules, whose value patterns stop at a blank.
+pub const QUOTED_VALUE_RULES: &[&str] = &[
+    "generic-secret",
+    "generic-password",
+    "prose-password",
+    "prose-secret",
+];
+
 /// The tools whose `<tool> login … -p PASSWORD` `registry-login-password`
 /// reads: container registries' clients (`helm registry login` ends in
 /// `registry`) and the cloud CLIs that log in the same way (`az`, `oc`,

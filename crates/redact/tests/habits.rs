@@ -4099,3 +4099,29 @@ fn key_values_of_random_letters() {
         ],
     );
 }
+
+/// A quoted value with blanks in it, whose first word a key-assignment or
+/// prose rule takes for a credential: the whole string to its closing quote
+/// is the value (the words after the first leaked). Quoted with `\"` inside
+/// a JSON string too (`check_table` also runs each text as a `tool_result`).
+#[test]
+fn quoted_values_with_blanks_run_to_the_closing_quote() {
+    let (a, b, c) = (rs(81, ALNUM, 11), rs(82, ALNUM, 6), rs(83, ALNUM, 7));
+    let p = format!("{a}9 {b} {c}");
+    let dirty: Vec<(String, String)> = [
+        format!("passphrase = \"{p}\""),
+        format!("password: \"{p}\""),
+        format!("my password is \"{p}\""),
+        format!("client_secret = '{p}'"),
+    ]
+    .into_iter()
+    .flat_map(|t| [(t.clone(), b.clone()), (t, c.clone())])
+    .collect();
+    check_table(
+        &dirty,
+        &[
+            "password = \"Enter your password\"".to_string(),
+            "secret: \"not set\"".to_string(),
+        ],
+    );
+}
