@@ -738,7 +738,6 @@ fn tool_and_stdin_passwords() {
 /// first is a secret, the second a reference.
 #[test]
 fn mixed_case_letter_values_are_not_code_names() {
-    const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let v = |n| rs(n, LETTERS, 14);
     let k = |n| rs(n, LETTERS, 32);
     check(&[
@@ -4037,7 +4036,6 @@ fn chain_tooling_and_mobile_signing_secrets() {
 /// or a camel-case name is not.
 #[test]
 fn bearer_tokens_without_a_digit() {
-    const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let t = rs(61, LETTERS, 40);
     let u = rs(62, LETTERS, 24);
     let v = format!("{}.{}", rs(63, LETTERS, 20), rs(64, LETTERS, 12));
@@ -4073,7 +4071,6 @@ fn bearer_tokens_without_a_digit() {
 /// as words are taken; a camel-case name is still a code name.
 #[test]
 fn key_values_of_random_letters() {
-    const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let (a, b, c, d) = (
         rs(71, LETTERS, 12),
         rs(72, LETTERS, 16),

@@ -65,86 +65,84 @@ fn code(r: &mut Rng, i: usize) -> String {
     }
 }
 
-/// Credentials as people leave them in transcripts (all random), with the
-/// values a scanner should find in them: (class, value) — `secret` for a
-/// credential, `identity` for the user's name and home (abcd-only).
-fn leak(r: &mut Rng, i: usize) -> (String, Vec<(&'static str, String)>) {
+/// A leak line's text, its kind (for the per-kind table) and the values
+/// in it a scanner should find: (class, value) — `secret` for a
+/// credential, `identity` for the user's name (abcd-only).
+type Leak = (String, &'static str, Vec<(&'static str, String)>);
+
+/// Credentials as people leave them in transcripts (all random).
+fn leak(r: &mut Rng, i: usize) -> Leak {
     let pw = format!("{}{}!", r.s(ALNUM, 10), r.below(100));
-    let sec = |v: &str| vec![("secret", v.to_string())];
+    let sec = |text: String, kind, v: &str| (text, kind, vec![("secret", v.to_string())]);
     match i % 12 {
         0 => {
             let v = r.s(B64, 40);
-            (
-                format!("aws configure set aws_secret_access_key {v}"),
-                sec(&v),
-            )
+            let t = format!("aws configure set aws_secret_access_key {v}");
+            sec(t, "aws-cli-secret", &v)
         }
-        1 => (format!("docker login -u bob -p {pw}"), sec(&pw)),
-        2 => (
-            format!("curl -u bob:{pw} https://api.example.com/v1/items"),
-            sec(&pw),
+        1 => sec(
+            format!("docker login -u bob -p {pw}"),
+            "docker-login-password",
+            &pw,
         ),
-        3 => (
+        2 => sec(
+            format!("curl -u bob:{pw} https://api.example.com/v1/items"),
+            "curl-user-password",
+            &pw,
+        ),
+        3 => sec(
             format!("sshpass -p '{pw}' ssh deploy@203.0.113.7"),
-            sec(&pw),
+            "sshpass-password",
+            &pw,
         ),
         4 => {
             let v = r.s(HEX, 32);
-            (format!("the api key for the geocoder: {v}"), sec(&v))
+            sec(
+                format!("the api key for the geocoder: {v}"),
+                "prose-api-key",
+                &v,
+            )
         }
         5 => {
             let v = r.s(HEX, 32);
-            (
-                format!("machine api.heroku.com\n  login zed@example.org\n  password {v}"),
-                sec(&v),
-            )
+            let t = format!("machine api.heroku.com\n  login zed@example.org\n  password {v}");
+            sec(t, "netrc-password", &v)
         }
         6 => {
             let v = format!("ghp_{}", r.s(ALNUM, 36));
-            (format!("GITHUB_TOKEN={v}"), sec(&v))
+            sec(format!("GITHUB_TOKEN={v}"), "github-pat", &v)
         }
-        7 => (
-            format!(
+        7 => {
+            let t = format!(
                 "postgres://app:{pw}@10.0.{}.{}:5432/prod",
                 r.below(255),
                 r.below(255)
-            ),
-            sec(&pw),
-        ),
+            );
+            sec(t, "credential-url", &pw)
+        }
         8 => {
             let v = r.s(ALNUM, 40);
-            (format!("Authorization: Bearer {v}"), sec(&v))
+            sec(format!("Authorization: Bearer {v}"), "bearer-token", &v)
         }
         9 => {
             let v = format!("sk-proj-{}", r.s(ALNUM, 60));
-            (format!("export OPENAI_API_KEY={v}"), sec(&v))
+            sec(
+                format!("export OPENAI_API_KEY={v}"),
+                "openai-project-key",
+                &v,
+            )
         }
         10 => (
             format!(
                 "cd /home/zed/src/app && git log --author='Zed Quimby' # {}",
                 r.s(HEX, 7)
             ),
+            "author-name",
             vec![("identity", "Zed Quimby".to_string())],
         ),
-        _ => (format!("password: {pw}"), sec(&pw)),
+        _ => sec(format!("password: {pw}"), "prose-password", &pw),
     }
 }
-
-/// The kind (for the per-kind table) of leak `i % 12`.
-const LEAK_KINDS: [&str; 12] = [
-    "aws-cli-secret",
-    "docker-login-password",
-    "curl-user-password",
-    "sshpass-password",
-    "prose-api-key",
-    "netrc-password",
-    "github-pat",
-    "credential-url",
-    "bearer-token",
-    "openai-project-key",
-    "author-name",
-    "prose-password",
-];
 
 fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("string")
@@ -188,9 +186,9 @@ pub fn generate_varied_with_truth(seed: u64, target: usize) -> (String, Vec<Trut
         } else if pick < 60 {
             code(&mut r, n)
         } else if pick < 70 {
-            let (text, values) = leak(&mut r, n);
+            let (text, kind, values) = leak(&mut r, n);
             truth.extend(values.into_iter().map(|(class, value)| Truth {
-                kind: LEAK_KINDS[n % 12].to_string(),
+                kind: kind.to_string(),
                 class: class.to_string(),
                 value,
                 decoy: false,
