@@ -61,6 +61,7 @@ static SINGLE_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | (?:op\s+signin|bw\s+(?:unlock|login))\b[^\n]*\s--raw\b
           | lpass\s+show\b[^\n]*\s--password\b
           | aws\s+configure\s+get\b
+          | aws\s+ecr(?:\s+--[a-z-]+(?:=|\s+)[^\s|;&]+)*\s+get-login-password\b[^|;&\n]*$
           | openssl\s+rand\b
           | pwgen\b
           | wg\s+genkey\b
@@ -98,6 +99,15 @@ static MULTI_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
           | kubectl(?:\s+(?:-n|--namespace|--context|--kubeconfig)(?:=|\s+)[^\s|;&]+)*\s+get\s+secrets?\b[^\n]*\s-o
           | elasticsearch-reset-password\b
           | kubectl\s+config\s+view\b[^\n]*--raw
+          | sops\b[^\n|;&]*\s(?:-d|--decrypt|decrypt)\b
+          | ansible-vault\s+(?:view|decrypt)\b
+          | gpg2?\b[^\n|;&]*\s(?:-d|--decrypt)\b
+          | age\b[^\n|;&]*\s(?:-d|--decrypt)\b
+          | heroku\s+config(?:\s|$)
+          | railway\s+variables\b
+          | infisical\s+(?:export|secrets)\b
+          | chamber\s+(?:read|export)\b
+          | pulumi\s+(?:stack\s+output|config)\b[^\n|;&]*\s--show-secrets\b
           | (?:cat|less|more|head|tail|bat|type|grep|sed\s+-n)\b[^\n|;&]*{SECRET_FILE}\b
         )"
     ))
@@ -655,6 +665,17 @@ static PRINTS_VARIABLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     .ok()
 });
 
+/// `terraform output -raw NAME` (also `-json`, or neither: a quoted
+/// string), `pulumi config get [project:]NAME`, `pulumi stack output NAME
+/// --show-secrets`: the output's name, judged as a variable's is. Their
+/// other outputs are addresses, regions and ids, kept.
+static PRINTS_NAMED_OUTPUT: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?:^|[\s;&|(`'"])(?:terraform(?:\s+-chdir=[^\s|;&]+)?\s+output(?:\s+-(?:raw|json|no-color|state=[^\s|;&]+))*\s+|pulumi\s+config\s+get(?:\s+-[a-z-]+(?:=[^\s|;&]+)?)*\s+(?:[A-Za-z0-9_.-]+:)?|pulumi\s+stack\s+output(?:\s+-[a-z-]+(?:=[^\s|;&]+)?)*\s+)([A-Za-z_][A-Za-z0-9_-]*)\s*(?:$|[;&|)`'"]|\s-)"#,
+    )
+    .ok()
+});
+
 /// A variable named like a secret (`GITHUB_TOKEN`, `DB_PASSWORD`,
 /// `stripe_api_key`) and not like a thing about one (`TOKEN_FILE`,
 /// `SECRET_PATH`: the engine's own test for a setting's name,
@@ -680,11 +701,13 @@ fn names_a_secret_variable(name: &str) -> bool {
 }
 
 fn prints_secret_variable(c: &[u8]) -> bool {
-    PRINTS_VARIABLE.as_ref().is_some_and(|re| {
-        re.captures_iter(c).any(|m| {
-            m.get(1)
-                .and_then(|n| std::str::from_utf8(n.as_bytes()).ok())
-                .is_some_and(names_a_secret_variable)
+    [&PRINTS_VARIABLE, &PRINTS_NAMED_OUTPUT].iter().any(|re| {
+        re.as_ref().is_some_and(|re| {
+            re.captures_iter(c).any(|m| {
+                m.get(1)
+                    .and_then(|n| std::str::from_utf8(n.as_bytes()).ok())
+                    .is_some_and(|n| names_a_secret_variable(&n.replace('-', "_")))
+            })
         })
     })
 }
@@ -726,6 +749,11 @@ fn secret_words(text: &str, reads: Reads, out: &mut Vec<Vec<u8>>) {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     if reads == Reads::One {
         if let Some(first) = lines.next() {
+            // `terraform output NAME` and `-json` quote the string.
+            let first = first
+                .strip_prefix('"')
+                .and_then(|f| f.strip_suffix('"'))
+                .unwrap_or(first);
             // A passphrase may hold a few spaces; a sentence is a message
             // (`Copied … to clipboard`), not the secret.
             let spaces = first.bytes().filter(|b| *b == b' ').count();

@@ -205,6 +205,91 @@ fn outputs_of_secret_reading_commands_are_redacted() {
             format!("PORT=8080\nGEOCODER={}\nDEBUG=true\n", pwd(12)),
             vec![pwd(12)],
         ),
+        // Infrastructure tools' outputs named like a secret.
+        (
+            "terraform output -raw db_password".into(),
+            pwd(27),
+            vec![pwd(27)],
+        ),
+        (
+            "terraform -chdir=infra output -json admin-api-key".into(),
+            format!("\"{}\"\n", pwd(28)),
+            vec![pwd(28)],
+        ),
+        (
+            "terraform output grafana_admin_pass".into(),
+            format!("\"{}\"\n", pwd(29)),
+            vec![pwd(29)],
+        ),
+        (
+            "pulumi config get geo:apiToken".into(),
+            format!("{}\n", pwd(30)),
+            vec![pwd(30)],
+        ),
+        (
+            "pulumi stack output dbPassword --show-secrets".into(),
+            format!("{}\n", pwd(31)),
+            vec![pwd(31)],
+        ),
+        (
+            "pulumi stack output --show-secrets".into(),
+            format!(
+                "Current stack outputs (2):\n    OUTPUT    VALUE\n    url       https://geo.example.com\n    geocoder  {}\n",
+                pwd(32)
+            ),
+            vec![pwd(32)],
+        ),
+        (
+            "aws ecr get-login-password --region eu-west-1".into(),
+            format!("eyJwYXlsb2FkIjoi{}\n", rs(33, B64, 1200)),
+            vec![rs(33, B64, 1200)],
+        ),
+        // Decrypted files, and config stores listed whole.
+        (
+            "sops -d secrets.enc.yaml".into(),
+            format!("db:\n  host: db.internal\n  geocoder: {}\n", pwd(34)),
+            vec![pwd(34)],
+        ),
+        (
+            "sops decrypt --output-type json config/prod.enc.json".into(),
+            format!("{{\"geocoder\": \"{}\"}}", pwd(35)),
+            vec![pwd(35)],
+        ),
+        (
+            "ansible-vault view group_vars/all/vault.yml".into(),
+            format!("vault_geocoder: {}\n", pwd(36)),
+            vec![pwd(36)],
+        ),
+        (
+            "gpg --quiet --decrypt backup-codes.asc".into(),
+            format!("{}\n{}\n", pwd(37), pwd(38)),
+            vec![pwd(37), pwd(38)],
+        ),
+        (
+            "age -d -i ~/.age/key.txt secrets.age".into(),
+            format!("geo={}\n", pwd(39)),
+            vec![pwd(39)],
+        ),
+        (
+            "heroku config -a geo-api".into(),
+            format!("=== geo-api Config Vars\nGEOCODER:     {}\nPORT:         8080\n", pwd(40)),
+            vec![pwd(40)],
+        ),
+        (
+            "railway variables --kv".into(),
+            format!("GEOCODER={}\n", pwd(41)),
+            vec![pwd(41)],
+        ),
+        (
+            "infisical export --env=prod".into(),
+            format!("GEOCODER='{}'\n", pwd(42)),
+            vec![pwd(42)],
+        ),
+        (
+            "chamber read geo-api geocoder".into(),
+            format!("Key         Value             Version\ngeocoder    {}  1\n", pwd(43)),
+            vec![pwd(43)],
+        ),
     ];
     for (i, (cmd, output, secrets)) in cases.iter().enumerate() {
         let id = format!("toolu_01Case{i}");
@@ -469,6 +554,28 @@ fn commands_that_print_no_secret_are_kept() {
             "cat ~/.config/solana/cli/config.yml",
             "json_rpc_url: https://api.devnet.solana.com",
         ),
+        // Outputs not named like a secret, or named for a reference to one.
+        ("terraform output -raw bucket_name", "acme-prod-assets-2026"),
+        (
+            "terraform output -raw api_token_ssm_path",
+            "/prod/geo-api/api-token-v2",
+        ),
+        ("pulumi config get aws:region", "eu-west-1"),
+        // The password went into the pipe, not the output.
+        (
+            "aws ecr get-login-password --region eu-west-1 | docker login --username AWS --password-stdin 123456789012.dkr.ecr.eu-west-1.amazonaws.com",
+            "Login Succeeded",
+        ),
+        (
+            "heroku config:set GEO_REGION=eu -a geo-api",
+            "Setting GEO_REGION and restarting geo-api... done, v42",
+        ),
+        (
+            "gpg --list-keys bob",
+            "pub   ed25519 2026-01-01 [SC]\n      3AA5C34371567BD2A9F1\nuid   bob",
+        ),
+        ("sops --encrypt --in-place secrets.yaml", ""),
+        ("age-keygen -y key.txt", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"),
     ]
     .iter()
     .enumerate()

@@ -6,8 +6,8 @@
 //! redact-bench gen DIR [--mb N] [--seed S] [--density D]   corpus.jsonl + truth.jsonl
 //! redact-bench quality DIR                                 recall / FP per rule, exit 1 below bar
 //! redact-bench gen-varied FILE [--mb N] [--seed S] [--truth T]   the second, varied corpus (see varied.rs); T: its planted values
-//! redact-bench speed [--mb N] [--seed S] [--no-newline|--varied] [--runs N] [--phases]   MB/s of redact_stream, one thread
-//! redact-bench keywords [--mb N] [--seed S] [--varied] [--runs N]   MB/s of the keyword walk alone, line by line
+//! redact-bench speed [--mb N] [--seed S] [--no-newline|--varied|--file F] [--runs N] [--phases]   MB/s of redact_stream, one thread
+//! redact-bench keywords [--mb N] [--seed S] [--varied|--file F] [--runs N]   MB/s of the keyword walk alone, line by line
 //! redact-bench redact [FILE|-] [--report]                  = abcd redact
 //! redact-bench parts FILE… [--runs N]                      MB/s of redact_parts (the capture path), one thread
 //! redact-bench score DIR --redacted FILE | --report FILE [--name N]
@@ -176,13 +176,29 @@ fn quality(args: &[String]) -> i32 {
     }
 }
 
+/// `--file PATH`: real text to time instead of a generated corpus.
+fn file_arg(args: &[String]) -> Option<&String> {
+    args.iter()
+        .position(|a| a == "--file")
+        .and_then(|i| args.get(i + 1))
+}
+
 /// The corpus `speed` and `keywords` time: `--mb`, `--seed`, `--varied`
-/// or `--no-newline`.
+/// or `--no-newline`, or a file of real text (`--file PATH`).
 fn timed_input(args: &[String]) -> Vec<u8> {
     let mb: usize = arg(args, "--mb", 64);
     let seed: u64 = arg(args, "--seed", 7);
     let no_newline = args.iter().any(|a| a == "--no-newline");
     let varied = args.iter().any(|a| a == "--varied");
+    if let Some(path) = file_arg(args) {
+        return match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("--file {path}: {e}");
+                std::process::exit(3);
+            }
+        };
+    }
     if varied {
         let c = generate_varied(seed, mb << 20);
         eprintln!(
@@ -274,7 +290,9 @@ fn speed(args: &[String]) -> i32 {
     let mib = input.len() as f64 / 1048576.0;
     walls.sort_by(f64::total_cmp);
     let median = walls[walls.len() / 2];
-    let shape = if varied {
+    let shape = if let Some(path) = file_arg(args) {
+        path.as_str()
+    } else if varied {
         "varied transcript JSONL"
     } else if no_newline {
         "single line"
@@ -282,8 +300,8 @@ fn speed(args: &[String]) -> i32 {
         "transcript JSONL"
     };
     println!(
-        "{} MiB {shape}: median of {runs}: wall {median:.3} s = {:.1} MiB/s; best: wall {best:.3} s = {:.1} MiB/s; on-CPU {best_cpu:.3} s = {:.1} MiB/s; {findings} findings; peak RSS {} MiB",
-        input.len() >> 20,
+        "{:.1} MiB {shape}: median of {runs}: wall {median:.3} s = {:.1} MiB/s; best: wall {best:.3} s = {:.1} MiB/s; on-CPU {best_cpu:.3} s = {:.1} MiB/s; {findings} findings; peak RSS {} MiB",
+        mib,
         mib / median,
         mib / best,
         mib / best_cpu,
