@@ -40,8 +40,9 @@ static F_TOOL_USE_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b
 /// with the `Read` tool): also Rails' `config/master.key`, Vault's
 /// `~/.vault-token`, Docker's `/run/secrets/NAME` and `~/.docker/config.json`,
 /// gcloud's `application_default_credentials.json`, Terraform's
-/// `credentials.tfrc.json`, hub's `~/.config/hub`, Composer's `auth.json`.
-const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git-credentials|(?:[A-Za-z0-9_-]+_)?credentials(?:\.json|\.csv|\.toml)?|credentials\.tfrc\.json|\.npmrc|\.pypirc|secrets?\.(?:ya?ml|json|toml|env)|id_(?:rsa|ed25519|ecdsa|dsa)|master\.key|\.vault-token|\.my\.cnf|\.s3cfg|\.htpasswd|\.boto|\.config/hub|\.docker/config\.json|auth\.json|run/secrets/[A-Za-z0-9_.-]+)";
+/// `credentials.tfrc.json`, hub's `~/.config/hub`, Composer's `auth.json`,
+/// PuTTY's private keys (`*.ppk`).
+const SECRET_FILE: &str = r"(?:\.pgpass|\.netrc|\.env(?:\.[A-Za-z0-9_-]+)?|\.git-credentials|(?:[A-Za-z0-9_-]+_)?credentials(?:\.json|\.csv|\.toml)?|credentials\.tfrc\.json|\.npmrc|\.pypirc|secrets?\.(?:ya?ml|json|toml|env)|id_(?:rsa|ed25519|ecdsa|dsa)|master\.key|\.vault-token|\.my\.cnf|\.s3cfg|\.htpasswd|\.boto|\.config/hub|\.docker/config\.json|auth\.json|run/secrets/[A-Za-z0-9_.-]+|[A-Za-z0-9_.-]+\.ppk)";
 
 /// Commands whose whole output is one secret: stores and managers that
 /// print one (`pass`, `op read`, `keyring get`, `secret-tool lookup`), and
@@ -165,6 +166,8 @@ pub struct Conversation {
     repl_open: bool,
     /// The previous line was a label naming a recovery phrase.
     phrase_open: bool,
+    /// Lines of a PuTTY key's private part still to come.
+    ppk_left: u8,
     /// The previous line was a label naming a secret (`eventbrite private
     /// access key`, `API token:`) and nothing else.
     label_open: bool,
@@ -367,6 +370,34 @@ impl Conversation {
             && t.iter()
                 .all(|&b| b.is_ascii_lowercase() || b == b' ' || b == b'\t'))
         .then_some(t)
+    }
+
+    /// A line of a PuTTY private key's private part, read line by line:
+    /// the `N` base64 lines after `Private-Lines: N` (a decoded view holds
+    /// them all and `putty-private-key` reads them there).
+    #[inline]
+    pub fn ppk_value<'a>(&mut self, line: Line<'a>) -> Option<&'a [u8]> {
+        let t = line.t;
+        if self.ppk_left > 0 {
+            let b64 = t.len() >= 4
+                && t.iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+            if b64 {
+                self.ppk_left -= 1;
+                return Some(t);
+            }
+            self.ppk_left = 0;
+        }
+        if let Some(n) = t.strip_prefix(b"Private-Lines:") {
+            let n = n.trim_ascii();
+            if (1..=3).contains(&n.len()) && n.iter().all(u8::is_ascii_digit) {
+                self.ppk_left = std::str::from_utf8(n)
+                    .ok()
+                    .and_then(|n| n.parse::<u8>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        None
     }
 
     /// A base64 value of a YAML `data:` block (a Kubernetes `Secret`)

@@ -736,8 +736,8 @@ pub enum Gate {
     /// whitespace, six bytes a password may hold (not whitespace, `/`, a
     /// quote or a backtick) after it and, past ASCII whitespace, a run of
     /// two or more `[A-Za-z0-9_.@-]` bytes before it, introduced by `:`,
-    /// `=` or `is` — before the run past whitespace, or inside it after a
-    /// word boundary. Its keywords (` / `, `/ `) need not be that slash, so
+    /// `=`, `is` or `are` — before the run past whitespace, or inside it
+    /// after a word boundary. Its keywords (` / `, `/ `) need not be that slash, so
     /// the whole segment is looked at, once; a path's slashes fail (a run
     /// of path words follows a `/` or a quote).
     SlashPair,
@@ -938,10 +938,14 @@ fn slash_pair(v: &[u8]) -> bool {
             return false;
         }
         let run = &v[s..e];
-        // `is` inside the run (after a word boundary), two bytes after it.
-        if (0..run.len().saturating_sub(3)).any(|i| {
-            run[i..i + 2].eq_ignore_ascii_case(b"is") && (i == 0 || !is_word_byte(run[i - 1]))
-        }) {
+        // `is` or `are` inside the run (after a word boundary), two bytes
+        // after it.
+        let verb_at = |i: usize, w: &[u8]| {
+            run.len() >= i + w.len() + 2
+                && run[i..i + w.len()].eq_ignore_ascii_case(w)
+                && (i == 0 || !is_word_byte(run[i - 1]))
+        };
+        if (0..run.len()).any(|i| verb_at(i, b"is") || verb_at(i, b"are")) {
             return true;
         }
         let mut k = s;
@@ -950,7 +954,8 @@ fn slash_pair(v: &[u8]) -> bool {
         }
         k > 0
             && (matches!(v[k - 1], b':' | b'=')
-                || (k >= 2 && v[k - 2..k].eq_ignore_ascii_case(b"is")))
+                || (k >= 2 && v[k - 2..k].eq_ignore_ascii_case(b"is"))
+                || (k >= 3 && v[k - 3..k].eq_ignore_ascii_case(b"are")))
     })
 }
 
@@ -2944,9 +2949,8 @@ impl Engine {
                         && !is_member_name(v, e)
                         && generic_ok(val, next, true, 0.0)
                 }
-                Check::FlagPassword => {
-                    !val.iter().all(u8::is_ascii_lowercase) && generic_ok(val, next, true, 0.0)
-                }
+                Check::FlagPassword => flag_password_ok(val, next),
+                Check::SecretPairs => secret_pairs_ok(val),
                 Check::EntryPassword => {
                     !names_a_reference(entry_name(&v[m_start..s]))
                         && !val.iter().all(u8::is_ascii_lowercase)
@@ -3407,6 +3411,42 @@ fn is_space_byte(b: u8) -> bool {
 /// A byte of an ASCII word (`\w` without Unicode): what `\b` looks at.
 fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// `Check::FlagPassword`'s test: `Password`'s, and not a bare lower-case
+/// word.
+fn flag_password_ok(v: &[u8], next: Option<u8>) -> bool {
+    !v.iter().all(u8::is_ascii_lowercase) && generic_ok(v, next, true, 0.0)
+}
+
+/// `Check::SecretPairs`: some value of the blank-separated `NAME=V` pairs
+/// passes [`flag_password_ok`] (quotes around a value are not its bytes).
+fn secret_pairs_ok(v: &[u8]) -> bool {
+    let mut rest = v;
+    while !rest.is_empty() {
+        let Some(eq) = memchr::memchr(b'=', rest) else {
+            return false;
+        };
+        rest = &rest[eq + 1..];
+        let (val, after) = match rest.first() {
+            Some(&q @ (b'"' | b'\'')) => {
+                let end = memchr::memchr(q, &rest[1..]).map_or(rest.len(), |i| i + 1);
+                (&rest[1..end], &rest[(end + 1).min(rest.len())..])
+            }
+            _ => {
+                let end = rest
+                    .iter()
+                    .position(u8::is_ascii_whitespace)
+                    .unwrap_or(rest.len());
+                (&rest[..end], &rest[end..])
+            }
+        };
+        if flag_password_ok(val, None) {
+            return true;
+        }
+        rest = after.trim_ascii_start();
+    }
+    false
 }
 
 /// Can a host name that `Check::Host` keeps end at `e` (see
@@ -5558,6 +5598,8 @@ mod tests {
             b"account",
             b"creds",
             b" is ",
+            b" are ",
+            b"Are",
             b"IS",
             b" / ",
             b"admin",

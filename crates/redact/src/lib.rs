@@ -180,6 +180,8 @@ pub struct Scanner {
     /// on the line after its prompt or label.
     repl_meta: usize,
     phrase_meta: usize,
+    /// A PuTTY key's private lines, read line by line.
+    ppk_meta: usize,
 }
 
 fn placeholder(kind: &str) -> Vec<u8> {
@@ -386,6 +388,7 @@ impl Scanner {
         let plist_meta = meta_of("plist-secret").unwrap_or(generic_meta);
         let repl_meta = meta_of("repl-secret").unwrap_or(generic_meta);
         let phrase_meta = meta_of("wallet-recovery-phrase").unwrap_or(generic_meta);
+        let ppk_meta = meta_of("putty-private-key").unwrap_or(generic_meta);
         let block_metas = (
             meta_of("terraform-variable-secret").unwrap_or(generic_meta),
             meta_of("terraform-variable-password").unwrap_or(generic_meta),
@@ -540,6 +543,7 @@ impl Scanner {
             plist_meta,
             repl_meta,
             phrase_meta,
+            ppk_meta,
         }
     }
 
@@ -871,6 +875,9 @@ impl Scanner {
             if rules::mnemonic_ok(v) {
                 found.push((v.to_vec(), self.phrase_meta));
             }
+        }
+        if let Some(v) = conversation.ppk_value(line) {
+            found.push((v.to_vec(), self.ppk_meta));
         }
         if let Some(v) = conversation.label_value(line) {
             if engine::generic_ok(v, None, false, engine::MIN_TOKEN_ENTROPY) {

@@ -71,6 +71,11 @@ pub enum Check {
     /// word, which in prose about the command is the next word of the
     /// sentence (`the net user command lists accounts`).
     FlagPassword,
+    /// `NAME=V NAME=W …` set in a secrets store from the command line
+    /// (`fly secrets set`): taken whole when one of the values passes
+    /// `FlagPassword`'s checks (`NAME=VALUE` in a sentence about the
+    /// command is a placeholder).
+    SecretPairs,
     /// A setting whose name and value are two fields (`<add key="N"
     /// value="V"/>`, `- name: N` ⏎ `value: V`): `FlagPassword`'s checks,
     /// with the setting's name (the field after `key` / `name`, not
@@ -1216,7 +1221,8 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "session-cookie",
             "session-cookie",
-            &["cookie"],
+            // ` -b `: curl's and wget's short flag for a cookie.
+            &["cookie", " -b "],
             r"(?i)\b[A-Za-z0-9_.-]*(?:sess|sid|auth|token|csrf|jwt|remember)[A-Za-z0-9_.-]*=([^;\s\x22',]{8,})",
             Check::None,
         ),
@@ -1713,7 +1719,9 @@ pub fn builtin() -> Vec<RuleDef> {
         // put-parameter … --type SecureString … --value V`, `dotnet
         // user-secrets set N V`, `ansible-vault encrypt_string 'V'`,
         // `doppler secrets set N V`, macOS `security add-generic-password …
-        // -w V`, and a here-string into `gcloud secrets`, `docker secret
+        // -w V`, `kubectl create secret generic N --from-literal=K=V` (a
+        // JSON `--secret-string` loses what is inside its braces), and a
+        // here-string into `gcloud secrets`, `docker secret
         // create`, `vercel env add`, `wrangler secret put`, `secret-tool
         // store`, `pass insert`, `passwd`-like commands, or a command reading a
         // token or password on standard input (`gh auth login --with-token
@@ -1732,9 +1740,23 @@ pub fn builtin() -> Vec<RuleDef> {
                 "add-generic-password",
                 "add-internet-password",
                 "<<<",
+                "from-literal",
             ],
-            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:keyvault\s+secret\s+set|eas\s+secret:create)\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bdoppler\s+secrets\s+set\s+[A-Za-z0-9_]+(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecurity\s+add-(?:generic|internet)-password\b[^\n|;&]*?\s-w\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set|secret-tool\s+store|(?:go)?pass\s+insert|smbpasswd|chpasswd|passwd|kinit|cryptsetup)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
+            r#"(?i)\bgh\s+secret\s+set\b[^\n|;&]*?\s(?:--body|-b)(?:=|\s+)?(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecretsmanager\s+(?:create-secret|put-secret-value|update-secret)\b[^\n|;&]*?\s--secret-string(?:=|\s+)(?:'\{([^'\n]{4,})\}'|"\{((?:[^"\\\n]|\\.){4,})\}"|'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:keyvault\s+secret\s+set|eas\s+secret:create)\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?SecureString[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bput-parameter\b[^\n|;&]*?\s--value(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))["']?[^\n|;&]*?SecureString|\buser-secrets\s+set\s+["']?[^\s"']+["']?\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bencrypt_string\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bdoppler\s+secrets\s+set\s+[A-Za-z0-9_]+(?:=|\s+)(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\bsecurity\s+add-(?:generic|internet)-password\b[^\n|;&]*?\s-w\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>-][^\s"'`;&|<>]{3,}))|\b(?:gcloud\s+secrets|docker\s+secret\s+create|vercel\s+env\s+add|wrangler\s+secret\s+put|gh\s+secret\s+set|secret-tool\s+store|(?:go)?pass\s+insert|smbpasswd|chpasswd|passwd|kinit|cryptsetup)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--(?:with-token|password-stdin|token-stdin)\b[^\n|;&]*?<<<[ \t]*(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|--from-literal[= ]["']?[A-Za-z0-9_.-]+=(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))"#,
             Check::FlagPassword,
+        ),
+        // A secrets store set from the command line, every `NAME=V` pair
+        // after the command a secret whatever its name (`fly secrets set
+        // -a api GEOCODER=V TOKEN=W`, `supabase secrets set N=V`): the pairs
+        // are taken as one value, names and all, since a match ends where
+        // the next search starts and only the first pair follows the
+        // command's name.
+        grp(
+            "secrets-set-pairs",
+            "generic-secret",
+            &["secrets set"],
+            r#"(?i)\b(?:fly|flyctl|supabase)\s+secrets\s+set\b(?:\s+--?[a-z][a-z-]*(?:[= ][^\s=|;&]+)?)*?\s+([A-Za-z_][A-Za-z0-9_]*=(?:'[^'\n]+'|"[^"\n]+"|[^\s"'`;&|<>]+)(?:\s+[A-Za-z_][A-Za-z0-9_]*=(?:'[^'\n]+'|"[^"\n]+"|[^\s"'`;&|<>]+))*)"#,
+            Check::SecretPairs,
         ),
         // A tool's `config set NAME V` where NAME is a secret's: `wp config
         // set DB_PASSWORD V`, `git config --global github.token V`, `npm
@@ -2428,7 +2450,9 @@ pub fn builtin() -> Vec<RuleDef> {
         // --private-key …`, a wallet built from one (`new ethers.Wallet("0x…")`,
         // web3.py's `Account.from_key(…)`, viem's `privateKeyToAccount(…)`,
         // web3.js's `accounts.privateKeyToAccount(…)` / `wallet.add(…)`),
-        // and Hardhat's `accounts: ["0x…", …]` (the whole list). A bare
+        // and Hardhat's `accounts: ["0x…", …]` (the whole list), and `0x`
+        // and 64 hex digits named a private key in prose (`private key:
+        // 0x…`; the `0x` says an EVM key, not a hex dump). A bare
         // 64-hex string is a transaction hash as often, so the context is
         // what says key.
         grp(
@@ -2443,8 +2467,10 @@ pub fn builtin() -> Vec<RuleDef> {
                 "signingkey(",
                 "wallet.add(",
                 "accounts:",
+                "private key",
+                "priv key",
             ],
-            r#"(?i)(?:--private-key(?:=|[ \t]+)["']?((?:0x)?[0-9a-f]{64})\b|(?:\bWallet|from_key|fromPrivateKey|privateKeyToAccount|SigningKey|wallet\.add)\(\s*["'`]((?:0x)?[0-9a-f]{64})["'`]|\baccounts\s*:\s*\[\s*((?:["'](?:0x)?[0-9a-f]{64}["']\s*,?\s*)+)\])"#,
+            r#"(?i)(?:--private-key(?:=|[ \t]+)["']?((?:0x)?[0-9a-f]{64})\b|\bpriv(?:ate)?[ \t]+key\b(?:[ \t]+(?:is|was))?[ \t]*[:=]?[ \t]*["'`]?(0x[0-9a-f]{64})\b|(?:\bWallet|from_key|fromPrivateKey|privateKeyToAccount|SigningKey|wallet\.add)\(\s*["'`]((?:0x)?[0-9a-f]{64})["'`]|\baccounts\s*:\s*\[\s*((?:["'](?:0x)?[0-9a-f]{64}["']\s*,?\s*)+)\])"#,
             Check::None,
         ),
         // A Solana keypair's 64 secret bytes where code or a setting holds
@@ -2545,6 +2571,27 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:recovery|backup)[ \t]+codes?\b(?:[ \t]+(?:are|is))?[ \t]*[:=]?[ \t]*(?:\n[ \t]*)?((?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{4} [0-9]{4}|[0-9]{8,10})(?:[ \t]*[, \t\n][ \t]*(?:[0-9a-f]{5}-[0-9a-f]{5}|[0-9a-f]{16}|[0-9]{4} [0-9]{4}|[0-9]{8,10}))*)\b"#,
             Check::None,
         ),
+        // One recovery or backup code named in a sentence, in another
+        // provider's shape (`recovery code a1b2c3d4e5f6`, Twitter's 12
+        // characters; `backup code: K7QX-2M9P`): letters and a digit
+        // (`recovery code is invalid` is a message).
+        grp(
+            "two-factor-recovery-code",
+            "password",
+            &["recovery code", "backup code"],
+            r#"(?i)\b(?:recovery|backup)[ \t]+code\b(?:[ \t]+(?:is|was))?[ \t]*[:=]?[ \t]*["'`]?([A-Za-z0-9]{4,32}(?:-[A-Za-z0-9]{4,12}){0,5})\b"#,
+            Check::Bearer,
+        ),
+        // A PuTTY private key file (`.ppk`): the base64 lines after
+        // `Private-Lines: N`, in a decoded view (plain text line by line is
+        // `Conversation::ppk_value`). The `Public-Lines` are public.
+        grp(
+            "putty-private-key",
+            "private-key",
+            &["private-lines:"],
+            r#"Private-Lines:[ \t]*[0-9]{1,3}[ \t]*\r?\n((?:[A-Za-z0-9+/]{4,}={0,2}[ \t]*(?:\r?\n|$))+)"#,
+            Check::None,
+        ),
         // A row of a table that pairs a secret's name with its value:
         // `vault kv get`'s `db_pass            S`, a Markdown `| api_token |
         // T |`. The whole line is the row (a name, two blanks or a bar, a
@@ -2595,7 +2642,7 @@ pub fn builtin() -> Vec<RuleDef> {
             "login-slash-password",
             "password",
             &[" / ", "/ "],
-            r#"(?i)\b(?:login|user(?:name)?|account|creds|credentials)\b[^\n]{0,40}?(?:\bis|:|=)\s*[A-Za-z0-9_.@-]{2,64}\s*/\s*([^\s/"'`]{6,64})"#,
+            r#"(?i)\b(?:login|user(?:name)?|account|creds|credentials)\b[^\n]{0,40}?(?:\bis|\bare|:|=)\s*[A-Za-z0-9_.@-]{2,64}\s*/\s*([^\s/"'`]{6,64})"#,
             Check::Bearer,
         ),
         // `the password for the db is S`, `password: S`: a human password

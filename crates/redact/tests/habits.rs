@@ -947,7 +947,66 @@ fn secret_storing_commands() {
             format!("composer config --global github-oauth.github.com {}", k(44)),
             k(44),
         ),
+        (
+            "secretsmanager JSON",
+            format!(
+                "aws secretsmanager put-secret-value --secret-id geo --secret-string '{{\"key\":\"{}\"}}'",
+                p(45)
+            ),
+            p(45),
+        ),
+        (
+            "secretsmanager JSON",
+            format!(
+                "aws secretsmanager create-secret --name geo --secret-string \"{{\\\"geocoder\\\":\\\"{}\\\"}}\"",
+                p(46)
+            ),
+            p(46),
+        ),
+        (
+            "from-literal",
+            format!(
+                "kubectl create secret generic geo --from-literal=key={} --from-literal=region=eu",
+                p(47)
+            ),
+            p(47),
+        ),
+        (
+            "from-literal",
+            format!(
+                "kubectl -n prod create secret generic geo --from-literal=user=geo --from-literal='key={}'",
+                p(48)
+            ),
+            p(48),
+        ),
+        (
+            "secrets set",
+            format!("fly secrets set -a geo-api GEOCODER={} REGION=eu", p(49)),
+            p(49),
+        ),
+        (
+            "secrets set",
+            format!("flyctl secrets set REGION=eu GEOCODER=\"{}\" --stage", p(50)),
+            p(50),
+        ),
+        (
+            "secrets set",
+            format!("supabase secrets set GEOCODER={}", k(51)),
+            k(51),
+        ),
     ]);
+    // Reading or removing a secret, or a value from a file, sets none.
+    assert_no_findings(
+        &scanner(),
+        [
+            "kubectl create secret generic geo --from-file=key=./geo.key",
+            "fly secrets list -a geo-api",
+            "fly secrets unset GEOCODER REGION",
+            "supabase secrets list",
+            "aws secretsmanager create-secret --name geo --secret-string file://geo.json",
+            "the docs say to run fly secrets set NAME=VALUE for each one",
+        ],
+    );
 }
 
 /// Config directives that hold a password, and `.pgpass` lines.
@@ -4119,6 +4178,81 @@ fn quoted_values_with_blanks_run_to_the_closing_quote() {
         &[
             "password = \"Enter your password\"".to_string(),
             "secret: \"not set\"".to_string(),
+        ],
+    );
+}
+
+/// A session cookie given to curl's `-b`, credentials as `user / password`
+/// after `are`, an EVM private key named in prose, one recovery code in
+/// another provider's shape, and a PuTTY key's private lines.
+#[test]
+fn cookie_flags_key_pairs_recovery_codes_and_putty_keys() {
+    let p = pw;
+    let k = |n| rs(n, ALNUM, 24);
+    let ppk = |a: &str, b: &str| {
+        format!(
+            "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: bob@laptop\nPublic-Lines: 1\nAAAAC3NzaC1lZDI1NTE5AAAAIHb0bW9ja2tleWZvcnRlc3Rz\nPrivate-Lines: 2\n{a}\n{b}\nPrivate-MAC: {}\n",
+            rs(70, HEX, 64)
+        )
+    };
+    let (l1, l2) = (rs(71, B64, 44), rs(72, B64, 24));
+    check(&[
+        (
+            "curl -b",
+            format!("curl -s -b 'session={}' https://geo.corp.io/me", k(60)),
+            k(60),
+        ),
+        (
+            "curl -b",
+            format!(
+                "curl -b \"_geo_sid={}; theme=dark\" https://geo.corp.io/",
+                k(61)
+            ),
+            k(61),
+        ),
+        ("creds are", format!("creds are bob / {}", p(62)), p(62)),
+        (
+            "creds are",
+            format!("the staging credentials are admin / {}", p(63)),
+            p(63),
+        ),
+        (
+            "private key 0x",
+            format!("private key: 0x{}", rs(64, HEX, 64)),
+            rs(64, HEX, 64),
+        ),
+        (
+            "private key 0x",
+            format!("my deployer's priv key is `0x{}`", rs(65, HEX, 64)),
+            rs(65, HEX, 64),
+        ),
+        (
+            "recovery code",
+            format!("PIN 4921 and recovery code {}", k(66)),
+            k(66),
+        ),
+        (
+            "backup code",
+            "my backup code is K7QX-2M9P".into(),
+            "K7QX-2M9P".into(),
+        ),
+        ("putty key", ppk(&l1, &l2), l1.clone()),
+        ("putty key", ppk(&l1, &l2), l2.clone()),
+    ]);
+    assert_no_findings(
+        &scanner(),
+        [
+            "git checkout -b session-fix",
+            "curl -b cookies.txt https://geo.corp.io/",
+            "curl -b 'theme=dark' https://geo.corp.io/",
+            "private key: ~/.ssh/id_ed25519",
+            "the private key is 0x-prefixed hex",
+            "tx hash: 0x364e857cd3ac5d86374722ca9a8c639c96d633c88ff1ee3150f0060b852ef0d1",
+            "the creds are in the vault / see 1password",
+            "the recovery code is invalid",
+            "recovery code: HTTP-ERROR",
+            "use a backup code instead",
+            "Private-Lines: 2\nthe next lines are the key",
         ],
     );
 }
