@@ -1,7 +1,7 @@
 //! A transcript seen as a conversation, not only as lines: a `tool_use` that
 //! ran a secret-reading command (`pass show`, `op read`, `vault kv get`,
 //! `aws secretsmanager get-secret-value`, `cat ~/.pgpass`, a `Read` of a
-//! `.env`, …) marks its id, and the `tool_result` answering that id later in
+//! `.env`, `terraform output -raw db_password`, `sops -d`, …) marks its id, and the `tool_result` answering that id later in
 //! the same transcript has its secret-shaped words taken as secrets. Their
 //! output is a bare random string that no rule could recognise by shape or
 //! by a key name next to it.
@@ -10,8 +10,9 @@
 //! an element named like a secret whose value sits on its own line
 //! (`<apiToken>` / `S` / `</apiToken>`), a property list's `<string>` under
 //! a `<key>` naming a secret, a label line and the value under it, a YAML
-//! `data:` block, and a Terraform variable named like a secret whose
-//! `default` is on a later line — which a per-line scan cannot join.
+//! `data:` block, a Terraform variable named like a secret whose
+//! `default` is on a later line, and a PuTTY key's private lines — which a
+//! per-line scan cannot join.
 //!
 //! Owns: which commands read secrets, and which words of their output are
 //! secret-shaped. Must never: parse a line that holds neither a marked
