@@ -2063,6 +2063,15 @@ pub fn builtin() -> Vec<RuleDef> {
         ),
         // Windows: `net user NAME PW /add`, `net use \\host\share PW
         // /user:NAME`, `net use Z: \\host\share /user:NAME PW`.
+        // `cmdkey /add:HOST /user:NAME /pass:PW` (the credential manager),
+        // `schtasks /Create … /RU NAME /RP PW` (a task's account).
+        grp(
+            "windows-flag-password",
+            "password",
+            &["cmdkey", "schtasks"],
+            r#"(?i)\bcmdkey(?:\.exe)?\b[^\n]*?\s/pass:(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>/][^\s"'`;&|<>]{3,}))|\bschtasks(?:\.exe)?\b[^\n]*?\s/RP\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>/*][^\s"'`;&|<>]{3,}))"#,
+            Check::FlagPassword,
+        ),
         grp(
             "net-use-password",
             "password",
@@ -3373,8 +3382,15 @@ pub fn builtin() -> Vec<RuleDef> {
         grp(
             "env-line-secret",
             "generic-secret",
-            &["secret", "token", "api_key", "apikey", "private_key"],
-            r#"(?m)(?:^|["\n])[ \t]*(?:export[ \t]+)?[A-Za-z0-9_]*(?:SECRET|TOKEN|API_KEY|APIKEY|PRIVATE_KEY)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{7,})"#,
+            &[
+                "secret",
+                "token",
+                "api_key",
+                "apikey",
+                "private_key",
+                "pepper",
+            ],
+            r#"(?m)(?:^|["\n])[ \t]*(?:export[ \t]+)?[A-Za-z0-9_]*(?:SECRET|TOKEN|API_KEY|APIKEY|PRIVATE_KEY|PEPPER)[A-Za-z0-9_]*[ \t]*=[ \t]*([^\s"'$][^\s"]{7,})"#,
             Check::Generic,
         ),
         // The same for a password, and Dockerfile's `ENV NAME value`

@@ -110,6 +110,19 @@ fn aws_cli_and_prose_key_pairs() {
 fn command_line_passwords() {
     check(&[
         (
+            "cmdkey",
+            format!("cmdkey /add:files.corp.local /user:CORP\\bob /pass:{}", pw(80)),
+            pw(80),
+        ),
+        (
+            "schtasks",
+            format!(
+                "schtasks /Create /TN nightly /TR C:\\jobs\\sync.exe /SC DAILY /RU CORP\\svc /RP \"{}\"",
+                pw(81)
+            ),
+            pw(81),
+        ),
+        (
             "docker login",
             format!("docker login -u bob -p {}", pw(10)),
             pw(10),
@@ -307,6 +320,12 @@ fn env_and_framework_keys() {
     let tail = rs(51, ALNUM, 20);
     let app = rs(52, B64, 43) + "=";
     check(&[
+        ("pepper", format!("PASSWORD_PEPPER={}", pw(82)), pw(82)),
+        (
+            "pepper",
+            format!("export PEPPER={}", rs(83, HEX, 32)),
+            rs(83, HEX, 32),
+        ),
         ("django", format!("SECRET_KEY={dj}"), tail.clone()),
         (
             "django",
@@ -4253,6 +4272,11 @@ fn cookie_flags_key_pairs_recovery_codes_and_putty_keys() {
             "recovery code: HTTP-ERROR",
             "use a backup code instead",
             "Private-Lines: 2\nthe next lines are the key",
+            "cmdkey /list",
+            "cmdkey /add:fileserver /user:bob /pass",
+            "schtasks /Create /TN nightly /TR sync.exe /RU CORP\\svc /RP *",
+            "schtasks /Query /FO LIST /V",
+            "PEPPER_ROUNDS=3",
         ],
     );
 }
