@@ -1,10 +1,11 @@
 //! A transcript seen as a conversation, not only as lines: a `tool_use` that
 //! ran a secret-reading command (`pass show`, `op read`, `vault kv get`,
 //! `aws secretsmanager get-secret-value`, `cat ~/.pgpass`, a `Read` of a
-//! `.env`, `terraform output -raw db_password`, `sops -d`, …) marks its id, and the `tool_result` answering that id later in
-//! the same transcript has its secret-shaped words taken as secrets. Their
-//! output is a bare random string that no rule could recognise by shape or
-//! by a key name next to it.
+//! `.env`, `terraform output -raw db_password`, `sops -d`, …) marks its id,
+//! and the `tool_result` answering that id later in the same transcript
+//! has its secret-shaped words taken as secrets. Their output is a bare
+//! random string that no rule could recognise by shape or by a key name
+//! next to it.
 //!
 //! The same state carries the line-to-line rules of plain (not JSON) text:
 //! an element named like a secret whose value sits on its own line
@@ -390,13 +391,10 @@ impl Conversation {
             self.ppk_left = 0;
         }
         if let Some(n) = t.strip_prefix(b"Private-Lines:") {
-            let n = n.trim_ascii();
-            if (1..=3).contains(&n.len()) && n.iter().all(u8::is_ascii_digit) {
-                self.ppk_left = std::str::from_utf8(n)
-                    .ok()
-                    .and_then(|n| n.parse::<u8>().ok())
-                    .unwrap_or(0);
-            }
+            self.ppk_left = std::str::from_utf8(n.trim_ascii())
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
         }
         None
     }
@@ -708,13 +706,13 @@ static PRINTS_NAMED_OUTPUT: LazyLock<Option<Regex>> = LazyLock::new(|| {
     .ok()
 });
 
-/// A variable named like a secret (`GITHUB_TOKEN`, `DB_PASSWORD`,
-/// `stripe_api_key`) and not like a thing about one (`TOKEN_FILE`,
+/// A variable (or an output: `admin-api-key`) named like a secret
+/// (`GITHUB_TOKEN`, `DB_PASSWORD`, `stripe_api_key`) and not like a thing about one (`TOKEN_FILE`,
 /// `SECRET_PATH`: the engine's own test for a setting's name,
 /// `engine::names_a_reference`); `PWD` is the working directory.
 fn names_a_secret_variable(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
-    let parts: Vec<&str> = n.split('_').filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = n.split(['_', '-']).filter(|p| !p.is_empty()).collect();
     let secret = parts.iter().enumerate().any(|(i, p)| {
         matches!(
             *p,
@@ -738,7 +736,7 @@ fn prints_secret_variable(c: &[u8]) -> bool {
             re.captures_iter(c).any(|m| {
                 m.get(1)
                     .and_then(|n| std::str::from_utf8(n.as_bytes()).ok())
-                    .is_some_and(|n| names_a_secret_variable(&n.replace('-', "_")))
+                    .is_some_and(names_a_secret_variable)
             })
         })
     })

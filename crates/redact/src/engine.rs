@@ -737,9 +737,9 @@ pub enum Gate {
     /// quote or a backtick) after it and, past ASCII whitespace, a run of
     /// two or more `[A-Za-z0-9_.@-]` bytes before it, introduced by `:`,
     /// `=`, `is` or `are` — before the run past whitespace, or inside it
-    /// after a word boundary. Its keywords (` / `, `/ `) need not be that slash, so
-    /// the whole segment is looked at, once; a path's slashes fail (a run
-    /// of path words follows a `/` or a quote).
+    /// after a word boundary. Its keywords (` / `, `/ `) need not be that
+    /// slash, so the whole segment is looked at, once; a path's slashes
+    /// fail (a run of path words follows a `/` or a quote).
     SlashPair,
     /// `byte-string-secret`: after its keyword `bytes` every match has
     /// ASCII whitespace then `=`; and before each of its keywords (`&str`,
@@ -2952,9 +2952,7 @@ impl Engine {
                 Check::FlagPassword => flag_password_ok(val, next),
                 Check::SecretPairs => secret_pairs_ok(val),
                 Check::EntryPassword => {
-                    !names_a_reference(entry_name(&v[m_start..s]))
-                        && !val.iter().all(u8::is_ascii_lowercase)
-                        && generic_ok(val, next, true, 0.0)
+                    !names_a_reference(entry_name(&v[m_start..s])) && flag_password_ok(val, next)
                 }
                 Check::BlockSecret | Check::BlockPassword => {
                     let password = check == Check::BlockPassword;

@@ -2061,10 +2061,8 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\b(?:[a-z]*freerdp3?)\b[^\n]*?\s/p:(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>]{4,}))|\b(?:smbclient|rpcclient|smbcacls|smbget)\b[^\n]*?\s(?:-U|--user)(?:=|\s*)["']?[^\s%"']+%([^\s"'`;&|<>]{4,})"#,
             Check::FlagPassword,
         ),
-        // Windows: `net user NAME PW /add`, `net use \\host\share PW
-        // /user:NAME`, `net use Z: \\host\share /user:NAME PW`.
-        // `cmdkey /add:HOST /user:NAME /pass:PW` (the credential manager),
-        // `schtasks /Create … /RU NAME /RP PW` (a task's account).
+        // Windows: `cmdkey /add:HOST /user:NAME /pass:PW` (the credential
+        // manager), `schtasks /Create … /RU NAME /RP PW` (a task's account).
         grp(
             "windows-flag-password",
             "password",
@@ -2072,6 +2070,8 @@ pub fn builtin() -> Vec<RuleDef> {
             r#"(?i)\bcmdkey(?:\.exe)?\b[^\n]*?\s/pass:(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>/][^\s"'`;&|<>]{3,}))|\bschtasks(?:\.exe)?\b[^\n]*?\s/RP\s+(?:'([^'\n]{4,})'|"([^"\n]{4,})"|([^\s"'`;&|<>/*][^\s"'`;&|<>]{3,}))"#,
             Check::FlagPassword,
         ),
+        // Windows: `net user NAME PW /add`, `net use \\host\share PW
+        // /user:NAME`, `net use Z: \\host\share /user:NAME PW`.
         grp(
             "net-use-password",
             "password",
